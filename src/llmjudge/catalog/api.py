@@ -1,0 +1,119 @@
+"""Catalog JSON API: pillars, thread import and queries."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, File, HTTPException, Query, Request, UploadFile, status
+
+from llmjudge.catalog import service
+from llmjudge.catalog.importing import ParsedFile, parse_thread_file
+from llmjudge.catalog.schemas import (
+    ImportResult,
+    PillarIn,
+    PillarOut,
+    PillarPatch,
+    RowError,
+    ThreadOut,
+    ThreadPage,
+)
+from llmjudge.config import Settings
+from llmjudge.db.engine import DbSession
+
+router = APIRouter(prefix="/api", tags=["catalog"])
+
+
+@router.get("/pillars", response_model=list[PillarOut])
+async def list_pillars(db: DbSession) -> list[PillarOut]:
+    """All pillars with their thread counts."""
+    return await service.list_pillars(db=db)
+
+
+@router.post("/pillars", response_model=PillarOut, status_code=status.HTTP_201_CREATED)
+async def create_pillar(pillar_in: PillarIn, db: DbSession) -> PillarOut:
+    return await service.create_pillar(db=db, pillar_in=pillar_in)
+
+
+@router.get("/pillars/{pillar_id}", response_model=PillarOut)
+async def get_pillar(pillar_id: int, db: DbSession) -> PillarOut:
+    return await service.get_pillar(db=db, pillar_id=pillar_id)
+
+
+@router.patch("/pillars/{pillar_id}", response_model=PillarOut)
+async def update_pillar(pillar_id: int, patch: PillarPatch, db: DbSession) -> PillarOut:
+    return await service.update_pillar(db=db, pillar_id=pillar_id, patch=patch)
+
+
+@router.delete("/pillars/{pillar_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_pillar(pillar_id: int, db: DbSession) -> None:
+    """Delete a pillar and all of its threads."""
+    await service.delete_pillar(db=db, pillar_id=pillar_id)
+
+
+async def read_upload(upload: UploadFile, settings: Settings) -> bytes:
+    """Read at most the configured size; a larger file is refused before parsing."""
+    limit = settings.max_upload_bytes
+    data = await upload.read(limit + 1)
+    if len(data) > limit:
+        raise HTTPException(
+            status.HTTP_413_CONTENT_TOO_LARGE,
+            detail=f"the file is larger than the {limit / 1_048_576:.0f} MiB limit "
+            "(LLMJUDGE_MAX_UPLOAD_BYTES)",
+        )
+    return data
+
+
+async def parse_upload(upload: UploadFile, settings: Settings) -> ParsedFile:
+    data = await read_upload(upload, settings)
+    return parse_thread_file(
+        upload.filename or "",
+        data,
+        max_rows=settings.max_import_rows,
+        max_chars=settings.max_field_chars,
+    )
+
+
+class ImportRejected(HTTPException):
+    def __init__(self, errors: list[RowError]) -> None:
+        super().__init__(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            detail={
+                "message": f"{len(errors)} problem(s) found; nothing was imported",
+                "errors": [e.model_dump() for e in errors],
+            },
+        )
+
+
+@router.post(
+    "/threads/import",
+    response_model=ImportResult,
+    responses={
+        422: {"description": "Row errors: `detail.errors` is a list of {line, field, message}"}
+    },
+)
+async def import_threads(
+    request: Request, db: DbSession, file: Annotated[UploadFile, File(description="CSV or JSONL")]
+) -> ImportResult:
+    """Import threads from CSV (columns pillar, content, optional external_id, title,
+    prompt_key, metadata) or JSONL (same fields; content may be a list of {role, content}).
+    All or nothing; re-importing (pillar, external_id) updates the thread."""
+    parsed = await parse_upload(file, request.app.state.settings)
+    if parsed.errors:
+        raise ImportRejected(parsed.errors)
+    return await service.store_import(db=db, parsed=parsed)
+
+
+@router.get("/threads", response_model=ThreadPage)
+async def list_threads(
+    db: DbSession,
+    pillar_id: int | None = None,
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> ThreadPage:
+    return await service.list_threads(db=db, pillar_id=pillar_id, q=q, limit=limit, offset=offset)
+
+
+@router.get("/threads/{thread_id}", response_model=ThreadOut)
+async def get_thread(thread_id: int, db: DbSession) -> ThreadOut:
+    return await service.get_thread(db=db, thread_id=thread_id)

@@ -1,0 +1,205 @@
+"""Parse and validate a thread file (CSV or JSONL) without touching the database.
+
+All or nothing: the caller stores rows only when `errors` is empty.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from llmjudge.catalog.schemas import RowError, ThreadIn
+
+CSV_COLUMNS = {"pillar", "external_id", "title", "prompt_key", "content", "metadata"}
+MAX_ERRORS = 200  # enough to fix a file; more would only flood the page
+
+
+@dataclass
+class ParsedFile:
+    rows: list[ThreadIn] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)  # file line of each row, for messages
+    errors: list[RowError] = field(default_factory=list)
+
+
+def content_hash(content: Any) -> str:
+    canonical = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"the file is not UTF-8 text (invalid byte at offset {e.start}); "
+            "save it as UTF-8 and upload again"
+        ) from None
+
+
+def _validate(raw: dict[str, Any], line: int, out: ParsedFile, max_chars: int) -> None:
+    try:
+        row = ThreadIn.model_validate(raw)
+    except ValidationError as e:
+        for err in e.errors():
+            loc = ".".join(str(p) for p in err["loc"]) or "row"
+            out.errors.append(RowError(line=line, field=loc, message=err["msg"]))
+        return
+    size = (
+        len(row.content)
+        if isinstance(row.content, str)
+        else sum(len(m.content) for m in row.content)
+    )
+    if size > max_chars:
+        out.errors.append(
+            RowError(
+                line=line,
+                field="content",
+                message=f"content has {size:,} characters; the limit is {max_chars:,}",
+            )
+        )
+        return
+    out.rows.append(row)
+    out.lines.append(line)
+
+
+def _csv_rows(text: str, out: ParsedFile, max_rows: int, max_chars: int) -> None:
+    csv.field_size_limit(max(max_chars * 4, 131072))
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    header = set(reader.fieldnames or [])
+    missing = {"pillar", "content"} - header
+    if missing:
+        out.errors.append(
+            RowError(
+                line=1, field="header", message=f"missing column(s): {', '.join(sorted(missing))}"
+            )
+        )
+        return
+    unknown = header - CSV_COLUMNS
+    if unknown:
+        out.errors.append(
+            RowError(
+                line=1,
+                field="header",
+                message=f"unknown column(s): {', '.join(sorted(unknown))}; "
+                f"allowed: {', '.join(sorted(CSV_COLUMNS))}",
+            )
+        )
+        return
+    try:
+        for i, rec in enumerate(reader):
+            line = reader.line_num
+            if i >= max_rows:
+                out.errors.append(
+                    RowError(line=line, field="file", message=f"more than {max_rows:,} rows")
+                )
+                return
+            if None in rec:
+                out.errors.append(
+                    RowError(line=line, field="row", message="more fields than columns")
+                )
+                continue
+            raw: dict[str, Any] = {k: v for k, v in rec.items() if v not in (None, "")}
+            raw.setdefault("content", "")
+            content = raw["content"]
+            # A cell holding a JSON list is a conversation; anything else is plain text.
+            if content.lstrip().startswith("["):
+                try:
+                    raw["content"] = json.loads(content)
+                except json.JSONDecodeError:
+                    pass
+            if "metadata" in raw:
+                try:
+                    raw["metadata"] = json.loads(raw["metadata"])
+                except json.JSONDecodeError as e:
+                    out.errors.append(
+                        RowError(line=line, field="metadata", message=f"not JSON: {e.msg}")
+                    )
+                    continue
+            _validate(raw, line, out, max_chars)
+            if len(out.errors) >= MAX_ERRORS:
+                return
+    except csv.Error as e:
+        out.errors.append(RowError(line=reader.line_num, field="file", message=f"CSV error: {e}"))
+
+
+def _jsonl_rows(text: str, out: ParsedFile, max_rows: int, max_chars: int) -> None:
+    count = 0
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        count += 1
+        if count > max_rows:
+            out.errors.append(
+                RowError(line=line_no, field="file", message=f"more than {max_rows:,} rows")
+            )
+            return
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as e:
+            out.errors.append(
+                RowError(line=line_no, field="json", message=f"invalid JSON: {e.msg}")
+            )
+            continue
+        if not isinstance(raw, dict):
+            out.errors.append(
+                RowError(line=line_no, field="json", message="each line must be a JSON object")
+            )
+            continue
+        if "messages" in raw and "content" not in raw:
+            raw["content"] = raw.pop("messages")
+        _validate(raw, line_no, out, max_chars)
+        if len(out.errors) >= MAX_ERRORS:
+            return
+
+
+def parse_thread_file(filename: str, data: bytes, *, max_rows: int, max_chars: int) -> ParsedFile:
+    out = ParsedFile()
+    try:
+        text = _decode(data)
+    except ValueError as e:
+        out.errors.append(RowError(line=1, field="file", message=str(e)))
+        return out
+    name = filename.lower()
+    if name.endswith((".jsonl", ".ndjson", ".json")):
+        _jsonl_rows(text, out, max_rows, max_chars)
+    elif name.endswith((".csv", ".txt")):
+        _csv_rows(text, out, max_rows, max_chars)
+    else:
+        out.errors.append(
+            RowError(line=1, field="file", message="unsupported file type: upload .csv or .jsonl")
+        )
+        return out
+    if not out.rows and not out.errors:
+        out.errors.append(RowError(line=1, field="file", message="the file has no rows"))
+    # Without an external_id the content identifies the thread, so re-imports update it.
+    seen: dict[tuple[str, str], int] = {}
+    for row, line in zip(out.rows, out.lines, strict=True):
+        if row.external_id is None:
+            row.external_id = content_hash(_plain(row.content))[:16]
+        key = (row.pillar, row.external_id)
+        if key in seen:
+            out.errors.append(
+                RowError(
+                    line=line,
+                    field="external_id",
+                    message=f"duplicate external_id {row.external_id!r} in pillar {row.pillar!r} "
+                    f"(first seen on line {seen[key]})",
+                )
+            )
+        else:
+            seen[key] = line
+    return out
+
+
+def _plain(content: Any) -> Any:
+    return content if isinstance(content, str) else [m.model_dump() for m in content]
+
+
+def stored_content(row: ThreadIn) -> Any:
+    return _plain(row.content)

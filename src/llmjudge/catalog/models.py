@@ -1,0 +1,51 @@
+"""Pillars (a data source, a model, a prompt version) and their threads."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import DateTime, ForeignKey, Index, String, Text, UniqueConstraint, func
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from llmjudge.db.base import Base, created_at_column
+
+
+class Pillar(Base):
+    __tablename__ = "pillars"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="", server_default="")
+    created_at: Mapped[datetime] = created_at_column()
+
+    threads: Mapped[list[Thread]] = relationship(
+        back_populates="pillar", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class Thread(Base):
+    __tablename__ = "threads"
+    __table_args__ = (
+        UniqueConstraint("pillar_id", "external_id"),
+        Index("ix_threads_prompt_key", "prompt_key"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    pillar_id: Mapped[int] = mapped_column(ForeignKey("pillars.id", ondelete="CASCADE"), index=True)
+    external_id: Mapped[str] = mapped_column(String(300))
+    title: Mapped[str] = mapped_column(Text, default="", server_default="")
+    prompt_key: Mapped[str | None] = mapped_column(String(300))
+    # Plain text, or a list of {"role", "content"} messages.
+    content: Mapped[Any] = mapped_column(JSONB)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    meta: Mapped[dict[str, Any]] = mapped_column(
+        "metadata", JSONB, default=dict, server_default="{}"
+    )
+    created_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
+    )
+
+    pillar: Mapped[Pillar] = relationship(back_populates="threads")

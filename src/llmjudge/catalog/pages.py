@@ -1,0 +1,60 @@
+"""Catalog pages: pillars, import, thread browser and thread view."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, File, HTTPException, Query, Request, UploadFile
+from fastapi.responses import HTMLResponse
+
+from llmjudge.catalog import service
+from llmjudge.catalog.api import parse_upload
+from llmjudge.db.engine import DbSession
+from llmjudge.web import render
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/pillars", response_class=HTMLResponse)
+async def pillars_page(request: Request, db: DbSession):
+    return render(request, "catalog/pillars.html", pillars=await service.list_pillars(db=db))
+
+
+@router.get("/import", response_class=HTMLResponse)
+async def import_page(request: Request):
+    return render(request, "catalog/import.html")
+
+
+@router.post("/import", response_class=HTMLResponse)
+async def import_submit(request: Request, db: DbSession, file: Annotated[UploadFile, File()]):
+    try:
+        parsed = await parse_upload(file, request.app.state.settings)
+    except HTTPException as e:
+        return render(
+            request, "catalog/_import_result.html", status_code=e.status_code, fatal=e.detail
+        )
+    if parsed.errors:
+        return render(request, "catalog/_import_result.html", status_code=422, errors=parsed.errors)
+    result = await service.store_import(db=db, parsed=parsed)
+    return render(request, "catalog/_import_result.html", result=result)
+
+
+@router.get("/threads", response_class=HTMLResponse)
+async def threads_page(
+    request: Request,
+    db: DbSession,
+    pillar_id: int | None = None,
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+):
+    page = await service.list_threads(db=db, pillar_id=pillar_id, q=q, limit=50, offset=offset)
+    ctx = dict(page=page, pillars=await service.list_pillars(db=db), pillar_id=pillar_id, q=q or "")
+    if request.headers.get("HX-Request") == "true":
+        return render(request, "catalog/_thread_rows.html", **ctx)
+    return render(request, "catalog/threads.html", **ctx)
+
+
+@router.get("/threads/{thread_id}", response_class=HTMLResponse)
+async def thread_page(request: Request, thread_id: int, db: DbSession):
+    thread = await service.get_thread(db=db, thread_id=thread_id)
+    return render(request, "catalog/thread.html", thread=thread)

@@ -1,0 +1,110 @@
+"""Catalog request and response models."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+
+
+Content = str | list[Message]
+
+
+class PillarIn(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+    description: str = Field(default="", max_length=5000)
+
+    @field_validator("name")
+    @classmethod
+    def strip_name(cls, v: str) -> str:
+        v = v.strip()
+        if not v:
+            raise ValueError("name must not be blank")
+        return v
+
+
+class PillarPatch(BaseModel):
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    description: str | None = Field(default=None, max_length=5000)
+
+
+class PillarOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+    id: int
+    name: str
+    description: str
+    thread_count: int = 0
+    created_at: datetime
+
+
+class ThreadIn(BaseModel):
+    """One imported row (CSV or JSONL)."""
+
+    model_config = ConfigDict(extra="forbid")
+    pillar: str = Field(min_length=1, max_length=200)
+    external_id: str | None = Field(default=None, max_length=300)
+    title: str = Field(default="", max_length=1000)
+    prompt_key: str | None = Field(default=None, max_length=300)
+    content: Content
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("pillar")
+    @classmethod
+    def strip_pillar(cls, v: str) -> str:
+        v = v.strip()
+        if not v:
+            raise ValueError("pillar must not be blank")
+        return v
+
+    @field_validator("content")
+    @classmethod
+    def non_empty(cls, v: Content) -> Content:
+        if isinstance(v, str) and not v.strip():
+            raise ValueError("content must not be empty")
+        if isinstance(v, list) and not v:
+            raise ValueError("content must have at least one message")
+        return v
+
+
+class ThreadSummary(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+    id: int
+    pillar_id: int
+    pillar_name: str
+    external_id: str
+    title: str
+    prompt_key: str | None
+    content_hash: str
+    created_at: datetime
+
+
+class ThreadOut(ThreadSummary):
+    content: str | list[dict[str, Any]]
+    metadata: dict[str, Any]
+
+
+class ThreadPage(BaseModel):
+    total: int
+    limit: int
+    offset: int
+    items: list[ThreadSummary]
+
+
+class RowError(BaseModel):
+    line: int = Field(description="1-based line number in the file (CSV: counting the header)")
+    field: str
+    message: str
+
+
+class ImportResult(BaseModel):
+    created: int
+    updated: int
+    pillars_created: list[str]
+    total: int

@@ -1,0 +1,219 @@
+"""Catalog operations: pillars, thread import and queries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Select, func, or_, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from llmjudge.catalog.importing import ParsedFile, content_hash, stored_content
+from llmjudge.catalog.models import Pillar, Thread
+from llmjudge.catalog.schemas import (
+    ImportResult,
+    PillarIn,
+    PillarOut,
+    PillarPatch,
+    ThreadOut,
+    ThreadPage,
+    ThreadSummary,
+)
+from llmjudge.errors import Conflict, NotFound
+
+
+async def list_pillars(*, db: AsyncSession) -> list[PillarOut]:
+    counts = select(Thread.pillar_id, func.count().label("n")).group_by(Thread.pillar_id).subquery()
+    rows = await db.execute(
+        select(Pillar, func.coalesce(counts.c.n, 0))
+        .outerjoin(counts, counts.c.pillar_id == Pillar.id)
+        .order_by(Pillar.name)
+    )
+    return [_pillar_out(p, n) for p, n in rows.all()]
+
+
+def _pillar_out(p: Pillar, n: int) -> PillarOut:
+    return PillarOut(
+        id=p.id, name=p.name, description=p.description, thread_count=n, created_at=p.created_at
+    )
+
+
+async def get_pillar(*, db: AsyncSession, pillar_id: int) -> PillarOut:
+    p = await db.get(Pillar, pillar_id)
+    if p is None:
+        raise NotFound(f"pillar {pillar_id} not found")
+    n = await db.scalar(select(func.count()).where(Thread.pillar_id == pillar_id))
+    return _pillar_out(p, n or 0)
+
+
+async def create_pillar(*, db: AsyncSession, pillar_in: PillarIn) -> PillarOut:
+    if await db.scalar(select(Pillar.id).where(Pillar.name == pillar_in.name)):
+        raise Conflict(f"a pillar named {pillar_in.name!r} already exists")
+    p = Pillar(name=pillar_in.name, description=pillar_in.description)
+    db.add(p)
+    await db.commit()
+    await db.refresh(p)
+    return _pillar_out(p, 0)
+
+
+async def update_pillar(*, db: AsyncSession, pillar_id: int, patch: PillarPatch) -> PillarOut:
+    p = await db.get(Pillar, pillar_id)
+    if p is None:
+        raise NotFound(f"pillar {pillar_id} not found")
+    if patch.name is not None and patch.name != p.name:
+        if await db.scalar(select(Pillar.id).where(Pillar.name == patch.name)):
+            raise Conflict(f"a pillar named {patch.name!r} already exists")
+        p.name = patch.name
+    if patch.description is not None:
+        p.description = patch.description
+    await db.commit()
+    return await get_pillar(db=db, pillar_id=pillar_id)
+
+
+async def delete_pillar(*, db: AsyncSession, pillar_id: int) -> None:
+    p = await db.get(Pillar, pillar_id)
+    if p is None:
+        raise NotFound(f"pillar {pillar_id} not found")
+    await db.delete(p)
+    await db.commit()
+
+
+async def store_import(*, db: AsyncSession, parsed: ParsedFile) -> ImportResult:
+    """Upsert validated rows in one transaction: all rows or none."""
+    assert not parsed.errors, "store_import takes a file without errors"
+    names = sorted({r.pillar for r in parsed.rows})
+    existing = dict(
+        (await db.execute(select(Pillar.name, Pillar.id).where(Pillar.name.in_(names)))).all()
+    )
+    created_pillars = [n for n in names if n not in existing]
+    if created_pillars:
+        res = await db.execute(
+            insert(Pillar)
+            .values([{"name": n, "description": ""} for n in created_pillars])
+            .on_conflict_do_nothing(index_elements=["name"])
+            .returning(Pillar.name, Pillar.id)
+        )
+        existing.update(dict(res.all()))
+        # A concurrent import may have created some of them meanwhile.
+        missing = [n for n in names if n not in existing]
+        if missing:
+            existing.update(
+                dict(
+                    (
+                        await db.execute(
+                            select(Pillar.name, Pillar.id).where(Pillar.name.in_(missing))
+                        )
+                    ).all()
+                )
+            )
+    values: list[dict[str, Any]] = []
+    for r in parsed.rows:
+        content = stored_content(r)
+        values.append(
+            {
+                "pillar_id": existing[r.pillar],
+                "external_id": r.external_id,
+                "title": r.title,
+                "prompt_key": r.prompt_key,
+                "content": content,
+                "content_hash": content_hash(content),
+                "meta": r.metadata,
+            }
+        )
+    before = await db.scalar(
+        select(func.count()).select_from(Thread).where(Thread.pillar_id.in_(existing.values()))
+    )
+    stmt = insert(Thread)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["pillar_id", "external_id"],
+        set_={
+            "title": stmt.excluded.title,
+            "prompt_key": stmt.excluded.prompt_key,
+            "content": stmt.excluded.content,
+            "content_hash": stmt.excluded.content_hash,
+            "metadata": stmt.excluded.metadata,
+            "updated_at": func.now(),
+        },
+    )
+    for start in range(0, len(values), 2000):
+        await db.execute(stmt, values[start : start + 2000])
+    after = await db.scalar(
+        select(func.count()).select_from(Thread).where(Thread.pillar_id.in_(existing.values()))
+    )
+    await db.commit()
+    created = (after or 0) - (before or 0)
+    return ImportResult(
+        created=created,
+        updated=len(values) - created,
+        pillars_created=created_pillars,
+        total=len(values),
+    )
+
+
+def _thread_query(pillar_id: int | None, q: str | None) -> Select[Any]:
+    stmt = select(Thread, Pillar.name).join(Pillar, Pillar.id == Thread.pillar_id)
+    if pillar_id is not None:
+        stmt = stmt.where(Thread.pillar_id == pillar_id)
+    if q:
+        escaped = q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        like = f"%{escaped}%"
+        stmt = stmt.where(
+            or_(
+                Thread.title.ilike(like),
+                Thread.external_id.ilike(like),
+                Thread.prompt_key.ilike(like),
+            )
+        )
+    return stmt
+
+
+async def list_threads(
+    *,
+    db: AsyncSession,
+    pillar_id: int | None = None,
+    q: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> ThreadPage:
+    base = _thread_query(pillar_id, q)
+    total = await db.scalar(select(func.count()).select_from(base.subquery()))
+    rows = await db.execute(base.order_by(Pillar.name, Thread.id).limit(limit).offset(offset))
+    return ThreadPage(
+        total=total or 0,
+        limit=limit,
+        offset=offset,
+        items=[_summary(t, name) for t, name in rows.all()],
+    )
+
+
+def _summary(t: Thread, pillar_name: str) -> ThreadSummary:
+    return ThreadSummary(
+        id=t.id,
+        pillar_id=t.pillar_id,
+        pillar_name=pillar_name,
+        external_id=t.external_id,
+        title=t.title,
+        prompt_key=t.prompt_key,
+        content_hash=t.content_hash,
+        created_at=t.created_at,
+    )
+
+
+async def get_thread(*, db: AsyncSession, thread_id: int) -> ThreadOut:
+    row = (
+        await db.execute(
+            select(Thread, Pillar.name)
+            .join(Pillar, Pillar.id == Thread.pillar_id)
+            .where(Thread.id == thread_id)
+        )
+    ).first()
+    if row is None:
+        raise NotFound(f"thread {thread_id} not found")
+    t, name = row
+    return ThreadOut(**_summary(t, name).model_dump(), content=t.content, metadata=t.meta)
+
+
+async def threads_by_ids(*, db: AsyncSession, ids: Sequence[int]) -> dict[int, Thread]:
+    rows = await db.scalars(select(Thread).where(Thread.id.in_(list(ids))))
+    return {t.id: t for t in rows}

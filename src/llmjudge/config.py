@@ -1,0 +1,63 @@
+"""Settings from the environment (prefix LLMJUDGE_) with documented defaults."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Editable installs (the README's path) keep templates, static files and migrations in the
+# repository beside src/; the Dockerfile installs the same way.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def default_data_dir() -> Path:
+    """Where the embedded PostgreSQL and generated keys live.
+
+    Never inside the source tree. As root we avoid /root: the embedded server runs as an
+    unprivileged system user and must be able to traverse every parent directory.
+    """
+    if os.name != "nt" and os.geteuid() == 0:
+        return Path("/var/lib/llmjudge")
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "llmjudge"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LLMJUDGE_", extra="ignore")
+
+    database_url: str | None = Field(
+        default=None,
+        description="postgresql+asyncpg://user:pass@host/db; unset = embedded PostgreSQL",
+    )
+    data_dir: Path = Field(default_factory=default_data_dir)
+    host: str = "127.0.0.1"
+    port: int = 8000
+    secret_key: str | None = None
+    # Imports: a whole file is validated before anything is stored.
+    max_upload_bytes: int = 50 * 1024 * 1024
+    max_import_rows: int = 100_000
+    max_field_chars: int = 500_000
+    # Workers started inside the web process (0 = serve pages only).
+    workers_enabled: bool = True
+    db_pool_size: int = 20
+
+    @property
+    def templates_dir(self) -> Path:
+        return PROJECT_ROOT / "templates"
+
+    @property
+    def static_dir(self) -> Path:
+        return PROJECT_ROOT / "static"
+
+    @property
+    def pgdata(self) -> Path:
+        return self.data_dir / "pgdata"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

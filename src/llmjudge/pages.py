@@ -1,0 +1,25 @@
+"""Home page."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from llmjudge.catalog import service as catalog
+from llmjudge.db.engine import DbSession
+from llmjudge.demo.service import load_demo
+from llmjudge.web import render
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/", response_class=HTMLResponse)
+async def home(request: Request, db: DbSession):
+    pillars = await catalog.list_pillars(db=db)
+    return render(request, "home.html", pillars=pillars)
+
+
+@router.post("/demo")
+async def load_demo_page(db: DbSession):
+    await load_demo(db=db)
+    return RedirectResponse("/", status_code=303)

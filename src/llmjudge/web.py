@@ -1,0 +1,28 @@
+"""Shared page helpers: the Jinja2 environment and the HTMX request check."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import Request
+from fastapi.templating import Jinja2Templates
+
+from llmjudge.config import get_settings
+
+templates = Jinja2Templates(directory=str(get_settings().templates_dir))
+
+
+def _tojson_pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+templates.env.filters["pretty"] = _tojson_pretty
+
+
+def is_htmx(request: Request) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def render(request: Request, name: str, status_code: int = 200, **context: Any):
+    return templates.TemplateResponse(request, name, context, status_code=status_code)

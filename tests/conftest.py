@@ -1,0 +1,111 @@
+"""Shared fixtures: one embedded PostgreSQL per test run, a migrated template database,
+and a fresh database per test module (CREATE DATABASE ... TEMPLATE is cheap)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from llmjudge.app import create_app
+from llmjudge.config import Settings
+from llmjudge.db.embedded import EmbeddedPostgres
+from llmjudge.db.engine import make_engine
+from llmjudge.db.migrate import upgrade
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+TEMPLATE_DB = "llmjudge_template"
+_db_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
+    base = Path(os.environ.get("LLMJUDGE_TEST_PGDIR") or tmp_path_factory.mktemp("pg"))
+    server = EmbeddedPostgres(base / "pgdata")
+    server.start()
+    yield server
+    server.stop()
+
+
+async def _admin(pg: EmbeddedPostgres) -> asyncpg.Connection:
+    return await asyncpg.connect(pg.dsn("postgres"))
+
+
+@pytest.fixture(scope="session")
+async def template_db(pg: EmbeddedPostgres) -> str:
+    conn = await _admin(pg)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE_DB}" WITH (FORCE)')
+        await conn.execute(f'CREATE DATABASE "{TEMPLATE_DB}"')
+    finally:
+        await conn.close()
+    engine = make_engine(pg.url(TEMPLATE_DB), pool_size=1)
+    await upgrade(engine)
+    await engine.dispose()
+    return TEMPLATE_DB
+
+
+async def new_database(pg: EmbeddedPostgres, template: str, prefix: str = "t") -> str:
+    name = f"{prefix}_{os.getpid()}_{next(_db_counter)}"
+    conn = await _admin(pg)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    finally:
+        await conn.close()
+    return name
+
+
+async def drop_database(pg: EmbeddedPostgres, name: str) -> None:
+    conn = await _admin(pg)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="module")
+async def db_url(pg: EmbeddedPostgres, template_db: str) -> AsyncIterator[str]:
+    name = await new_database(pg, template_db)
+    yield pg.url(name)
+    await drop_database(pg, name)
+
+
+@pytest.fixture(scope="module")
+def settings(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return Settings(database_url=db_url, data_dir=tmp_path_factory.mktemp("data"))
+
+
+@pytest.fixture(scope="module")
+async def app(settings: Settings) -> AsyncIterator[FastAPI]:
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture(scope="module")
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        yield c
+
+
+@pytest.fixture
+async def db(app: FastAPI) -> AsyncIterator[AsyncSession]:
+    async with app.state.sessionmaker() as session:
+        yield session
+
+
+@pytest.fixture(scope="session")
+def mtbench_dir() -> Path:
+    path = SHARED_DATA / "mtbench"
+    if not path.exists():
+        pytest.skip(f"MT-Bench data not found at {path}")
+    return path

@@ -1,0 +1,224 @@
+import math
+import warnings
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from sklearn.metrics import (
+    accuracy_score,
+    cohen_kappa_score,
+    f1_score,
+    precision_score,
+    recall_score,
+)
+
+from llmjudge.personas.metrics import (
+    Confusion,
+    compute_metrics,
+    confusion_from_decisions,
+    confusion_from_labels,
+    split_holdout,
+)
+
+label_pairs = st.integers(min_value=1, max_value=60).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.booleans(), min_size=n, max_size=n),
+        st.lists(st.booleans(), min_size=n, max_size=n),
+    )
+)
+
+
+def sklearn_metrics(y_true: list[bool], y_pred: list[bool]) -> dict[str, float]:
+    t = [int(v) for v in y_true]
+    p = [int(v) for v in y_pred]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {
+            "precision": precision_score(t, p, labels=[0, 1], zero_division=0),
+            "recall": recall_score(t, p, labels=[0, 1], zero_division=0),
+            "f1": f1_score(t, p, labels=[0, 1], zero_division=0),
+            "kappa": cohen_kappa_score(t, p, labels=[0, 1], replace_undefined_by=0.0),
+            "accuracy": accuracy_score(t, p),
+        }
+
+
+def assert_matches_sklearn(y_true: list[bool], y_pred: list[bool]) -> None:
+    m = compute_metrics(confusion_from_labels(y_true, y_pred))
+    expected = sklearn_metrics(y_true, y_pred)
+    for name, value in expected.items():
+        got = getattr(m, name)
+        assert not math.isnan(got)
+        assert got == pytest.approx(value, abs=1e-12), name
+    assert m.n == len(y_true)
+
+
+@given(label_pairs)
+def test_metrics_equal_sklearn_on_random_labels(labels: tuple[list[bool], list[bool]]) -> None:
+    assert_matches_sklearn(*labels)
+
+
+@pytest.mark.parametrize(
+    ("y_true", "y_pred"),
+    [
+        ([True] * 5, [True] * 5),  # both raters one class, same: kappa undefined
+        ([False] * 5, [False] * 5),
+        ([True] * 5, [False] * 5),
+        ([False] * 5, [True] * 5),
+        ([True, False, True], [True, True, True]),
+        ([True, True, True], [True, False, False]),
+        ([False, True, False], [False, False, False]),
+        ([False, False], [True, False]),
+        ([True], [True]),
+        ([True], [False]),
+    ],
+)
+def test_one_class_edge_cases_equal_sklearn(y_true: list[bool], y_pred: list[bool]) -> None:
+    assert_matches_sklearn(y_true, y_pred)
+
+
+def test_undefined_kappa_is_zero_where_sklearn_default_is_nan() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert math.isnan(cohen_kappa_score([1, 1, 1], [1, 1, 1]))
+    m = compute_metrics(Confusion(tp=3, tn=0, fp=0, fn=0))
+    assert m.kappa == 0.0
+    assert (m.precision, m.recall, m.f1, m.accuracy) == (1.0, 1.0, 1.0, 1.0)
+    m = compute_metrics(Confusion(tp=0, tn=4, fp=0, fn=0))
+    assert (m.precision, m.recall, m.f1, m.kappa, m.accuracy) == (0.0, 0.0, 0.0, 0.0, 1.0)
+
+
+def test_known_values() -> None:
+    m = compute_metrics(Confusion(tp=40, tn=30, fp=10, fn=20))
+    assert m.precision == pytest.approx(0.8)
+    assert m.recall == pytest.approx(40 / 60)
+    assert m.f1 == pytest.approx(80 / 110)
+    assert m.accuracy == pytest.approx(0.7)
+    # p_o = 0.7, p_e = (50*60 + 50*40) / 100^2 = 0.5
+    assert m.kappa == pytest.approx(0.4)
+    assert m.n == 100
+
+
+def test_empty_is_all_zero() -> None:
+    m = compute_metrics(confusion_from_labels([], []))
+    assert m == compute_metrics(Confusion(0, 0, 0, 0))
+    assert (m.precision, m.recall, m.f1, m.kappa, m.accuracy, m.n) == (0, 0, 0, 0, 0, 0)
+
+
+def test_decisions_map_to_user_definitions() -> None:
+    # (judge says correct, human agrees) -> cell
+    assert confusion_from_decisions([True], [True]) == Confusion(tp=1, tn=0, fp=0, fn=0)
+    assert confusion_from_decisions([False], [True]) == Confusion(tp=0, tn=1, fp=0, fn=0)
+    assert confusion_from_decisions([True], [False]) == Confusion(tp=0, tn=0, fp=1, fn=0)
+    assert confusion_from_decisions([False], [False]) == Confusion(tp=0, tn=0, fp=0, fn=1)
+
+
+@given(label_pairs)
+def test_decisions_equal_labels_with_human_truth(labels: tuple[list[bool], list[bool]]) -> None:
+    judge, agrees = labels
+    human = [(j and a) or (not j and not a) for j, a in zip(judge, agrees, strict=True)]
+    c = confusion_from_decisions(judge, agrees)
+    assert c == confusion_from_labels(human, judge)
+    assert c.tp + c.fp == sum(judge)
+    assert c.tp + c.tn == sum(agrees)
+    assert c.n == len(judge)
+
+
+def test_length_mismatch_raises() -> None:
+    with pytest.raises(ValueError):
+        confusion_from_labels([True], [True, False])
+    with pytest.raises(ValueError):
+        confusion_from_decisions([True, True], [False])
+
+
+def test_to_dict() -> None:
+    d = compute_metrics(Confusion(tp=1, tn=1, fp=1, fn=1)).to_dict()
+    assert d["confusion"] == {"tp": 1, "tn": 1, "fp": 1, "fn": 1}
+    assert d["n"] == 4
+    assert d["accuracy"] == 0.5
+    assert set(d) == {"precision", "recall", "f1", "kappa", "accuracy", "n", "confusion"}
+
+
+# --- held-out split ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("n", "fraction", "expected_holdout"),
+    [
+        (0, 0.25, 0),
+        (1, 0.25, 0),
+        (1, 1.0, 0),
+        (2, 0.25, 1),
+        (3, 0.1, 1),
+        (8, 0.25, 2),
+        (100, 0.25, 25),
+        (100, 0.0, 0),
+        (10, 1.0, 9),
+        (10, 0.97, 9),
+    ],
+)
+def test_split_sizes(n: int, fraction: float, expected_holdout: int) -> None:
+    ids = list(range(100, 100 + n))
+    optimisation, holdout = split_holdout(ids, fraction=fraction, seed=3)
+    assert len(holdout) == expected_holdout
+    assert len(optimisation) == n - expected_holdout
+    if n:
+        assert optimisation
+
+
+@given(
+    st.lists(st.integers(-(10**6), 10**6), unique=True, max_size=80),
+    st.floats(0.0, 1.0),
+    st.integers(0, 10**6),
+)
+def test_split_partitions_in_input_order(ids: list[int], fraction: float, seed: int) -> None:
+    optimisation, holdout = split_holdout(ids, fraction=fraction, seed=seed)
+    assert sorted(optimisation + holdout) == sorted(ids)
+    assert not set(optimisation) & set(holdout)
+    position = {pid: i for i, pid in enumerate(ids)}
+    assert [position[p] for p in optimisation] == sorted(position[p] for p in optimisation)
+    assert [position[p] for p in holdout] == sorted(position[p] for p in holdout)
+    # same answer whatever order the ids come in
+    _, holdout_reversed = split_holdout(ids[::-1], fraction=fraction, seed=seed)
+    assert set(holdout_reversed) == set(holdout)
+
+
+def test_split_is_deterministic_per_seed() -> None:
+    ids = list(range(200))
+    assert split_holdout(ids, seed=7) == split_holdout(ids, seed=7)
+    assert split_holdout(ids, seed=7)[1] != split_holdout(ids, seed=8)[1]
+    _, holdout = split_holdout(ids, seed=7)
+    assert holdout != ids[:50]  # hashed, not the first ids
+
+
+@given(
+    st.lists(st.integers(0, 10**5), unique=True, min_size=2, max_size=60),
+    st.lists(st.integers(10**5 + 1, 2 * 10**5), unique=True, max_size=30),
+    st.integers(0, 100),
+)
+def test_adding_pairs_moves_old_pairs_one_way_only(
+    old: list[int], added: list[int], seed: int
+) -> None:
+    old_opt, old_hold = split_holdout(old, seed=seed)
+    new_opt, new_hold = split_holdout(old + added, seed=seed)
+    to_holdout = set(old_opt) & set(new_hold)
+    to_optimisation = set(old_hold) & set(new_opt)
+    # both sides are prefixes of one hash order, so the boundary moves one way
+    assert not (to_holdout and to_optimisation)
+
+
+def test_adding_ten_percent_moves_few_pairs() -> None:
+    old = list(range(1000))
+    _, old_hold = split_holdout(old, seed=1)
+    _, new_hold = split_holdout(old + list(range(1000, 1100)), seed=1)
+    moved = set(old_hold) ^ (set(new_hold) & set(old))
+    assert len(new_hold) == 275
+    assert len(moved) <= 25  # a reshuffle would move about 375 of 1000
+
+
+def test_split_rejects_bad_input() -> None:
+    with pytest.raises(ValueError):
+        split_holdout([1, 2, 2])
+    with pytest.raises(ValueError):
+        split_holdout([1, 2], fraction=1.5)
+    with pytest.raises(ValueError):
+        split_holdout([1, 2], fraction=-0.1)

@@ -1,0 +1,396 @@
+"""Parse a judge model's raw answer into a :class:`Verdict`.
+
+Three answer shapes are understood, checked in this order of authority:
+
+1. **JSON** (what llmjudge's own prompt asks for)::
+
+       {"winner": "A" | "B" | "TIE", "confidence": 0..1,
+        "scores": {"A": {criterion: 1..5}, "B": {...}}, "reasoning": "..."}
+
+   The object may sit in a ```json fence or among prose; the last object
+   that has a ``winner`` key is used. Leniency:
+
+   - ``winner`` ignores case and a leading "Assistant"/"Thread"/"Response";
+     "C", "draw" and "equal" mean a tie.
+   - ``confidence`` in [0, 1] is taken as is; a value in (1, 100] is read as
+     a percentage (``85`` -> 0.85), and so is a string such as ``"85%"``.
+     A 1-5 confidence scale is *not* guessed: 3 means 3 %. Missing or null
+     gives ``None``; anything else (negative, > 100, words) is an error.
+   - ``scores`` may also be criterion-major (``{crit: {"A": 4, "B": 3}}``);
+     criteria may be missing; names match the requested criteria ignoring
+     case, spaces and hyphens, and unrequested ones are dropped. A Likert
+     score outside 1..5 is an error.
+
+2. **Tags** from MT-Bench and Arena-Hard: ``[[A]]``, ``[[B]]``, ``[[C]]``
+   (tie), quoted ``[["C"]]``, and relations such as ``[[A>>B]]`` (strong),
+   ``[[A>B]]`` (weak), ``[[A=B]]`` (tie), ``[[B>A]]``, ``[[A<B]]``. The
+   last tag wins, because judges often quote the instructions (and their
+   tags) before answering. If the answer *ends* with several tags that
+   disagree, separated only by punctuation, "or" or "and" (``[[A]] or
+   [[B]]``), the judge did not decide: that is an error, not a coin flip.
+
+3. **Free text** when there is neither: a verdict phrase such as
+   "Assistant B is better", "Therefore, Assistant A provided a better
+   answer", "the final verdict is: Assistant A", "it's a tie" or "both are
+   equally good", looked for in the last three sentences only. It is
+   accepted when every verdict phrase there agrees, or when the last
+   verdict sentence is an unambiguous conclusion ("Therefore/Overall/In
+   conclusion ..."). Conflicting phrases in one sentence ("A is better
+   than... no, B is better"), negated or hedged phrases ("it is not clear
+   whether Assistant A is better") and no phrase at all raise
+   :class:`VerdictParseError`: the parser never guesses.
+
+When an answer holds both a JSON verdict and a tag, the one that ends
+later wins; a free-text verdict written after it that names a different
+winner makes the answer ambiguous.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["Verdict", "VerdictParseError", "Winner", "parse_verdict"]
+
+Winner = Literal["A", "B", "TIE"]
+Format = Literal["json", "tag", "text"]
+Strength = Literal["strong", "weak"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    winner: Winner
+    confidence: float | None
+    scores_a: dict[str, float] = field(default_factory=dict)
+    scores_b: dict[str, float] = field(default_factory=dict)
+    reasoning: str = ""
+    format: Format = "text"
+    strength: Strength | None = None
+
+
+class VerdictParseError(ValueError):
+    """The judge's answer holds no unambiguous verdict; the message says why."""
+
+
+def parse_verdict(text: str, criteria: Sequence[str] = ()) -> Verdict:
+    """Read the verdict in ``text``; raise :class:`VerdictParseError` if there is none."""
+    if not isinstance(text, str):
+        raise VerdictParseError(f"judge response must be text, got {type(text).__name__}")
+    if not text.strip():
+        raise VerdictParseError("empty judge response")
+
+    json_hit = _last_json_verdict(text)
+    tag_hit = _last_tag(text)
+    if json_hit is None and tag_hit is None:
+        winner = _free_text_winner(text)
+        return Verdict(winner=winner, confidence=None, reasoning=text.strip(), format="text")
+
+    if json_hit is not None and (tag_hit is None or json_hit[1] >= tag_hit.end):
+        obj, end = json_hit
+        verdict = _verdict_from_json(obj, criteria)
+    else:
+        assert tag_hit is not None
+        end = tag_hit.end
+        parts = (text[: tag_hit.start].strip(), text[tag_hit.end :].strip())
+        reasoning = "\n".join(part for part in parts if part)
+        verdict = Verdict(
+            winner=tag_hit.winner,
+            confidence=None,
+            reasoning=reasoning,
+            format="tag",
+            strength=tag_hit.strength,
+        )
+    _check_trailing_text(text[end:], verdict.winner)
+    return verdict
+
+
+# --------------------------------------------------------------------------- JSON
+
+_MAX_JSON_ATTEMPTS = 200  # bounds the work on text full of braces
+_DECODER = json.JSONDecoder()
+
+
+def _last_json_verdict(text: str) -> tuple[dict[str, Any], int] | None:
+    """The last-starting JSON object with a ``winner`` key, and where it ends."""
+    starts = [m.start() for m in re.finditer(r"\{", text)]
+    for start in reversed(starts[-_MAX_JSON_ATTEMPTS:]):
+        try:
+            obj, end = _DECODER.raw_decode(text, start)
+        except (ValueError, RecursionError):  # ValueError covers JSONDecodeError
+            continue
+        if isinstance(obj, dict) and "winner" in _lower_keys(obj):
+            return obj, end
+    return None
+
+
+def _lower_keys(obj: Mapping[Any, Any]) -> dict[str, Any]:
+    return {str(k).strip().lower(): v for k, v in obj.items()}
+
+
+_SIDE_PREFIX = re.compile(r"^(?:assistant|thread|response|answer|model)[\s_-]*", re.IGNORECASE)
+_WINNER_WORDS: dict[str, Winner] = {
+    "A": "A",
+    "B": "B",
+    "TIE": "TIE",
+    "C": "TIE",
+    "DRAW": "TIE",
+    "EQUAL": "TIE",
+}
+
+
+def _side(value: Any) -> Winner | None:
+    """Normalise "a", "Assistant A", "thread_b", "tie", "C" ...; None if not a side."""
+    if not isinstance(value, str):
+        return None
+    word = _SIDE_PREFIX.sub("", value.strip().strip("\"'").strip()).upper()
+    return _WINNER_WORDS.get(word)
+
+
+def _verdict_from_json(raw: dict[str, Any], criteria: Sequence[str]) -> Verdict:
+    obj = _lower_keys(raw)
+    winner = _side(obj["winner"])
+    if winner is None:
+        raise VerdictParseError(f"JSON verdict has an invalid winner {obj['winner']!r}")
+    scores_a, scores_b = _read_scores(obj.get("scores"), criteria)
+    reasoning = obj.get("reasoning")
+    return Verdict(
+        winner=winner,
+        confidence=_read_confidence(obj.get("confidence")),
+        scores_a=scores_a,
+        scores_b=scores_b,
+        reasoning="" if reasoning is None else str(reasoning).strip(),
+        format="json",
+    )
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+    else:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _read_confidence(value: Any) -> float | None:
+    if value is None:
+        return None
+    percent = isinstance(value, str) and value.strip().endswith("%")
+    number = _number(value.strip()[:-1] if percent else value)
+    if number is None or number < 0 or number > 100 or (percent and number > 100):
+        raise VerdictParseError(f"confidence {value!r} is not a number in 0..1 or 0..100")
+    if percent or number > 1:
+        return number / 100
+    return number
+
+
+def _criterion_key(name: str) -> str:
+    return re.sub(r"[\s\-]+", "_", name.strip().lower())
+
+
+def _read_scores(value: Any, criteria: Sequence[str]) -> tuple[dict[str, float], dict[str, float]]:
+    if value is None:
+        return {}, {}
+    if not isinstance(value, Mapping):
+        raise VerdictParseError("scores must be an object of per-thread criterion scores")
+    by_side: dict[str, dict[str, Any]] = {"A": {}, "B": {}}
+    sides = {key: _side(key) for key in value}
+    if value and all(side in ("A", "B") for side in sides.values()):
+        for key, per_criterion in value.items():  # {"A": {crit: n}, "B": {...}}
+            if not isinstance(per_criterion, Mapping):
+                raise VerdictParseError(f"scores for {key!r} must be an object")
+            by_side[str(sides[key])].update({str(c): n for c, n in per_criterion.items()})
+    else:
+        for crit, per_side in value.items():  # {crit: {"A": n, "B": n}}
+            if not isinstance(per_side, Mapping):
+                raise VerdictParseError(f"scores for {crit!r} must name threads A and B")
+            for key, score in per_side.items():
+                side = _side(key)
+                if side not in ("A", "B"):
+                    raise VerdictParseError(f"scores for {crit!r} name an unknown thread {key!r}")
+                by_side[side][str(crit)] = score
+    wanted = {_criterion_key(c): c for c in criteria}
+    return _likert(by_side["A"], wanted, "A"), _likert(by_side["B"], wanted, "B")
+
+
+def _likert(raw: Mapping[str, Any], wanted: Mapping[str, str], side: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name, score in raw.items():
+        key = _criterion_key(name)
+        if wanted and key not in wanted:
+            continue  # the caller asked for specific criteria; extras are noise
+        number = _number(score)
+        if number is None or not 1 <= number <= 5:
+            raise VerdictParseError(f"score {score!r} for {name!r} of {side} is not a Likert 1..5")
+        out[wanted.get(key, name)] = number
+    return out
+
+
+# --------------------------------------------------------------------------- tags
+
+_TAG = re.compile(
+    r"""\[\[\s*(?:
+        ["']?\s*(?P<single>[ABC]|TIE)\s*["']?
+      | (?P<left>[AB])\s*(?P<op>>>|<<|==|>|<|=)\s*(?P<right>[AB])
+    )\s*\]\]""",
+    re.VERBOSE | re.IGNORECASE,
+)
+# What may separate two tags for them to count as one final, joint answer.
+_TAG_GAP = re.compile(r"[\s,;:/|.\-]*(?:(?:or|and)[\s,;:/|.\-]*)?", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class _Tag:
+    winner: Winner
+    strength: Strength | None
+    start: int
+    end: int
+
+
+def _read_tag(match: re.Match[str]) -> _Tag:
+    single = match.group("single")
+    if single is not None:
+        winner = _side(single)
+        assert winner is not None
+        return _Tag(winner, None, match.start(), match.end())
+    left, op, right = match.group("left").upper(), match.group("op"), match.group("right").upper()
+    if left == right:
+        raise VerdictParseError(f"malformed verdict tag {match.group(0)!r}")
+    if op in ("=", "=="):
+        return _Tag("TIE", None, match.start(), match.end())
+    better = left if op in (">", ">>") else right
+    strength: Strength = "strong" if len(op) == 2 else "weak"
+    return _Tag(better, strength, match.start(), match.end())  # type: ignore[arg-type]
+
+
+def _last_tag(text: str) -> _Tag | None:
+    matches = list(_TAG.finditer(text))
+    if not matches:
+        return None
+    last = _read_tag(matches[-1])
+    # Walk back over tags that end the answer together with the last one.
+    for previous, following in zip(reversed(matches[:-1]), reversed(matches[1:]), strict=True):
+        if not _TAG_GAP.fullmatch(text, previous.end(), following.start()):
+            break
+        if _read_tag(previous).winner != last.winner:
+            raise VerdictParseError(
+                f"the answer ends with conflicting verdict tags "
+                f"{previous.group(0)!r} and {matches[-1].group(0)!r}"
+            )
+    return last
+
+
+# --------------------------------------------------------------------------- free text
+
+_SUBJECT = r"(?i:assistant|response|answer|thread|model|output)\s+(?P<x>[AB])\b"
+_POSSESSIVE = r"(?:(?:'s|’s)\s+(?i:response|answer|reply|output|thread))?"
+_INTENSIFIER = r"(?:(?i:clearly|slightly|significantly|much|overall|definitely|the)\s+)*"
+_SIDE_PATTERNS = [
+    # "Assistant A is better", "Assistant B's response is the better one"
+    _SUBJECT
+    + _POSSESSIVE
+    + r"\s+(?i:is|was)\s+"
+    + _INTENSIFIER
+    + r"(?i:better|superior|preferable|preferred|the\s+winner|winner)\b",
+    # "Assistant A provided a better answer"
+    _SUBJECT + r"\s+(?i:provides|provided|gives|gave|offers|offered|delivers|delivered|has|had)\s+"
+    r"(?:(?i:a|the)\s+)?(?:(?i:much|clearly|slightly|significantly)\s+)?(?i:better|superior)\s+"
+    r"(?i:answers?|responses?|replies|reply)\b",
+    # "Assistant B wins", "Assistant A outperforms ..."
+    _SUBJECT + r"\s+(?i:wins|won|outperforms|outperformed)\b",
+    # "the final verdict is: Assistant A", "Verdict: B"
+    r"(?i:verdict)\s*(?i:is)?\s*[:\-]?\s*[\"'“]?\s*(?:(?i:assistant|response|thread)\s+)?"
+    r"(?P<x>[AB])\b(?!\s*(?i:tie|draw))",
+    # "I prefer Assistant B"
+    r"\bI\s+(?:(?i:would)\s+)?(?i:choose|prefer|pick|select)\s+"
+    r"(?:(?i:assistant|response|answer|thread)\s+)?(?P<x>[AB])\b",
+]
+_TIE_PATTERNS = [
+    r"\b(?:it'?s|it’s|it\s+is|this\s+is|that\s+is|(?:result|outcome|verdict)\s+is|declare\s+it|"
+    r"call\s+it|ends\s+in|results\s+in)\s+a\s+(?:tie|draw)\b",
+    r"\bverdict\s*(?:is)?\s*[:\-]\s*(?:a\s+)?(?:tie|draw)\b",
+    r"\bboth\b[^.!?\n]{0,80}?\b(?:are|were|is|performed|did)\s+(?:equally|similarly)\s+"
+    r"(?:good|well|strong|helpful|effective|valid|accurate|matched)\b",
+    r"\bneither\s+(?:assistant|response|answer|one)\b[^.!?\n]{0,40}?\bis\s+(?:clearly\s+)?better\b",
+]
+# One pass finds every phrase in order; side groups are named x0, x1, ... and
+# tie groups tie0, tie1, ... (the letters A/B stay case-sensitive on purpose:
+# a lower-case "a" is an article).
+_VERDICT = re.compile(
+    "|".join(f"(?:{p})".replace("(?P<x>", f"(?P<x{i}>") for i, p in enumerate(_SIDE_PATTERNS))
+    + "|"
+    + "|".join(f"(?P<tie{i}>(?i:{p}))" for i, p in enumerate(_TIE_PATTERNS))
+)
+_HEDGE = re.compile(
+    r"\b(?:not|never|whether|if|unclear|uncertain|cannot|can't|can’t|hard\s+to\s+say|"
+    r"difficult\s+to\s+say|\w+n't|\w+n’t)\b",
+    re.IGNORECASE,
+)
+_CONCLUSION = re.compile(
+    r"^\W*(?:therefore|thus|hence|overall|in\s+conclusion|in\s+summary|ultimately|to\s+conclude|"
+    r"in\s+the\s+end|so|(?:my\s+|the\s+)?final\s+verdict)\b",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_TAIL_SENTENCES = 3
+
+
+@dataclass(frozen=True)
+class _Phrase:
+    winner: Winner
+    hedged: bool  # negated or conditional: "I'm not sure Assistant A is better"
+
+
+def _sentence_verdicts(sentence: str) -> list[_Phrase]:
+    """Verdict phrases in one sentence, in order."""
+    found: list[_Phrase] = []
+    for match in _VERDICT.finditer(sentence):
+        # Only the clause that holds the phrase: "as if they were five, A is better" is fine.
+        clause = re.split(r"[,;:—–]", sentence[: match.start()])[-1]
+        side = next((v for k, v in match.groupdict().items() if k.startswith("x") and v), None)
+        winner: Winner = "TIE" if side is None else side  # type: ignore[assignment]
+        found.append(_Phrase(winner, hedged=_HEDGE.search(clause) is not None))
+    return found
+
+
+def _free_text_winner(text: str) -> Winner:
+    sentences = [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    with_verdict = [
+        (sentence, phrases)
+        for sentence in sentences[-_TAIL_SENTENCES:]
+        if (phrases := _sentence_verdicts(sentence))
+    ]
+    if not with_verdict:
+        raise VerdictParseError("no verdict tag, JSON verdict or verdict sentence at the end")
+    last_sentence, last_phrases = with_verdict[-1]
+    if any(p.hedged for p in last_phrases):
+        raise VerdictParseError(f"the verdict is hedged or negated: {last_sentence!r}")
+    winners = {p.winner for p in last_phrases}
+    if len(winners) > 1:
+        raise VerdictParseError(f"conflicting verdicts in {last_sentence!r}")
+    winner = winners.pop()
+    if _CONCLUSION.search(last_sentence):
+        return winner  # "Therefore, ..." settles what the sentences before it weighed
+    if any(p.hedged or p.winner != winner for _, phrases in with_verdict for p in phrases):
+        raise VerdictParseError("the closing sentences do not agree on a winner")
+    return winner
+
+
+def _check_trailing_text(after: str, winner: Winner) -> None:
+    """Text after the verdict must not name another winner."""
+    for sentence in _SENTENCE_END.split(after):
+        for phrase in _sentence_verdicts(sentence):
+            if not phrase.hedged and phrase.winner != winner:
+                raise VerdictParseError(
+                    f"text after the verdict names a different winner: {sentence.strip()!r}"
+                )

@@ -1,0 +1,295 @@
+"""Shared machinery of the HTTP provider clients: transport, error mapping, SSE parsing.
+
+Each wire format (``openai``, ``anthropic``, ``gemini`` modules) subclasses ``HttpChatClient``
+and supplies three pure-ish pieces: how to build the request, how to read a JSON response and
+how to consume an SSE stream. Everything else (timeouts, status mapping, retries, usage
+estimation) lives here once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, NamedTuple, NoReturn
+
+import aiohttp
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+from llmjudge.providers.base import (
+    RETRYABLE_STATUSES,
+    ChatRequest,
+    ChatResult,
+    DeltaCallback,
+    ProviderConfig,
+    ProviderError,
+    call_with_retries,
+    estimate_tokens,
+    messages_text,
+    parse_retry_after,
+)
+
+_MAX_MESSAGE_CHARS = 300
+
+
+@dataclass(frozen=True)
+class HttpCall:
+    url: str
+    headers: Mapping[str, str]
+    body: Mapping[str, Any]
+    params: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What a wire format extracted from one response; None usage means "not reported"."""
+
+    text: str
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    finish_reason: str | None = None
+    model: str | None = None
+
+
+class SseEvent(NamedTuple):
+    event: str
+    data: str
+
+
+async def iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[SseEvent]:
+    """Server-sent events from text lines: ``event:``/``data:`` fields, blank line dispatches."""
+    event, data = "", []
+    async for raw in lines:
+        line = raw.rstrip("\r\n")
+        if not line:
+            if data:
+                yield SseEvent(event or "message", "\n".join(data))
+            event, data = "", []
+        elif line.startswith(":"):
+            continue  # comment / keep-alive
+        else:
+            name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if name == "event":
+                event = value
+            elif name == "data":
+                data.append(value)
+    if data:  # a final event without its blank line still counts; truncation is judged later
+        yield SseEvent(event or "message", "\n".join(data))
+
+
+def error_message(body: str) -> str:
+    """The human message inside a provider's JSON error body, else the (trimmed) body."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body.strip()[:_MAX_MESSAGE_CHARS]
+    if isinstance(data, list) and data:  # Gemini sometimes wraps errors in a list
+        data = data[0]
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("detail") or err.get("status") or ""
+            return str(msg)[:_MAX_MESSAGE_CHARS]
+        if isinstance(err, str):
+            return err[:_MAX_MESSAGE_CHARS]
+    return body.strip()[:_MAX_MESSAGE_CHARS]
+
+
+def _origin(exc: BaseException) -> BaseException:
+    return exc.__cause__ or exc  # httpx-aiohttp chains the original aiohttp error
+
+
+def is_timeout(exc: Exception) -> bool:
+    """httpx-aiohttp maps every aiohttp connection error (refused, reset...) to
+    ``ConnectTimeout``, so the original error decides whether time really ran out."""
+    if exc.__cause__ is not None:
+        return isinstance(exc.__cause__, TimeoutError)
+    return isinstance(exc, httpx.TimeoutException | TimeoutError)
+
+
+class HttpChatClient(ABC):
+    """A provider spoken over HTTP with one shared ``httpx`` client on the aiohttp transport."""
+
+    default_base_url: ClassVar[str]
+
+    def __init__(self, cfg: ProviderConfig) -> None:
+        self.cfg = cfg
+        self.base_url = (cfg.base_url or self.default_base_url).rstrip("/")
+        limits = httpx.Limits(
+            max_connections=cfg.max_concurrency, max_keepalive_connections=cfg.max_concurrency
+        )
+        # The aiohttp transport scales far better than httpx's own pool under high concurrency
+        # (see DESIGN.md); the timeout applies to connect and to each read (inactivity).
+        self._http = httpx.AsyncClient(
+            transport=AiohttpTransport(limits=limits), timeout=httpx.Timeout(cfg.timeout_s)
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.cfg.name!r}, base_url={self.base_url!r})"
+
+    # -- wire-format hooks -------------------------------------------------------------------
+
+    @abstractmethod
+    def build(self, req: ChatRequest, *, stream: bool) -> HttpCall: ...
+
+    @abstractmethod
+    def parse_response(self, data: Any, req: ChatRequest) -> Parsed: ...
+
+    @abstractmethod
+    async def consume_stream(
+        self, events: AsyncIterator[SseEvent], req: ChatRequest, on_delta: DeltaCallback
+    ) -> Parsed: ...
+
+    def is_auth_error(self, status: int, message: str) -> bool:
+        return status in (401, 403)
+
+    # -- the call path -----------------------------------------------------------------------
+
+    async def chat(self, req: ChatRequest, on_delta: DeltaCallback = None) -> ChatResult:
+        return await call_with_retries(self.cfg, lambda: self.attempt(req, on_delta))
+
+    async def attempt(self, req: ChatRequest, on_delta: DeltaCallback) -> ChatResult:
+        """One try; subclasses may resend within it (counted through ``ChatResult.attempts``)."""
+        return await self.send(self.build(req, stream=on_delta is not None), req, on_delta)
+
+    async def send(self, call: HttpCall, req: ChatRequest, on_delta: DeltaCallback) -> ChatResult:
+        start = time.perf_counter()
+        try:
+            if on_delta is None:
+                parsed = await self._send_plain(call, req)
+            else:
+                parsed = await self._send_stream(call, req, on_delta)
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+            self.fail(f"invalid base URL {self.base_url!r}: {exc}", retryable=False)
+        except (httpx.RequestError, aiohttp.ClientError) as exc:
+            if is_timeout(exc):
+                self.fail(f"timeout after {self.cfg.timeout_s:g}s", retryable=True)
+            origin = _origin(exc)
+            cause = f"connection error: {type(origin).__name__}: {origin}"
+            self.fail(cause[:_MAX_MESSAGE_CHARS], retryable=True)
+        return self.to_result(parsed, req, time.perf_counter() - start)
+
+    async def _send_plain(self, call: HttpCall, req: ChatRequest) -> Parsed:
+        resp = await self._http.post(
+            call.url, json=dict(call.body), headers=dict(call.headers), params=dict(call.params)
+        )
+        if resp.status_code >= 400:
+            self.raise_for_status(resp.status_code, resp.text, resp.headers, req)
+        try:
+            data = resp.json()
+        except ValueError:
+            self.fail("malformed response: body is not valid JSON", retryable=True)
+        try:
+            return self.parse_response(data, req)
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            self.fail(f"malformed response: unexpected shape ({exc!r})", retryable=True)
+
+    async def _send_stream(
+        self, call: HttpCall, req: ChatRequest, on_delta: DeltaCallback
+    ) -> Parsed:
+        async with self._http.stream(
+            "POST",
+            call.url,
+            json=dict(call.body),
+            headers=dict(call.headers),
+            params=dict(call.params),
+        ) as resp:
+            if resp.status_code >= 400:
+                body = (await resp.aread()).decode("utf-8", errors="replace")
+                self.raise_for_status(resp.status_code, body, resp.headers, req)
+            try:
+                return await self.consume_stream(iter_sse(resp.aiter_lines()), req, on_delta)
+            except (httpx.RequestError, aiohttp.ClientError) as exc:
+                if is_timeout(exc):
+                    raise
+                self.fail(
+                    f"malformed stream: connection lost mid-stream ({type(_origin(exc)).__name__})",
+                    retryable=True,
+                )
+            except (KeyError, IndexError, TypeError, AttributeError) as exc:
+                self.fail(f"malformed stream: unexpected event shape ({exc!r})", retryable=True)
+
+    def to_result(self, parsed: Parsed, req: ChatRequest, latency_s: float) -> ChatResult:
+        estimated = parsed.input_tokens is None or parsed.output_tokens is None
+        return ChatResult(
+            text=parsed.text,
+            input_tokens=(
+                parsed.input_tokens
+                if parsed.input_tokens is not None
+                else estimate_tokens(messages_text(req.messages))
+            ),
+            output_tokens=(
+                parsed.output_tokens
+                if parsed.output_tokens is not None
+                else estimate_tokens(parsed.text)
+            ),
+            usage_estimated=estimated,
+            latency_s=latency_s,
+            attempts=1,
+            model=parsed.model or req.model,
+            finish_reason=parsed.finish_reason,
+        )
+
+    # -- errors --------------------------------------------------------------------------------
+
+    def fail(
+        self,
+        cause: str,
+        *,
+        retryable: bool,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> NoReturn:
+        raise ProviderError(
+            self.cfg.name,
+            self.cfg.kind,
+            self.scrub(cause),
+            status=status,
+            retryable=retryable,
+            retry_after=retry_after,
+        ) from None
+
+    def scrub(self, text: str) -> str:
+        """Servers sometimes echo the key back (OpenAI masks it, others may not)."""
+        key = self.cfg.api_key
+        return text.replace(key, "***") if key else text
+
+    def raise_for_status(
+        self, status: int, body: str, headers: Mapping[str, str], req: ChatRequest
+    ) -> NoReturn:
+        message = error_message(body)
+        if self.is_auth_error(status, message):
+            # The server's message is left out: some echo (part of) the key.
+            self.fail(
+                f"invalid API key for provider {self.cfg.name}", retryable=False, status=status
+            )
+        if status == 404:
+            self.fail(
+                f"model not found (or wrong base URL): {req.model!r}: {message}",
+                retryable=False,
+                status=status,
+            )
+        retry_after = parse_retry_after(headers.get("retry-after"))
+        if status == 429:
+            self.fail("rate limited (429)", retryable=True, status=status, retry_after=retry_after)
+        if status >= 500 or status in RETRYABLE_STATUSES:
+            self.fail(
+                f"server error ({status}): {message}",
+                retryable=True,
+                status=status,
+                retry_after=retry_after,
+            )
+        self.fail(f"bad request ({status}): {message}", retryable=False, status=status)
+
+    def load_event(self, data: str) -> Any:
+        try:
+            return json.loads(data)
+        except ValueError:
+            self.fail(f"malformed stream: invalid JSON in data line {data[:80]!r}", retryable=True)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()

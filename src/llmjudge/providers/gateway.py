@@ -1,0 +1,274 @@
+"""The one path every model call takes (database-agnostic core).
+
+cache -> rate limits (estimated tokens) -> concurrency -> client (retries) -> accounting.
+
+Caching policy: by default a call is cached only when ``temperature == 0``; ``None`` means
+"the provider's default", which is usually not 0, so it is not cached. Simulator calls are
+cached only when the caller passes ``use_cache=True``, because simulated randomness is keyed
+by ``context``, which is not part of the cache key. A cache hit costs nothing: it is recorded
+with its tokens, ``cost_usd=0`` and ``cache_hit=True``.
+
+Storage for cache and accounting comes through the ``ResponseCache`` and ``Accounting``
+protocols; their failures are logged and never fail the call (both are secondary to the answer).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from llmjudge.providers.base import (
+    ChatRequest,
+    ChatResult,
+    DeltaCallback,
+    ProviderClient,
+    ProviderConfig,
+    ProviderError,
+    estimate_tokens,
+    make_client,
+    messages_text,
+)
+from llmjudge.providers.ratelimit import ProviderLimiter
+
+log = logging.getLogger(__name__)
+
+# Output tokens assumed for the rate-limit estimate when the request sets no max_tokens.
+DEFAULT_OUTPUT_ESTIMATE = 256
+
+
+class ResponseCache(Protocol):
+    async def get(self, key: str) -> ChatResult | None: ...
+
+    async def put(self, key: str, result: ChatResult) -> None: ...
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    purpose: str
+    provider_id: int
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    latency_s: float
+    attempts: int
+    cache_hit: bool
+    status: Literal["ok", "error"]
+    error: str | None
+    related: Mapping[str, Any]
+
+
+class Accounting(Protocol):
+    async def record(self, rec: CallRecord) -> None: ...
+
+
+@dataclass(frozen=True)
+class ModelPricing:
+    input_per_million: float = 0
+    output_per_million: float = 0
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return (
+            input_tokens * self.input_per_million + output_tokens * self.output_per_million
+        ) / 1_000_000
+
+
+NO_PRICING = ModelPricing()
+
+
+class MemoryCache:
+    """An in-process ``ResponseCache`` (tests, single-process use)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, ChatResult] = {}
+
+    async def get(self, key: str) -> ChatResult | None:
+        return self.entries.get(key)
+
+    async def put(self, key: str, result: ChatResult) -> None:
+        self.entries[key] = result
+
+
+def cache_key(cfg: ProviderConfig, req: ChatRequest) -> str:
+    """Hash of what determines the answer; never the context or the API key.
+
+    For the simulator its settings (seed, noise...) are its "model", so they are included.
+    """
+    material: dict[str, Any] = {
+        "kind": cfg.kind,
+        "base_url": cfg.base_url,
+        "model": req.model,
+        "messages": [dict(m) for m in req.messages],
+        "temperature": req.temperature,
+        "max_tokens": req.max_tokens,
+        "json_schema": req.json_schema,
+    }
+    if cfg.kind == "simulator":
+        material["settings"] = dict(cfg.settings)
+    blob = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def estimate_request_tokens(req: ChatRequest) -> int:
+    return estimate_tokens(messages_text(req.messages)) + (
+        req.max_tokens or DEFAULT_OUTPUT_ESTIMATE
+    )
+
+
+@dataclass
+class _Provider:
+    cfg: ProviderConfig
+    client: ProviderClient
+    limiter: ProviderLimiter
+
+
+class Gateway:
+    def __init__(
+        self, *, cache: ResponseCache | None = None, accounting: Accounting | None = None
+    ) -> None:
+        self.cache = cache
+        self.accounting = accounting
+        self._providers: dict[int, _Provider] = {}
+        # Replaced clients may still serve in-flight calls, so they are closed at aclose().
+        self._retired: list[ProviderClient] = []
+
+    def register(self, cfg: ProviderConfig) -> None:
+        """Add a provider, or rebuild its client and limiter when its configuration changed."""
+        current = self._providers.get(cfg.id)
+        if current is not None and current.cfg == cfg:
+            return
+        if current is not None:
+            self._retired.append(current.client)
+        self._providers[cfg.id] = _Provider(
+            cfg, make_client(cfg), ProviderLimiter(cfg.rpm, cfg.tpm, cfg.max_concurrency)
+        )
+
+    def unregister(self, provider_id: int) -> None:
+        current = self._providers.pop(provider_id, None)
+        if current is not None:
+            self._retired.append(current.client)
+
+    def config(self, provider_id: int) -> ProviderConfig | None:
+        entry = self._providers.get(provider_id)
+        return entry.cfg if entry else None
+
+    async def chat(
+        self,
+        provider_id: int,
+        req: ChatRequest,
+        *,
+        pricing: ModelPricing = NO_PRICING,
+        purpose: str = "",
+        related: Mapping[str, Any] | None = None,
+        on_delta: DeltaCallback = None,
+        use_cache: bool | None = None,
+    ) -> ChatResult:
+        entry = self._providers.get(provider_id)
+        if entry is None:
+            raise ProviderError(f"provider #{provider_id}", "unknown", "provider is not registered")
+        cfg = entry.cfg
+        record = functools.partial(
+            CallRecord, purpose=purpose, provider_id=provider_id, related=dict(related or {})
+        )
+        if use_cache is None:
+            use_cache = cfg.kind != "simulator" and req.temperature == 0
+        cache = self.cache if use_cache else None
+        key = cache_key(cfg, req) if cache is not None else None
+        start = time.perf_counter()
+
+        if cache is not None and key is not None:
+            hit = await self._cache_get(cache, key)
+            if hit is not None:
+                result = dataclasses.replace(
+                    hit, cached=True, attempts=0, latency_s=time.perf_counter() - start
+                )
+                if on_delta is not None:
+                    await on_delta(result.text)
+                await self._record(
+                    record(
+                        model=result.model or req.model,
+                        input_tokens=result.input_tokens,
+                        output_tokens=result.output_tokens,
+                        cost_usd=0.0,
+                        latency_s=result.latency_s,
+                        attempts=0,
+                        cache_hit=True,
+                        status="ok",
+                        error=None,
+                    )
+                )
+                return result
+
+        try:
+            async with entry.limiter.slot(estimate_request_tokens(req)) as slot:
+                result = await entry.client.chat(req, on_delta)
+                slot.report(result.input_tokens + result.output_tokens)
+        except ProviderError as err:
+            await self._record(
+                record(
+                    model=req.model,
+                    input_tokens=0,
+                    output_tokens=0,
+                    cost_usd=0.0,
+                    latency_s=time.perf_counter() - start,
+                    attempts=err.attempts,
+                    cache_hit=False,
+                    status="error",
+                    error=str(err),
+                )
+            )
+            raise
+
+        if cache is not None and key is not None:
+            await self._cache_put(cache, key, result)
+        await self._record(
+            record(
+                model=result.model or req.model,
+                input_tokens=result.input_tokens,
+                output_tokens=result.output_tokens,
+                cost_usd=pricing.cost(result.input_tokens, result.output_tokens),
+                latency_s=result.latency_s,
+                attempts=result.attempts,
+                cache_hit=False,
+                status="ok",
+                error=None,
+            )
+        )
+        return result
+
+    @staticmethod
+    async def _cache_get(cache: ResponseCache, key: str) -> ChatResult | None:
+        try:
+            return await cache.get(key)
+        except Exception:
+            log.exception("response cache read failed; calling the provider")
+            return None
+
+    @staticmethod
+    async def _cache_put(cache: ResponseCache, key: str, result: ChatResult) -> None:
+        try:
+            await cache.put(key, result)
+        except Exception:
+            log.exception("response cache write failed")
+
+    async def _record(self, rec: CallRecord) -> None:
+        if self.accounting is None:
+            return
+        try:
+            await self.accounting.record(rec)
+        except Exception:
+            log.exception("call accounting failed for provider %s", rec.provider_id)
+
+    async def aclose(self) -> None:
+        clients = [p.client for p in self._providers.values()] + self._retired
+        self._providers.clear()
+        self._retired.clear()
+        for client in clients:
+            await client.aclose()

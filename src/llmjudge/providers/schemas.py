@@ -1,0 +1,187 @@
+"""Provider and model request/response models. API keys go in, never out."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from llmjudge.providers.models import MAX_CONCURRENCY
+
+Kind = Literal["openai", "anthropic", "gemini", "simulator"]
+
+_NAME = Field(min_length=1, max_length=200)
+
+
+def _strip_name(v: str | None) -> str | None:
+    if v is None:
+        return None
+    v = v.strip()
+    if not v:
+        raise ValueError("name must not be blank")
+    return v
+
+
+def _check_url(v: str | None) -> str | None:
+    if v is None:
+        return None
+    v = v.strip()
+    if not v:
+        return None
+    parts = urlsplit(v)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("base_url must be an http:// or https:// URL with a host")
+    if parts.username or parts.password:
+        raise ValueError("base_url must not contain credentials: use api_key")
+    return v.rstrip("/")
+
+
+class ProviderIn(BaseModel):
+    """A provider. ``base_url`` may point anywhere the server can reach, including internal
+    hosts (that is how vLLM, Ollama or LM Studio are used): only trusted administrators should
+    be allowed to create or change providers, since the server will send requests (and the
+    key) there."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = _NAME
+    kind: Kind
+    base_url: str | None = Field(
+        default=None, max_length=2000, description="unset = the provider's public endpoint"
+    )
+    api_key: SecretStr | None = Field(default=None, description="write-only; stored encrypted")
+    rpm: int | None = Field(default=None, gt=0, description="requests per minute")
+    tpm: int | None = Field(default=None, gt=0, description="tokens per minute")
+    max_concurrency: int = Field(default=64, ge=1, le=MAX_CONCURRENCY)
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    max_retries: int = Field(default=4, ge=0, le=20)
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="kind-specific options stored in plain text (simulator parameters, "
+        "OpenAI auth_header/query...); never put secrets here",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def strip_name(cls, v: str | None) -> str | None:
+        return _strip_name(v)
+
+    @field_validator("base_url")
+    @classmethod
+    def check_url(cls, v: str | None) -> str | None:
+        return _check_url(v)
+
+
+class ProviderPatch(BaseModel):
+    """Only the fields sent change. ``api_key``: a new key, or null / "" to remove it.
+    ``base_url``, ``rpm``, ``tpm``: null clears them."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    kind: Kind | None = None
+    base_url: str | None = Field(default=None, max_length=2000)
+    api_key: SecretStr | None = None
+    rpm: int | None = Field(default=None, gt=0)
+    tpm: int | None = Field(default=None, gt=0)
+    max_concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
+    timeout_s: float | None = Field(default=None, gt=0, le=3600)
+    max_retries: int | None = Field(default=None, ge=0, le=20)
+    settings: dict[str, Any] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def strip_name(cls, v: str | None) -> str | None:
+        return _strip_name(v)
+
+    @field_validator("base_url")
+    @classmethod
+    def check_url(cls, v: str | None) -> str | None:
+        return _check_url(v)
+
+
+class ProviderOut(BaseModel):
+    id: int
+    name: str
+    kind: Kind
+    simulated: bool
+    base_url: str | None
+    api_key_set: bool
+    api_key_last4: str | None = Field(description="last four characters, when the key is long")
+    rpm: int | None
+    tpm: int | None
+    max_concurrency: int
+    timeout_s: float
+    max_retries: int
+    settings: dict[str, Any]
+    model_count: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class ModelIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    provider_id: int
+    name: str = Field(min_length=1, max_length=200, description="display name, unique")
+    model: str = Field(min_length=1, max_length=300, description="the provider's model id")
+    input_price_per_million: float = Field(default=0.0, ge=0, description="USD")
+    output_price_per_million: float = Field(default=0.0, ge=0, description="USD")
+    context_window: int | None = Field(default=None, gt=0)
+    default_temperature: float | None = Field(default=None, ge=0, le=2)
+
+    @field_validator("name")
+    @classmethod
+    def strip_name(cls, v: str | None) -> str | None:
+        return _strip_name(v)
+
+
+class ModelPatch(BaseModel):
+    """Only the fields sent change; null clears ``context_window`` / ``default_temperature``."""
+
+    model_config = ConfigDict(extra="forbid")
+    provider_id: int | None = None
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    model: str | None = Field(default=None, min_length=1, max_length=300)
+    input_price_per_million: float | None = Field(default=None, ge=0)
+    output_price_per_million: float | None = Field(default=None, ge=0)
+    context_window: int | None = Field(default=None, gt=0)
+    default_temperature: float | None = Field(default=None, ge=0, le=2)
+
+    @field_validator("name")
+    @classmethod
+    def strip_name(cls, v: str | None) -> str | None:
+        return _strip_name(v)
+
+
+class ModelOut(BaseModel):
+    id: int
+    name: str
+    model: str
+    provider_id: int
+    provider_name: str
+    provider_kind: Kind
+    simulated: bool
+    input_price_per_million: float
+    output_price_per_million: float
+    context_window: int | None
+    default_temperature: float | None
+    observed_latency_s: float | None
+    created_at: datetime
+
+
+class ConnectionTestIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: str | None = Field(
+        default=None,
+        max_length=300,
+        description="provider model id to call; default: the provider's first model",
+    )
+
+
+class ConnectionTestOut(BaseModel):
+    ok: bool
+    provider: str
+    model: str
+    latency_s: float | None = None
+    reply: str | None = Field(default=None, description="the start of the model's answer")
+    error: str | None = None

@@ -1,0 +1,388 @@
+"""The built-in simulated provider: a documented parametric model, no network, no key.
+
+It lets the demo run on a fresh machine and lets tests and benchmarks measure accuracy
+against a known truth. The task comes from ``ChatRequest.context["task"]``:
+
+``pairwise``
+    Each thread has a hidden latent quality ``q``: its own ``quality`` if given, else its
+    pillar's entry in ``pillar_quality``, else a standard normal drawn from a hash of
+    (seed, thread id). With ``d = q_A - q_B + position_bias + noise * N(0, 1)`` the verdict is
+    TIE when ``|d| < tie_band``, else A when ``d > 0``, else B; ``confidence`` is
+    ``0.5 + 0.49 * tanh(|d|)``; each criterion's Likert score is
+    ``clip(round(3 + 1.2 * q + criteria_noise * N(0, 1)), 1, 5)``.
+``task_answer``
+    With probability ``context["accuracy"]`` (default setting ``task_accuracy``) the answer is
+    the correct output, lightly reworded in ways ``normalise`` undoes; otherwise a
+    deterministic corruption of it (a changed number, a flipped yes/no, a dropped word...).
+``judge_label``
+    Truth is ``normalise(answer) == normalise(correct_output)``. The judge returns the truth
+    with probability ``min(judge_max_accuracy, judge_base_accuracy + judge_gain_per_rule * R)``
+    where ``R`` counts the judge prompt's lines starting with ``- Rule:``.
+``prompt_engineer``
+    Returns the judge prompt with one more ``- Rule:`` line derived from a failure.
+no task
+    A short fixed reply saying it is the simulator.
+
+Answers are deterministic: each call's randomness is seeded from (seed, task, ids, and the
+context's ``call_key``), so runs are reproducible while a swapped pair, or another attempt
+with a different ``call_key``, gets independent noise. Latency (uniform in
+``latency_ms_mean +- latency_ms_jitter``) and injected failures (``fail_429_rate``,
+``fail_500_rate``: raised as ``ProviderError`` through the shared retry loop; ``malformed_rate``:
+a 200 whose JSON is cut in half) are drawn from a per-client stream seeded with ``seed``,
+so a retried call can succeed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import random
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from llmjudge.providers.base import (
+    ChatRequest,
+    ChatResult,
+    DeltaCallback,
+    ProviderConfig,
+    ProviderError,
+    call_with_retries,
+    estimate_tokens,
+    messages_text,
+)
+
+RULE_PREFIX = "- Rule:"
+_FLIPS = {
+    "yes": "no",
+    "no": "yes",
+    "true": "false",
+    "false": "true",
+    "correct": "incorrect",
+    "incorrect": "correct",
+}
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+@dataclass(frozen=True)
+class SimulatorParams:
+    seed: int = 0
+    noise: float = 0.5
+    position_bias: float = 0.1
+    tie_band: float = 0.1
+    criteria_noise: float = 0.5
+    latency_ms_mean: float = 250.0
+    latency_ms_jitter: float = 100.0
+    fail_429_rate: float = 0.0
+    fail_500_rate: float = 0.0
+    malformed_rate: float = 0.0
+    stream_chunk_chars: int = 12
+    retry_after_s: float = 1.0
+    task_accuracy: float = 0.7
+    judge_base_accuracy: float = 0.65
+    judge_gain_per_rule: float = 0.06
+    judge_max_accuracy: float = 0.97
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> SimulatorParams:
+        """Known keys of ``ProviderConfig.settings``, coerced to each field's type; others ignored."""
+        defaults = cls()
+        values = {
+            f.name: type(getattr(defaults, f.name))(settings[f.name])
+            for f in fields(cls)
+            if settings.get(f.name) is not None
+        }
+        return cls(**values)
+
+
+# -- seeded randomness ---------------------------------------------------------------------------
+
+
+def _digest(*parts: Any) -> bytes:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).digest()
+
+
+def _rng(*parts: Any) -> np.random.Generator:
+    return np.random.default_rng(int.from_bytes(_digest(*parts)[:16], "big"))
+
+
+# -- pairwise ----------------------------------------------------------------------------------
+
+
+def latent_quality(
+    thread: Mapping[str, Any], pillar_quality: Mapping[Any, float] | None, seed: int
+) -> float:
+    if thread.get("quality") is not None:
+        return float(thread["quality"])
+    pillar = thread.get("pillar_id")
+    if pillar is not None and pillar_quality:
+        for key in (pillar, str(pillar)):
+            if key in pillar_quality:
+                return float(pillar_quality[key])
+    return float(_rng(seed, "quality", str(thread.get("id"))).standard_normal())
+
+
+def _criterion_name(criterion: Any) -> str:
+    if isinstance(criterion, Mapping):
+        return str(criterion.get("name") or criterion.get("key") or criterion.get("id"))
+    return str(criterion)
+
+
+def likert(quality: float, noise: float) -> int:
+    return int(np.clip(round(3 + 1.2 * quality + noise), 1, 5))
+
+
+def simulate_pairwise(params: SimulatorParams, ctx: Mapping[str, Any]) -> dict[str, Any]:
+    a, b = ctx["thread_a"], ctx["thread_b"]
+    pillar_quality = ctx.get("pillar_quality")
+    qa = latent_quality(a, pillar_quality, params.seed)
+    qb = latent_quality(b, pillar_quality, params.seed)
+    rng = _rng(params.seed, "pairwise", str(a.get("id")), str(b.get("id")), ctx.get("call_key"))
+    diff = qa - qb + params.position_bias + params.noise * float(rng.standard_normal())
+    if abs(diff) < params.tie_band:
+        winner = "TIE"
+    else:
+        winner = "A" if diff > 0 else "B"
+    criteria = [_criterion_name(c) for c in ctx.get("criteria") or []]
+    noise = params.criteria_noise * rng.standard_normal((2, len(criteria)))
+    scores = {
+        "A": {c: likert(qa, float(n)) for c, n in zip(criteria, noise[0], strict=True)},
+        "B": {c: likert(qb, float(n)) for c, n in zip(criteria, noise[1], strict=True)},
+    }
+    return {
+        "winner": winner,
+        "confidence": round(0.5 + 0.49 * math.tanh(abs(diff)), 2),
+        "scores": scores,
+        "reasoning": _pairwise_reasoning(winner, scores, criteria),
+    }
+
+
+def _pairwise_reasoning(
+    winner: str, scores: Mapping[str, Mapping[str, int]], criteria: list[str]
+) -> str:
+    if winner == "TIE":
+        return "Both responses are of similar quality; neither is clearly better overall."
+    loser = "B" if winner == "A" else "A"
+    if not criteria:
+        return f"Response {winner} is clearer and more complete than Response {loser}."
+    gaps = [scores[winner][c] - scores[loser][c] for c in criteria]
+    best = criteria[int(np.argmax(gaps))]
+    return (
+        f"Response {winner} is better overall. The clearest difference is {best} "
+        f"({scores[winner][best]} vs {scores[loser][best]}); Response {loser} falls short there."
+    )
+
+
+# -- persona training tasks -------------------------------------------------------------------
+
+
+def normalise(text: str) -> str:
+    """Comparison form of an answer: case, spacing, outer quotes and end punctuation dropped."""
+    text = " ".join(str(text).casefold().split())
+    return text.strip("\"'`").rstrip(".!?;:,").strip()
+
+
+def count_rules(judge_prompt: str) -> int:
+    return sum(1 for line in judge_prompt.splitlines() if line.lstrip().startswith(RULE_PREFIX))
+
+
+def paraphrase(correct: str, rng: np.random.Generator) -> str:
+    """A rewording that ``normalise`` maps back to ``correct``."""
+    variants = [correct, f"{correct}.", correct[:1].upper() + correct[1:], f" {correct}\n"]
+    choice = variants[int(rng.integers(len(variants)))]
+    # Some characters do not survive upper-casing or trailing punctuation: keep it decidable.
+    return choice if normalise(choice) == normalise(correct) else correct
+
+
+def corrupt(correct: str, rng: np.random.Generator) -> str:
+    """A plausible wrong answer: never equal to ``correct`` after ``normalise``."""
+    number = _NUMBER.search(correct)
+    words = correct.split()
+    if number:
+        value = float(number.group()) + int(rng.integers(1, 10))
+        decimals = len(number.group().partition(".")[2])
+        new = f"{value:.{decimals}f}"
+        wrong = correct[: number.start()] + new + correct[number.end() :]
+    elif normalise(correct) in _FLIPS:
+        wrong = _FLIPS[normalise(correct)]
+    elif len(words) >= 2:
+        drop = int(rng.integers(len(words)))
+        wrong = " ".join(words[:drop] + words[drop + 1 :])
+    else:
+        wrong = correct[::-1]
+    if normalise(wrong) == normalise(correct):
+        wrong = f"not {correct}".strip()
+    return wrong
+
+
+def simulate_task_answer(params: SimulatorParams, ctx: Mapping[str, Any], prompt_key: str) -> str:
+    correct = str(ctx.get("correct_output", ""))
+    accuracy = float(ctx.get("accuracy", params.task_accuracy))
+    rng = _rng(params.seed, "task_answer", str(ctx.get("input", "")), prompt_key)
+    return paraphrase(correct, rng) if rng.random() < accuracy else corrupt(correct, rng)
+
+
+def judge_accuracy(params: SimulatorParams, judge_prompt: str) -> float:
+    gain = params.judge_gain_per_rule * count_rules(judge_prompt)
+    return min(params.judge_max_accuracy, params.judge_base_accuracy + gain)
+
+
+def simulate_judge_label(params: SimulatorParams, ctx: Mapping[str, Any]) -> dict[str, str]:
+    answer, correct = str(ctx.get("answer", "")), str(ctx.get("correct_output", ""))
+    judge_prompt = str(ctx.get("judge_prompt", ""))
+    truth = normalise(answer) == normalise(correct)
+    rng = _rng(
+        params.seed,
+        "judge_label",
+        str(ctx.get("input", "")),
+        answer,
+        judge_prompt,
+        ctx.get("call_key"),
+    )
+    says_correct = truth if rng.random() < judge_accuracy(params, judge_prompt) else not truth
+    if says_correct:
+        reasoning = "The answer states the same result as the expected output."
+    else:
+        reasoning = "The answer does not match the expected output."
+    return {"label": "correct" if says_correct else "incorrect", "reasoning": reasoning}
+
+
+def _clip(text: Any, limit: int) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _is_correct_label(label: Any) -> bool:
+    return label is True or str(label).strip().lower() in {"correct", "true", "pass", "yes"}
+
+
+def rule_for(failure: Mapping[str, Any]) -> str:
+    """A one-line rule that would have fixed this failure."""
+    example = _clip(failure.get("input"), 60)
+    if _is_correct_label(failure.get("human_label")):
+        rule = (
+            f"{RULE_PREFIX} Accept an answer that states the expected output "
+            f"({_clip(failure.get('correct_output'), 40)!r}) even when worded differently, "
+            f"e.g. for {example!r}."
+        )
+    else:
+        rule = (
+            f"{RULE_PREFIX} Reject an answer that differs from the expected output, "
+            f"e.g. {_clip(failure.get('answer'), 40)!r} for {example!r}."
+        )
+    notes = _clip(failure.get("notes"), 80)
+    return f"{rule} Reviewer note: {notes}" if notes else rule
+
+
+def simulate_prompt_engineer(params: SimulatorParams, ctx: Mapping[str, Any]) -> dict[str, str]:
+    prompt = str(ctx.get("judge_prompt", ""))
+    failures: Sequence[Mapping[str, Any]] = ctx.get("failures") or []
+    present = {line.strip() for line in prompt.splitlines()}
+    new_rules = (rule_for(f) for f in failures)
+    rule = next((r for r in new_rules if r not in present), None)
+    if rule is None:
+        rule = (
+            f"{RULE_PREFIX} Compare the answer with the expected output after ignoring case, "
+            f"spacing and punctuation (check {count_rules(prompt) + 1})."
+        )
+    new_prompt = f"{prompt.rstrip()}\n{rule}" if prompt.strip() else rule
+    f1 = (ctx.get("metrics") or {}).get("f1")
+    rationale = f"Added one rule learned from {len(failures)} failure(s)"
+    rationale += f" (F1 was {f1})." if f1 is not None else "."
+    return {"prompt": new_prompt, "rationale": rationale}
+
+
+def plain_reply(model: str) -> str:
+    return f"Hello from the llmjudge simulator ({model}). No real model was called."
+
+
+def respond(params: SimulatorParams, req: ChatRequest) -> str:
+    """The simulated answer text for a request (pure and deterministic)."""
+    ctx = req.context or {}
+    task = ctx.get("task")
+    if task == "pairwise":
+        return json.dumps(simulate_pairwise(params, ctx))
+    if task == "task_answer":
+        prompt_key = _digest([dict(m) for m in req.messages]).hex()
+        return simulate_task_answer(params, ctx, prompt_key)
+    if task == "judge_label":
+        return json.dumps(simulate_judge_label(params, ctx))
+    if task == "prompt_engineer":
+        return json.dumps(simulate_prompt_engineer(params, ctx))
+    if task is None:
+        return plain_reply(req.model)
+    raise ValueError(f"unknown simulator task {task!r}")
+
+
+def malform(text: str) -> str:
+    """Broken output, as a real model sometimes produces: the JSON cut off half-way."""
+    return text[: max(1, len(text) // 2)]
+
+
+class SimulatorClient:
+    """``ProviderClient`` over ``respond``, with simulated latency, failures and streaming."""
+
+    def __init__(self, cfg: ProviderConfig) -> None:
+        self.cfg = cfg
+        self.params = SimulatorParams.from_settings(cfg.settings)
+        self._chaos = random.Random(self.params.seed)
+
+    async def chat(self, req: ChatRequest, on_delta: DeltaCallback = None) -> ChatResult:
+        return await call_with_retries(self.cfg, lambda: self._attempt(req, on_delta))
+
+    def _error(
+        self, cause: str, status: int | None, retryable: bool, retry_after: float | None = None
+    ) -> ProviderError:
+        return ProviderError(
+            self.cfg.name,
+            "simulator",
+            cause,
+            status=status,
+            retryable=retryable,
+            retry_after=retry_after,
+        )
+
+    async def _attempt(self, req: ChatRequest, on_delta: DeltaCallback) -> ChatResult:
+        start = time.perf_counter()
+        p = self.params
+        low, high = p.latency_ms_mean - p.latency_ms_jitter, p.latency_ms_mean + p.latency_ms_jitter
+        latency_s = max(0.0, self._chaos.uniform(low, high)) / 1000
+        roll = self._chaos.random()
+        if roll < p.fail_429_rate:
+            raise self._error("rate limited (429)", 429, True, p.retry_after_s)
+        if roll < p.fail_429_rate + p.fail_500_rate:
+            raise self._error("server error (500): simulated failure", 500, True)
+        try:
+            text = respond(p, req)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self._error(f"bad request: {exc}", 400, False) from None
+        if self._chaos.random() < p.malformed_rate:
+            text = malform(text)
+        if on_delta is None:
+            await asyncio.sleep(latency_s)
+        else:
+            size = max(1, p.stream_chunk_chars)
+            chunks = [text[i : i + size] for i in range(0, len(text), size)] or [""]
+            for chunk in chunks:
+                await asyncio.sleep(latency_s / len(chunks))
+                if chunk:
+                    await on_delta(chunk)
+        return ChatResult(
+            text=text,
+            input_tokens=estimate_tokens(messages_text(req.messages)),
+            output_tokens=estimate_tokens(text),
+            usage_estimated=True,
+            latency_s=time.perf_counter() - start,
+            attempts=1,
+            model=f"simulated:{req.model}",
+            finish_reason="stop",
+        )
+
+    async def aclose(self) -> None:
+        return None

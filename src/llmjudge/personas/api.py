@@ -1,0 +1,385 @@
+"""Personas JSON API: CRUD, training pairs, the calibration loop, review, reports."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, File, HTTPException, Query, Request, UploadFile, status
+from fastapi.responses import Response
+from sse_starlette import EventSourceResponse
+
+from llmjudge.catalog.api import read_upload
+from llmjudge.catalog.schemas import RowError
+from llmjudge.db.engine import DbSession
+from llmjudge.events.sse import sse_response
+from llmjudge.personas import service
+from llmjudge.personas.schemas import (
+    BulkFeedbackIn,
+    BulkFeedbackOut,
+    CloneIn,
+    DecisionOut,
+    EstimateOut,
+    FeedbackIn,
+    FeedbackOut,
+    FromTemplateIn,
+    IterationOut,
+    MetricsRow,
+    PairOut,
+    PairUploadResult,
+    PersonaIn,
+    PersonaOut,
+    PersonaPatch,
+    PromptDiffOut,
+    PromptEditIn,
+    PromptVersionOut,
+    ReportOut,
+    TemplateOut,
+    TrainingStatusOut,
+)
+from llmjudge.personas.templates import TEMPLATES
+from llmjudge.personas.training import TrainingRunner, publish
+
+router = APIRouter(prefix="/api/personas", tags=["personas"])
+
+
+def _runner(request: Request) -> TrainingRunner | None:
+    return getattr(request.app.state, "persona_runner", None)
+
+
+async def _event(request: Request, persona_id: int, type: str, data: dict[str, Any]) -> None:
+    await publish(getattr(request.app.state, "events", None), persona_id, type, data)
+
+
+class RowsRejected(HTTPException):
+    def __init__(self, errors: list[RowError]) -> None:
+        super().__init__(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            detail={
+                "message": f"{len(errors)} problem(s) found; nothing was stored",
+                "errors": [e.model_dump() for e in errors],
+            },
+        )
+
+
+_ROW_ERRORS = {
+    422: {"description": "Row errors: `detail.errors` is a list of {line, field, message}"}
+}
+
+
+@router.get("", response_model=list[PersonaOut])
+async def list_personas(db: DbSession) -> list[PersonaOut]:
+    """All personas."""
+    return await service.list_personas(db=db)
+
+
+@router.post("", response_model=PersonaOut, status_code=status.HTTP_201_CREATED)
+async def create_persona(data: PersonaIn, db: DbSession) -> PersonaOut:
+    """A draft persona. The judge model must differ from the task model; target F1 is
+    0.70-0.95; the judge prompt must use {input}, {correct_output} and {answer}."""
+    return await service.create_persona(db=db, data=data)
+
+
+@router.get("/templates", response_model=list[TemplateOut])
+async def list_templates() -> list[TemplateOut]:
+    """Starter templates for `POST /api/personas/from-template/{key}`."""
+    return [
+        TemplateOut(key=t.key, name=t.name, description=t.description, pairs=len(t.pairs))
+        for t in TEMPLATES.values()
+    ]
+
+
+@router.post("/from-template/{key}", response_model=PersonaOut, status_code=status.HTTP_201_CREATED)
+async def create_from_template(
+    key: str, db: DbSession, overrides: Annotated[FromTemplateIn | None, Body()] = None
+) -> PersonaOut:
+    """A draft persona with a template's prompts and pairs; models default to the built-in
+    simulated ones (`simulated-task`, `simulated-judge`, `simulated-engineer`)."""
+    return await service.create_from_template(
+        db=db, key=key, overrides=overrides or FromTemplateIn()
+    )
+
+
+@router.get("/{persona_id}", response_model=PersonaOut)
+async def get_persona(persona_id: int, db: DbSession) -> PersonaOut:
+    """A persona with its current judge prompt, pair count and latest iteration."""
+    return await service.get_persona(db=db, persona_id=persona_id)
+
+
+@router.patch("/{persona_id}", response_model=PersonaOut)
+async def update_persona(persona_id: int, patch: PersonaPatch, db: DbSession) -> PersonaOut:
+    """Change settings. While training only the name, description, budget, target F1 and
+    max iterations can change; the held-out fraction only before the first iteration."""
+    return await service.update_persona(db=db, persona_id=persona_id, patch=patch)
+
+
+@router.delete("/{persona_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_persona(persona_id: int, db: DbSession) -> None:
+    """Delete a persona that is not training, with its pairs, prompts and history."""
+    await service.delete_persona(db=db, persona_id=persona_id)
+
+
+@router.post("/{persona_id}/clone", response_model=PersonaOut, status_code=201)
+async def clone_persona(
+    persona_id: int, db: DbSession, data: Annotated[CloneIn | None, Body()] = None
+) -> PersonaOut:
+    """A draft copy with the current judge prompt as version 1 and the same pairs."""
+    return await service.clone_persona(
+        db=db, persona_id=persona_id, name=data.name if data else None
+    )
+
+
+@router.get(
+    "/{persona_id}/events",
+    response_class=EventSourceResponse,
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
+async def persona_events(persona_id: int, request: Request, db: DbSession) -> EventSourceResponse:
+    """Server-sent events of topic `persona:{id}`: `ready`, `iteration_started`,
+    `outputs_generated` {n, total}, `judged` {n, total}, `awaiting_review`, `metrics`,
+    `prompt_version`, `converged`, `incomplete`, `paused`."""
+    await service.get_persona(db=db, persona_id=persona_id)  # 404 for an unknown persona
+    await db.close()  # hold no connection for the life of the stream
+    return sse_response(request, request.app.state.events, f"persona:{persona_id}")
+
+
+# -- training pairs --------------------------------------------------------------------------
+
+
+@router.post(
+    "/{persona_id}/training-pairs/upload", response_model=PairUploadResult, responses=_ROW_ERRORS
+)
+async def upload_pairs(
+    persona_id: int,
+    request: Request,
+    db: DbSession,
+    file: Annotated[UploadFile, File(description="CSV: input, correct_output[, input_b]")],
+    preview: bool = False,
+) -> PairUploadResult:
+    """Add training pairs from a CSV, all or nothing. `?preview=true` validates and returns
+    the first rows without storing. Rows identical to stored pairs are skipped; new pairs
+    join the held-out split by the persona's seed while stored pairs keep their side."""
+    settings = request.app.state.settings
+    data = await read_upload(file, settings)
+    # A large file takes a while to parse: off the event loop.
+    parsed = await asyncio.to_thread(
+        service.parse_pairs_csv,
+        data,
+        max_rows=settings.max_import_rows,
+        max_chars=settings.max_field_chars,
+    )
+    if parsed.errors:
+        raise RowsRejected(parsed.errors)
+    try:
+        return await service.store_pairs(
+            db=db, persona_id=persona_id, rows=parsed.rows, lines=parsed.lines, preview=preview
+        )
+    except service.RowsRejected as e:
+        raise RowsRejected(e.errors) from None
+
+
+@router.get("/{persona_id}/training-pairs", response_model=list[PairOut])
+async def list_pairs(
+    persona_id: int,
+    db: DbSession,
+    split: Literal["optimisation", "holdout"] | None = None,
+    limit: Annotated[int, Query(ge=1, le=5000)] = 500,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> list[PairOut]:
+    """Pairs in upload order, each with its side of the held-out split."""
+    return await service.list_pairs(
+        db=db, persona_id=persona_id, split=split, limit=limit, offset=offset
+    )
+
+
+# -- training --------------------------------------------------------------------------------
+
+
+@router.post("/{persona_id}/training/start", response_model=PersonaOut)
+async def start_training(persona_id: int, request: Request, db: DbSession) -> PersonaOut:
+    """Start the loop of a draft persona (409 otherwise)."""
+    out = await service.start_training(db=db, persona_id=persona_id)
+    runner = _runner(request)
+    if runner is not None:
+        runner.wake()
+    return out
+
+
+@router.post("/{persona_id}/training/pause", response_model=PersonaOut)
+async def pause_training(persona_id: int, request: Request, db: DbSession) -> PersonaOut:
+    """Pause: calls in flight finish and are stored; nothing new starts."""
+    out = await service.pause_training(db=db, persona_id=persona_id)
+    runner = _runner(request)
+    if runner is not None:
+        runner.stop_persona(persona_id)
+    await _event(request, persona_id, "paused", {"reason": out.status_reason})
+    return out
+
+
+@router.post("/{persona_id}/training/resume", response_model=PersonaOut)
+async def resume_training(persona_id: int, request: Request, db: DbSession) -> PersonaOut:
+    """Resume a paused persona from its last stored step."""
+    out = await service.resume_training(db=db, persona_id=persona_id)
+    runner = _runner(request)
+    if runner is not None:
+        runner.wake()
+    return out
+
+
+@router.get("/{persona_id}/training/status", response_model=TrainingStatusOut)
+async def training_status(persona_id: int, request: Request, db: DbSession) -> TrainingStatusOut:
+    """Status (and why: paused, budget, timeout), the latest iteration with its review
+    progress, and the money spent so far."""
+    runner = _runner(request)
+    return await service.training_status(
+        db=db,
+        persona_id=persona_id,
+        running_here=runner is not None and runner.is_running(persona_id),
+    )
+
+
+@router.get("/{persona_id}/estimate", response_model=EstimateOut)
+async def estimate(persona_id: int, request: Request, db: DbSession) -> EstimateOut:
+    """Calls, tokens and cost of one iteration and of `max_iterations`, before training."""
+    return await service.estimate(db=db, llm=request.app.state.llm, persona_id=persona_id)
+
+
+# -- judge prompt versions -------------------------------------------------------------------
+
+
+@router.get("/{persona_id}/prompts", response_model=list[PromptVersionOut])
+async def list_prompts(persona_id: int, db: DbSession) -> list[PromptVersionOut]:
+    """Judge prompt versions, oldest first, each by `ai` or `human` with a rationale."""
+    return await service.list_versions(db=db, persona_id=persona_id)
+
+
+@router.post("/{persona_id}/prompts", response_model=PromptVersionOut, status_code=201)
+async def edit_prompt(
+    persona_id: int, data: PromptEditIn, request: Request, db: DbSession
+) -> PromptVersionOut:
+    """A hand-edited judge prompt: a new human version, used from the next iteration."""
+    out = await service.add_version(
+        db=db, persona_id=persona_id, text=data.text, rationale=data.rationale
+    )
+    await _event(
+        request,
+        persona_id,
+        "prompt_version",
+        {"version": out.version, "created_by": "human", "rationale": out.rationale},
+    )
+    return out
+
+
+@router.get("/{persona_id}/prompts/diff", response_model=PromptDiffOut)
+async def diff_prompts(
+    persona_id: int, db: DbSession, a: Annotated[int, Query(ge=1)], b: Annotated[int, Query(ge=1)]
+) -> PromptDiffOut:
+    """Unified diff of version a -> b, and line opcodes for a side-by-side view."""
+    return await service.diff_versions(db=db, persona_id=persona_id, a=a, b=b)
+
+
+@router.post(
+    "/{persona_id}/prompts/{version}/rollback", response_model=PromptVersionOut, status_code=201
+)
+async def rollback_prompt(
+    persona_id: int, version: int, request: Request, db: DbSession
+) -> PromptVersionOut:
+    """A new human version with the text of `version`."""
+    out = await service.rollback_version(db=db, persona_id=persona_id, version=version)
+    await _event(
+        request,
+        persona_id,
+        "prompt_version",
+        {"version": out.version, "created_by": "human", "rationale": out.rationale},
+    )
+    return out
+
+
+# -- iterations and review -------------------------------------------------------------------
+
+
+@router.get("/{persona_id}/iterations", response_model=list[IterationOut])
+async def list_iterations(persona_id: int, db: DbSession) -> list[IterationOut]:
+    """Iterations with status, metrics of both parts, timings, cost and review progress."""
+    return await service.list_iterations(db=db, persona_id=persona_id)
+
+
+@router.get("/{persona_id}/iterations/{number}/decisions", response_model=list[DecisionOut])
+async def list_decisions(
+    persona_id: int,
+    number: int,
+    db: DbSession,
+    pending: bool = False,
+    split: Literal["optimisation", "holdout"] | None = None,
+) -> list[DecisionOut]:
+    """The judge's decisions of an iteration in review order: unreviewed first, least
+    confident first, then by pair. Carried-forward decisions come pre-labelled."""
+    return await service.list_decisions(
+        db=db, persona_id=persona_id, number=number, pending_only=pending, split=split
+    )
+
+
+async def _after_review(request: Request, persona_id: int, pending: int) -> None:
+    if pending == 0:
+        runner = _runner(request)
+        if runner is not None:
+            runner.wake()
+
+
+@router.post("/{persona_id}/decisions/{decision_id}/feedback", response_model=FeedbackOut)
+async def feedback(
+    persona_id: int, decision_id: int, data: FeedbackIn, request: Request, db: DbSession
+) -> FeedbackOut:
+    """Agree or disagree with one judge decision (optional notes for the prompt engineer).
+    When the last decision of the iteration is reviewed, the loop goes on."""
+    decision, pending = await service.feedback(
+        db=db, persona_id=persona_id, decision_id=decision_id, data=data
+    )
+    await _after_review(request, persona_id, pending)
+    return FeedbackOut(decision=decision, pending_review=pending)
+
+
+@router.post("/{persona_id}/iterations/{number}/feedback", response_model=BulkFeedbackOut)
+async def bulk_feedback(
+    persona_id: int, number: int, data: BulkFeedbackIn, request: Request, db: DbSession
+) -> BulkFeedbackOut:
+    """The same review for many decisions of one iteration ("Agree with all")."""
+    out = await service.bulk_feedback(db=db, persona_id=persona_id, number=number, data=data)
+    await _after_review(request, persona_id, out.pending_review)
+    return out
+
+
+# -- results ---------------------------------------------------------------------------------
+
+
+@router.get("/{persona_id}/metrics", response_model=list[MetricsRow])
+async def metrics(persona_id: int, db: DbSession) -> list[MetricsRow]:
+    """Agreement with the human per scored iteration, optimisation and held-out parts."""
+    return await service.metrics(db=db, persona_id=persona_id)
+
+
+@router.get("/{persona_id}/report", response_model=ReportOut)
+async def report(persona_id: int, db: DbSession) -> ReportOut:
+    """Final metrics, iterations to convergence, prompt evolution, and the judge's most
+    confident decisions that the human confirmed (best) or rejected (worst)."""
+    return await service.report(db=db, persona_id=persona_id)
+
+
+@router.get(
+    "/{persona_id}/export",
+    responses={200: {"content": {"text/csv": {}, "application/json": {}}}},
+)
+async def export(
+    persona_id: int, db: DbSession, format: Literal["csv", "json"] = "json"
+) -> Response:
+    """Pairs, answers, decisions, human labels and metrics. CSV: one row per decision (and
+    per pair never judged); cells starting with = + - @ are prefixed with ' so spreadsheets
+    do not run them as formulas."""
+    data = await service.export_data(db=db, persona_id=persona_id)
+    filename = f"persona-{persona_id}.{format}"
+    headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
+    if format == "csv":
+        body = await asyncio.to_thread(service.export_csv, data)
+        return Response(body, media_type="text/csv", headers=headers)
+    body = await asyncio.to_thread(service.export_json, data)
+    return Response(body, media_type="application/json", headers=headers)

@@ -1,0 +1,205 @@
+"""Judge personas: settings, versioned judge prompts, training pairs, and the loop's state.
+
+Every step of the calibration loop is persisted (task outputs, judge decisions, human
+reviews, iteration metrics), so a restarted process resumes from the last stored result.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from llmjudge.db.base import Base, created_at_column
+
+PERSONA_STATUSES = ("draft", "training", "paused", "trained", "incomplete")
+ITERATION_STATUSES = ("generating", "judging", "awaiting_review", "optimising", "done")
+ITERATION_OUTCOMES = ("continue", "converged", "incomplete")
+SPLITS = ("optimisation", "holdout")
+LABELS = ("correct", "incorrect")
+AUTHORS = ("ai", "human")
+
+
+class Persona(Base):
+    __tablename__ = "personas"
+    __table_args__ = (
+        CheckConstraint(f"status IN {PERSONA_STATUSES!r}", name="status"),
+        CheckConstraint("target_f1 >= 0.70 AND target_f1 <= 0.95", name="target_f1"),
+        CheckConstraint("max_iterations >= 1", name="max_iterations"),
+        CheckConstraint("holdout_fraction >= 0 AND holdout_fraction < 1", name="holdout"),
+        CheckConstraint("budget_usd IS NULL OR budget_usd > 0", name="budget"),
+        CheckConstraint("iteration_timeout_s > 0", name="timeout"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="", server_default="")
+    task_prompt: Mapped[str] = mapped_column(Text)
+    # The judge prompt's text lives in judge_prompt_versions; this is the version in use.
+    current_version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    # Nullable so deleting a model never deletes a persona; start() refuses a missing model.
+    task_model_id: Mapped[int | None] = mapped_column(
+        ForeignKey("llm_models.id", ondelete="SET NULL")
+    )
+    judge_model_id: Mapped[int | None] = mapped_column(
+        ForeignKey("llm_models.id", ondelete="SET NULL")
+    )
+    engineer_model_id: Mapped[int | None] = mapped_column(
+        ForeignKey("llm_models.id", ondelete="SET NULL")
+    )
+    target_f1: Mapped[float] = mapped_column(Float, default=0.8, server_default="0.8")
+    max_iterations: Mapped[int] = mapped_column(Integer, default=20, server_default="20")
+    holdout_fraction: Mapped[float] = mapped_column(Float, default=0.25, server_default="0.25")
+    split_seed: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    budget_usd: Mapped[float | None] = mapped_column(Float)
+    iteration_timeout_s: Mapped[float] = mapped_column(Float, default=600.0, server_default="600")
+    status: Mapped[str] = mapped_column(String(20), default="draft", server_default="draft")
+    # Why the persona is paused, incomplete or failed, in words for the page.
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    template_key: Mapped[str | None] = mapped_column(String(100))
+    created_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
+    )
+
+
+class JudgePromptVersion(Base):
+    __tablename__ = "judge_prompt_versions"
+    __table_args__ = (
+        UniqueConstraint("persona_id", "version"),
+        CheckConstraint(f"created_by IN {AUTHORS!r}", name="created_by"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    persona_id: Mapped[int] = mapped_column(ForeignKey("personas.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    created_by: Mapped[str] = mapped_column(String(10))
+    rationale: Mapped[str] = mapped_column(Text, default="", server_default="")
+    created_at: Mapped[datetime] = created_at_column()
+
+
+class PersonaPair(Base):
+    """One (input, correct_output) training pair and its side of the held-out split."""
+
+    __tablename__ = "persona_pairs"
+    __table_args__ = (
+        UniqueConstraint("persona_id", "input_hash"),
+        CheckConstraint(f"split IN {SPLITS!r}", name="split"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    persona_id: Mapped[int] = mapped_column(ForeignKey("personas.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    input: Mapped[str] = mapped_column(Text)
+    input_b: Mapped[str | None] = mapped_column(Text)
+    correct_output: Mapped[str] = mapped_column(Text)
+    # sha256 of (input, input_b): identifies the pair for reuse and duplicate checks.
+    input_hash: Mapped[str] = mapped_column(String(64))
+    split: Mapped[str] = mapped_column(String(20))
+    created_at: Mapped[datetime] = created_at_column()
+
+
+class TaskOutput(Base):
+    """The task model's answer, reused while the prompt (and model) and input are unchanged."""
+
+    __tablename__ = "persona_task_outputs"
+    __table_args__ = (
+        UniqueConstraint(
+            "persona_id",
+            "pair_id",
+            "prompt_hash",
+            "input_hash",
+            name="uq_persona_task_outputs_key",  # the convention's name is too long
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    persona_id: Mapped[int] = mapped_column(ForeignKey("personas.id", ondelete="CASCADE"))
+    pair_id: Mapped[int] = mapped_column(
+        ForeignKey("persona_pairs.id", ondelete="CASCADE"), index=True
+    )
+    # sha256 of (task model id, task prompt): a new model must answer again too.
+    prompt_hash: Mapped[str] = mapped_column(String(64))
+    input_hash: Mapped[str] = mapped_column(String(64))
+    output: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = created_at_column()
+
+
+class PersonaIteration(Base):
+    __tablename__ = "persona_iterations"
+    __table_args__ = (
+        UniqueConstraint("persona_id", "number"),
+        CheckConstraint(f"status IN {ITERATION_STATUSES!r}", name="status"),
+        CheckConstraint(f"outcome IS NULL OR outcome IN {ITERATION_OUTCOMES!r}", name="outcome"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    persona_id: Mapped[int] = mapped_column(ForeignKey("personas.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(20), default="generating")
+    prompt_version: Mapped[int] = mapped_column(Integer)
+    # Metrics.to_dict() of each split, written once every decision is reviewed.
+    metrics_optimisation: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    metrics_holdout: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    outcome: Mapped[str | None] = mapped_column(String(20))
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    # Seconds per step (generate, judge, review, optimise) as they complete.
+    timings: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict, server_default="{}")
+    # Last failure (timeout, provider error) or the engineer's note when it kept the prompt.
+    note: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime] = created_at_column()
+    step_started_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now()
+    )
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class PersonaDecision(Base):
+    """The judge's label of one answer in one iteration, and the human's review of it."""
+
+    __tablename__ = "persona_decisions"
+    __table_args__ = (
+        UniqueConstraint("iteration_id", "pair_id"),
+        CheckConstraint(f"judge_label IN {LABELS!r}", name="judge_label"),
+        Index("ix_persona_decisions_persona_id_pair_id", "persona_id", "pair_id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    persona_id: Mapped[int] = mapped_column(ForeignKey("personas.id", ondelete="CASCADE"))
+    iteration_id: Mapped[int] = mapped_column(
+        ForeignKey("persona_iterations.id", ondelete="CASCADE")
+    )
+    iteration: Mapped[int] = mapped_column(Integer)
+    pair_id: Mapped[int] = mapped_column(ForeignKey("persona_pairs.id", ondelete="CASCADE"))
+    output_id: Mapped[int] = mapped_column(
+        ForeignKey("persona_task_outputs.id", ondelete="CASCADE")
+    )
+    split: Mapped[str] = mapped_column(String(20))
+    judge_label: Mapped[str] = mapped_column(String(10))
+    judge_reasoning: Mapped[str] = mapped_column(Text, default="", server_default="")
+    judge_confidence: Mapped[float | None] = mapped_column(Float)
+    raw: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # The judge's reply could not be read: stored as "incorrect" for the human to review.
+    parse_error: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
+    prompt_version: Mapped[int] = mapped_column(Integer)
+    human_agrees: Mapped[bool | None] = mapped_column(Boolean)
+    human_notes: Mapped[str | None] = mapped_column(Text)
+    reviewed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    carried_forward: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
+    created_at: Mapped[datetime] = created_at_column()

@@ -1,0 +1,352 @@
+"""Persona request and response models."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from llmjudge.catalog.schemas import RowError
+
+PersonaStatus = Literal["draft", "training", "paused", "trained", "incomplete"]
+IterationStatus = Literal["generating", "judging", "awaiting_review", "optimising", "done"]
+Split = Literal["optimisation", "holdout"]
+Label = Literal["correct", "incorrect"]
+
+TARGET_F1_MIN, TARGET_F1_MAX = 0.70, 0.95
+MAX_PROMPT_CHARS = 100_000
+
+
+def _strip_name(v: str) -> str:
+    v = v.strip()
+    if not v:
+        raise ValueError("name must not be blank")
+    return v
+
+
+class PersonaSettings(BaseModel):
+    """Settings shared by create and update (all optional in an update)."""
+
+    target_f1: float = Field(
+        default=0.80,
+        ge=TARGET_F1_MIN,
+        le=TARGET_F1_MAX,
+        description="F1 of the judge against the human at which training stops (0.70-0.95)",
+    )
+    max_iterations: int = Field(default=20, ge=1, le=200)
+    holdout_fraction: float = Field(
+        default=0.25,
+        ge=0.0,
+        le=0.5,
+        description="share of pairs kept out of prompt optimisation to measure F1 honestly; "
+        "0 turns the split off",
+    )
+    budget_usd: float | None = Field(
+        default=None, gt=0, description="pause training with 'budget reached' at this spend"
+    )
+    iteration_timeout_s: float = Field(
+        default=600.0,
+        ge=1,
+        le=86_400,
+        description="time allowed for the automatic steps of one iteration (not human review)",
+    )
+
+
+class PersonaIn(PersonaSettings):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=200)
+    description: str = Field(default="", max_length=5000)
+    task_prompt: str = Field(
+        min_length=1, max_length=MAX_PROMPT_CHARS, description="uses the {input} placeholder"
+    )
+    judge_prompt: str = Field(
+        min_length=1,
+        max_length=MAX_PROMPT_CHARS,
+        description="uses {input}, {correct_output} and {answer}; asks for JSON "
+        '{"label": "correct"|"incorrect", "reasoning": "..."}',
+    )
+    task_model_id: int
+    judge_model_id: int
+    engineer_model_id: int
+
+    _name = field_validator("name")(_strip_name)
+
+    @model_validator(mode="after")
+    def judge_differs(self) -> PersonaIn:
+        if self.judge_model_id == self.task_model_id:
+            raise ValueError("the judge model must differ from the task model")
+        return self
+
+
+class PersonaPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    description: str | None = Field(default=None, max_length=5000)
+    task_prompt: str | None = Field(default=None, min_length=1, max_length=MAX_PROMPT_CHARS)
+    task_model_id: int | None = None
+    judge_model_id: int | None = None
+    engineer_model_id: int | None = None
+    target_f1: float | None = Field(default=None, ge=TARGET_F1_MIN, le=TARGET_F1_MAX)
+    max_iterations: int | None = Field(default=None, ge=1, le=200)
+    holdout_fraction: float | None = Field(default=None, ge=0.0, le=0.5)
+    budget_usd: float | None = Field(default=None, gt=0)
+    iteration_timeout_s: float | None = Field(default=None, ge=1, le=86_400)
+
+    @field_validator("name")
+    @classmethod
+    def strip_name(cls, v: str | None) -> str | None:
+        return None if v is None else _strip_name(v)
+
+
+class FromTemplateIn(BaseModel):
+    """Optional overrides when creating a persona from a template."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    task_model_id: int | None = None
+    judge_model_id: int | None = None
+    engineer_model_id: int | None = None
+
+
+class TemplateOut(BaseModel):
+    key: str
+    name: str
+    description: str
+    pairs: int
+
+
+class CloneIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class PersonaOut(BaseModel):
+    id: int
+    name: str
+    description: str
+    task_prompt: str
+    judge_prompt: str
+    current_version: int
+    task_model_id: int | None
+    judge_model_id: int | None
+    engineer_model_id: int | None
+    target_f1: float
+    max_iterations: int
+    holdout_fraction: float
+    split_seed: int
+    budget_usd: float | None
+    iteration_timeout_s: float
+    status: PersonaStatus
+    status_reason: str | None
+    template_key: str | None
+    pair_count: int = 0
+    current_iteration: int | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class PairOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+    id: int
+    position: int
+    input: str
+    input_b: str | None
+    correct_output: str
+    split: Split
+
+
+class PairRow(BaseModel):
+    """One uploaded CSV row."""
+
+    model_config = ConfigDict(extra="forbid")
+    input: str = Field(min_length=1)
+    correct_output: str = Field(min_length=1)
+    input_b: str | None = None
+
+    @field_validator("input", "correct_output")
+    @classmethod
+    def not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be blank")
+        return v
+
+
+class PairUploadResult(BaseModel):
+    preview: bool
+    created: int = Field(description="pairs stored (0 for a preview)")
+    skipped: int = Field(description="rows identical to pairs already stored")
+    total_pairs: int = Field(description="pairs of the persona after this upload")
+    rows: list[PairRow] = Field(description="the first rows of the file (preview only)")
+    warnings: list[str]
+
+
+class PromptVersionOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+    version: int
+    text: str
+    created_by: Literal["ai", "human"]
+    rationale: str
+    created_at: datetime
+
+
+class PromptEditIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+    rationale: str = Field(default="", max_length=5000)
+
+
+class DiffOpcode(BaseModel):
+    tag: Literal["equal", "replace", "delete", "insert"]
+    a_start: int
+    a_end: int
+    b_start: int
+    b_end: int
+    a_lines: list[str]
+    b_lines: list[str]
+
+
+class PromptDiffOut(BaseModel):
+    a: int
+    b: int
+    unified: str = Field(description="difflib unified diff of a -> b")
+    opcodes: list[DiffOpcode] = Field(description="line opcodes for a side-by-side view")
+
+
+class MetricsOut(BaseModel):
+    precision: float
+    recall: float
+    f1: float
+    kappa: float
+    accuracy: float
+    n: int
+    confusion: dict[str, int]
+
+
+class IterationOut(BaseModel):
+    number: int
+    status: IterationStatus
+    prompt_version: int
+    outcome: Literal["continue", "converged", "incomplete"] | None
+    metrics_optimisation: MetricsOut | None
+    metrics_holdout: MetricsOut | None
+    cost_usd: float
+    timings: dict[str, float]
+    note: str | None
+    decisions: int
+    pending_review: int
+    started_at: datetime
+    finished_at: datetime | None
+
+
+class DecisionOut(BaseModel):
+    id: int
+    iteration: int
+    pair_id: int
+    split: Split
+    input: str
+    input_b: str | None
+    correct_output: str
+    answer: str
+    judge_label: Label
+    judge_reasoning: str
+    judge_confidence: float | None
+    parse_error: bool
+    prompt_version: int
+    human_agrees: bool | None
+    human_notes: str | None
+    reviewed_at: datetime | None
+    carried_forward: bool
+
+
+class FeedbackIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    agrees: bool
+    notes: str | None = Field(default=None, max_length=5000)
+
+
+class FeedbackOut(BaseModel):
+    decision: DecisionOut
+    pending_review: int = Field(description="decisions of the iteration still to review")
+
+
+class BulkFeedbackIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    decision_ids: list[int] = Field(min_length=1, max_length=10_000)
+    agrees: bool
+    notes: str | None = Field(default=None, max_length=5000)
+
+
+class BulkFeedbackOut(BaseModel):
+    updated: int
+    pending_review: int
+
+
+class TrainingStatusOut(BaseModel):
+    persona_id: int
+    status: PersonaStatus
+    status_reason: str | None
+    iteration: IterationOut | None
+    spent_usd: float
+    budget_usd: float | None
+    running_here: bool = Field(description="this process is running the persona's loop now")
+
+
+class CallEstimate(BaseModel):
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+
+class EstimateOut(BaseModel):
+    pairs: int
+    one_iteration: CallEstimate
+    max_iterations: CallEstimate = Field(
+        description="all max_iterations iterations; task answers are generated once and reused"
+    )
+    per_model: dict[str, CallEstimate] = Field(description="one iteration, by role")
+    spent_usd: float
+    budget_usd: float | None
+    notes: list[str]
+
+
+class MetricsRow(BaseModel):
+    iteration: int
+    prompt_version: int
+    optimisation: MetricsOut | None
+    holdout: MetricsOut | None
+
+
+class ReportDecision(BaseModel):
+    decision_id: int
+    iteration: int
+    input: str
+    answer: str
+    judge_label: Label
+    judge_reasoning: str
+    judge_confidence: float | None
+    human_agrees: bool
+    human_notes: str | None
+
+
+class ReportOut(BaseModel):
+    persona_id: int
+    status: PersonaStatus
+    target_f1: float
+    iterations: int
+    converged_at: int | None = Field(description="iteration that reached the target, if any")
+    final: MetricsRow | None
+    prompt_evolution: list[dict[str, Any]]
+    best_decisions: list[ReportDecision] = Field(
+        description="confident judge decisions the human agreed with"
+    )
+    worst_decisions: list[ReportDecision] = Field(
+        description="confident judge decisions the human disagreed with"
+    )
+    spent_usd: float
+
+
+class UploadRejected(BaseModel):
+    message: str
+    errors: list[RowError]

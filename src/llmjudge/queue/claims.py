@@ -1,0 +1,346 @@
+"""The queue's SQL: claim, heartbeat, finish (complete / retry / fail / release).
+
+Work items are ``comparisons`` rows. The claim token of a running item is the pair
+(``worker_id``, ``attempts``) written by the claim: only the holder of the current token can
+finish the item, so a late result from a worker whose lease expired (and whose item was
+claimed again) is discarded, and each item is counted exactly once. A finish updates the
+session's counters in the same transaction as the rows it changed, so the counters always
+equal the rows.
+
+Every function takes an ``AsyncConnection`` and runs its statements in the caller's
+transaction; the caller commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.types import BigInteger, Boolean, DateTime, Float, Integer, String, Text
+
+__all__ = [
+    "WORK_CHANNEL",
+    "Claimed",
+    "Finish",
+    "FinishedSession",
+    "RunningSession",
+    "claim",
+    "finish",
+    "notify_work",
+    "renew",
+    "running_sessions",
+]
+
+# NOTIFY channel that wakes idle dispatchers (payload: the session id).
+WORK_CHANNEL = "llmjudge_work"
+
+FinishStatus = Literal["completed", "failed", "pending"]
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    id: int
+    session_id: int
+    queue_position: int
+    thread_a_id: int
+    thread_b_id: int
+    pillar_a_id: int
+    pillar_b_id: int
+    repetition: int
+    swap_group: int
+    is_swap: bool
+    attempts: int  # including this claim
+    worker_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunningSession:
+    id: int
+    worker_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The end of one attempt. ``status``: ``completed`` (a verdict), ``failed`` (for
+    good), or ``pending`` (back to the queue: a retry, or a release with ``refund``)."""
+
+    id: int
+    worker_id: str
+    attempts: int  # the claim's token: must still match the row
+    status: FinishStatus
+    started_at: datetime | None = None
+    winner: str | None = None
+    confidence: float | None = None
+    scores_a: dict[str, float] | None = None
+    scores_b: dict[str, float] | None = None
+    reasoning: str | None = None
+    raw_response: str | None = None
+    parse_error: str | None = None
+    error: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float | None = None
+    cache_hit: bool = False
+    refund: bool = False  # a release: the attempt does not count
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedSession:
+    """A session touched by a finish, with its counters after it. A running or paused
+    session with nothing left to do ends ``completed`` (``failed`` when no comparison
+    succeeded); since a finish applies only to running items, such a status here means
+    this finish ended it."""
+
+    id: int
+    status: str
+    total: int
+    completed: int
+    failed: int
+    applied: list[int] = field(default_factory=list)  # ids of the finishes that hit a row
+
+
+# Two index-friendly halves (pending items by the partial claim index, expired leases by the
+# partial lease index), each locked with SKIP LOCKED; expired items go first.
+_CLAIM = text(
+    """
+    WITH live AS (
+        SELECT 1 FROM judge_sessions WHERE id = :session_id AND status = 'running'
+    ), expired AS (
+        SELECT c.id, c.queue_position, 0 AS rank
+        FROM comparisons c
+        WHERE c.status = 'running' AND c.lease_expires_at < now()
+          AND c.session_id = :session_id AND EXISTS (SELECT 1 FROM live)
+        ORDER BY c.lease_expires_at
+        LIMIT :n
+        FOR UPDATE OF c SKIP LOCKED
+    ), pending AS (
+        SELECT c.id, c.queue_position, 1 AS rank
+        FROM comparisons c
+        WHERE c.session_id = :session_id AND c.status = 'pending' AND EXISTS (SELECT 1 FROM live)
+        ORDER BY c.queue_position
+        LIMIT :n
+        FOR UPDATE OF c SKIP LOCKED
+    ), numbered AS (
+        SELECT id, row_number() OVER (ORDER BY rank, queue_position) AS rn
+        FROM (SELECT * FROM expired UNION ALL SELECT * FROM pending) AS candidates
+    )
+    UPDATE comparisons c
+    SET status = 'running',
+        worker_id = (CAST(:worker_ids AS text[]))[numbered.rn],
+        attempts = c.attempts + 1,
+        lease_expires_at = now() + make_interval(secs => :lease_s),
+        claimed_at = now(),
+        started_at = NULL
+    FROM numbered
+    WHERE c.id = numbered.id AND numbered.rn <= :n
+    RETURNING c.id, c.session_id, c.queue_position, c.thread_a_id, c.thread_b_id,
+              c.pillar_a_id, c.pillar_b_id, c.repetition, c.swap_group, c.is_swap,
+              c.attempts, c.worker_id
+    """
+)
+
+
+async def claim(
+    conn: AsyncConnection, *, session_id: int, worker_ids: Sequence[str], lease_s: float
+) -> list[Claimed]:
+    """Claim up to ``len(worker_ids)`` items of session ``session_id`` if it is running, one
+    per worker id: first items whose lease expired (their worker died), then pending ones
+    in queue order."""
+    if not worker_ids:
+        return []
+    rows = await conn.execute(
+        _CLAIM,
+        {
+            "session_id": session_id,
+            "n": len(worker_ids),
+            "worker_ids": list(worker_ids),
+            "lease_s": float(lease_s),
+        },
+    )
+    order = {w: i for i, w in enumerate(worker_ids)}  # = claim order (expired, then queue)
+    return sorted((Claimed(*row) for row in rows.all()), key=lambda c: order[c.worker_id])
+
+
+_RENEW = text(
+    """
+    UPDATE comparisons c
+    SET lease_expires_at = now() + make_interval(secs => :lease_s)
+    FROM unnest(CAST(:ids AS bigint[]), CAST(:worker_ids AS text[]), CAST(:attempts AS int[]))
+         AS h(id, worker_id, attempts)
+    WHERE c.id = h.id AND c.status = 'running'
+      AND c.worker_id = h.worker_id AND c.attempts = h.attempts
+    RETURNING c.id
+    """
+)
+
+
+async def renew(
+    conn: AsyncConnection, *, held: Sequence[tuple[int, str, int]], lease_s: float
+) -> set[int]:
+    """Extend the leases of ``held`` (id, worker_id, attempts) items in one statement;
+    returns the ids still held (an item missing from it was claimed by someone else)."""
+    if not held:
+        return set()
+    ids, workers, attempts = (list(col) for col in zip(*held, strict=True))
+    rows = await conn.execute(
+        _RENEW, {"ids": ids, "worker_ids": workers, "attempts": attempts, "lease_s": lease_s}
+    )
+    return {row[0] for row in rows.all()}
+
+
+_FINISH = text(
+    """
+    WITH f AS (
+        SELECT * FROM unnest(
+            CAST(:ids AS bigint[]), CAST(:worker_ids AS text[]), CAST(:attempts AS int[]),
+            CAST(:statuses AS text[]), CAST(:started_at AS timestamptz[]),
+            CAST(:winner AS text[]), CAST(:confidence AS float8[]),
+            CAST(:scores_a AS jsonb[]), CAST(:scores_b AS jsonb[]), CAST(:reasoning AS text[]),
+            CAST(:raw_response AS text[]), CAST(:parse_error AS text[]), CAST(:error AS text[]),
+            CAST(:input_tokens AS int[]), CAST(:output_tokens AS int[]),
+            CAST(:cost_usd AS float8[]), CAST(:latency_s AS float8[]),
+            CAST(:cache_hit AS bool[]), CAST(:refund AS bool[])
+        ) AS f(id, worker_id, attempts, status, started_at, winner, confidence,
+               scores_a, scores_b, reasoning, raw_response, parse_error, error,
+               input_tokens, output_tokens, cost_usd, latency_s, cache_hit, refund)
+    ), done AS (
+        UPDATE comparisons c
+        SET status = f.status,
+            worker_id = CASE WHEN f.status = 'pending' THEN NULL ELSE c.worker_id END,
+            attempts = c.attempts - CASE WHEN f.refund THEN 1 ELSE 0 END,
+            lease_expires_at = NULL,
+            started_at = COALESCE(f.started_at, c.started_at),
+            completed_at = CASE WHEN f.status = 'pending' THEN NULL ELSE now() END,
+            winner = f.winner,
+            confidence = f.confidence,
+            scores_a = f.scores_a,
+            scores_b = f.scores_b,
+            reasoning = f.reasoning,
+            raw_response = COALESCE(f.raw_response, c.raw_response),
+            parse_error = CASE WHEN f.refund THEN c.parse_error ELSE f.parse_error END,
+            error = CASE WHEN f.refund THEN c.error ELSE f.error END,
+            input_tokens = c.input_tokens + f.input_tokens,
+            output_tokens = c.output_tokens + f.output_tokens,
+            cost_usd = c.cost_usd + f.cost_usd,
+            latency_s = COALESCE(f.latency_s, c.latency_s),
+            cache_hit = f.cache_hit
+        FROM f
+        WHERE c.id = f.id AND c.status = 'running'
+          AND c.worker_id = f.worker_id AND c.attempts = f.attempts
+        RETURNING c.id, c.session_id, c.status, f.input_tokens, f.output_tokens, f.cost_usd
+    ), per_session AS (
+        SELECT session_id,
+               count(*) FILTER (WHERE status = 'completed') AS completed,
+               count(*) FILTER (WHERE status = 'failed') AS failed,
+               sum(input_tokens) AS input_tokens,
+               sum(output_tokens) AS output_tokens,
+               sum(cost_usd) AS cost_usd,
+               array_agg(id) AS ids
+        FROM done GROUP BY session_id
+    )
+    UPDATE judge_sessions s
+    SET completed = s.completed + p.completed,
+        failed = s.failed + p.failed,
+        input_tokens = s.input_tokens + p.input_tokens,
+        output_tokens = s.output_tokens + p.output_tokens,
+        cost_usd = s.cost_usd + p.cost_usd,
+        status = CASE WHEN s.status NOT IN ('running', 'paused')
+                           OR s.completed + p.completed + s.failed + p.failed < s.total
+                      THEN s.status
+                      WHEN s.completed + p.completed = 0 THEN 'failed'
+                      ELSE 'completed' END,
+        finished_at = CASE WHEN s.status IN ('running', 'paused')
+                            AND s.completed + p.completed + s.failed + p.failed = s.total
+                           THEN now() ELSE s.finished_at END
+    FROM per_session p
+    WHERE s.id = p.session_id
+    RETURNING s.id, s.status, s.total, s.completed, s.failed, p.ids
+    """
+).bindparams(
+    bindparam("ids", type_=ARRAY(BigInteger)),
+    bindparam("worker_ids", type_=ARRAY(String)),
+    bindparam("attempts", type_=ARRAY(Integer)),
+    bindparam("statuses", type_=ARRAY(String)),
+    bindparam("started_at", type_=ARRAY(DateTime(timezone=True))),
+    bindparam("winner", type_=ARRAY(String)),
+    bindparam("confidence", type_=ARRAY(Float)),
+    bindparam("scores_a", type_=ARRAY(JSONB)),
+    bindparam("scores_b", type_=ARRAY(JSONB)),
+    bindparam("reasoning", type_=ARRAY(Text)),
+    bindparam("raw_response", type_=ARRAY(Text)),
+    bindparam("parse_error", type_=ARRAY(Text)),
+    bindparam("error", type_=ARRAY(Text)),
+    bindparam("input_tokens", type_=ARRAY(Integer)),
+    bindparam("output_tokens", type_=ARRAY(Integer)),
+    bindparam("cost_usd", type_=ARRAY(Float)),
+    bindparam("latency_s", type_=ARRAY(Float)),
+    bindparam("cache_hit", type_=ARRAY(Boolean)),
+    bindparam("refund", type_=ARRAY(Boolean)),
+)
+
+
+def _columns(items: Sequence[Finish]) -> dict[str, list[Any]]:
+    return {
+        "ids": [f.id for f in items],
+        "worker_ids": [f.worker_id for f in items],
+        "attempts": [f.attempts for f in items],
+        "statuses": [f.status for f in items],
+        "started_at": [f.started_at for f in items],
+        "winner": [f.winner for f in items],
+        "confidence": [f.confidence for f in items],
+        "scores_a": [f.scores_a for f in items],
+        "scores_b": [f.scores_b for f in items],
+        "reasoning": [f.reasoning for f in items],
+        "raw_response": [f.raw_response for f in items],
+        "parse_error": [f.parse_error for f in items],
+        "error": [f.error for f in items],
+        "input_tokens": [f.input_tokens for f in items],
+        "output_tokens": [f.output_tokens for f in items],
+        "cost_usd": [f.cost_usd for f in items],
+        "latency_s": [f.latency_s for f in items],
+        "cache_hit": [f.cache_hit for f in items],
+        "refund": [f.refund for f in items],
+    }
+
+
+async def finish(conn: AsyncConnection, items: Sequence[Finish]) -> list[FinishedSession]:
+    """Apply many finishes in one statement, exactly once each: a finish whose token
+    (worker_id, attempts) no longer matches a running row is ignored. Bumps the session
+    counters by what was applied and completes sessions with nothing left to do."""
+    if not items:
+        return []
+    if len({f.id for f in items}) != len(items):
+        raise ValueError("one finish per comparison per batch")
+    rows = await conn.execute(_FINISH, _columns(items))
+    return [
+        FinishedSession(
+            id=r[0],
+            status=r[1],
+            total=r[2],
+            completed=r[3],
+            failed=r[4],
+            applied=list(r[5]),
+        )
+        for r in rows.all()
+    ]
+
+
+async def running_sessions(conn: AsyncConnection) -> list[RunningSession]:
+    rows = await conn.execute(
+        text("SELECT id, worker_count FROM judge_sessions WHERE status = 'running' ORDER BY id")
+    )
+    return [RunningSession(*r) for r in rows.all()]
+
+
+async def notify_work(conn: AsyncConnection, session_id: int) -> None:
+    """Wake idle dispatchers (delivered when the caller's transaction commits)."""
+    await conn.execute(
+        text("SELECT pg_notify(:channel, :payload)"),
+        {"channel": WORK_CHANNEL, "payload": str(session_id)},
+    )

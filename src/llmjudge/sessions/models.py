@@ -1,0 +1,123 @@
+"""Judge sessions (tournaments) and their comparisons, which are also the work queue."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from llmjudge.db.base import Base, created_at_column
+
+SESSION_STATUSES = ("draft", "running", "paused", "completed", "cancelled", "failed")
+COMPARISON_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
+COMPARISON_MODES = ("pillar_sample", "round_robin", "free_for_all")
+MAX_WORKERS = 1024
+
+
+class JudgeSession(Base):
+    __tablename__ = "judge_sessions"
+    __table_args__ = (
+        CheckConstraint(f"status IN {SESSION_STATUSES!r}", name="status"),
+        CheckConstraint(f"comparison_mode IN {COMPARISON_MODES!r}", name="mode"),
+        CheckConstraint(f"worker_count BETWEEN 1 AND {MAX_WORKERS}", name="workers"),
+        CheckConstraint(
+            "completed >= 0 AND failed >= 0 AND completed + failed <= total", name="counts"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(20), default="draft", server_default="draft")
+    comparison_mode: Mapped[str] = mapped_column(String(20))
+    pillar_ids: Mapped[list[int]] = mapped_column(ARRAY(Integer))
+    # samples_per_pillar, repetitions_per_pair, max_threads_per_pillar, position_swap,
+    # calculate_elo, baseline_pillar_id, match_by_prompt_key, sampling, seed
+    options: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict, server_default="{}")
+    worker_count: Mapped[int] = mapped_column(Integer, default=8, server_default="8")
+    judge_model_id: Mapped[int | None] = mapped_column(
+        ForeignKey("llm_models.id", ondelete="SET NULL"), index=True
+    )
+    criteria: Mapped[list[str]] = mapped_column(JSONB, default=list, server_default="[]")
+    prompt_template: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = created_at_column()
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Denormalised, updated in the same transaction as the comparisons they count.
+    total: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    completed: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    failed: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+
+
+class Comparison(Base):
+    __tablename__ = "comparisons"
+    __table_args__ = (
+        CheckConstraint(f"status IN {COMPARISON_STATUSES!r}", name="status"),
+        CheckConstraint("winner IS NULL OR winner IN ('A', 'B', 'TIE')", name="winner"),
+        # One row per planned item: a plan inserted twice fails instead of doubling work.
+        UniqueConstraint("session_id", "queue_position"),
+        Index(
+            "ix_comparisons_claim",
+            "session_id",
+            "queue_position",
+            postgresql_where=text("status = 'pending'"),
+        ),
+        Index(
+            "ix_comparisons_lease",
+            "lease_expires_at",
+            postgresql_where=text("status = 'running'"),
+        ),
+        Index("ix_comparisons_session_status", "session_id", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    session_id: Mapped[int] = mapped_column(ForeignKey("judge_sessions.id", ondelete="CASCADE"))
+    # No foreign keys to threads and pillars: results are history, and deleting a thread must
+    # neither be blocked by nor silently delete (and so miscount) a session's comparisons.
+    queue_position: Mapped[int] = mapped_column(Integer)
+    thread_a_id: Mapped[int] = mapped_column(Integer)
+    thread_b_id: Mapped[int] = mapped_column(Integer)
+    pillar_a_id: Mapped[int] = mapped_column(Integer)
+    pillar_b_id: Mapped[int] = mapped_column(Integer)
+    repetition: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    swap_group: Mapped[int] = mapped_column(Integer)
+    is_swap: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
+    status: Mapped[str] = mapped_column(String(10), default="pending", server_default="pending")
+    worker_id: Mapped[str | None] = mapped_column(String(200))
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    winner: Mapped[str | None] = mapped_column(String(3))
+    confidence: Mapped[float | None] = mapped_column(Float)
+    scores_a: Mapped[dict[str, float] | None] = mapped_column(JSONB)
+    scores_b: Mapped[dict[str, float] | None] = mapped_column(JSONB)
+    reasoning: Mapped[str | None] = mapped_column(Text)
+    raw_response: Mapped[str | None] = mapped_column(Text)
+    parse_error: Mapped[str | None] = mapped_column(Text)
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    latency_s: Mapped[float | None] = mapped_column(Float)
+    cache_hit: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
+    error: Mapped[str | None] = mapped_column(Text)

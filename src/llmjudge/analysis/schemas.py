@@ -1,0 +1,158 @@
+"""Response models of the session analysis API.
+
+The figures themselves are the pure analysis dataclasses (ratings, leaderboard,
+performance, position, findings), used here as field types so OpenAPI documents them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from llmjudge.analysis.findings import Finding
+from llmjudge.analysis.leaderboard import MatrixCell, PillarDistribution, PillarRef
+from llmjudge.analysis.outcomes import Aggregation
+from llmjudge.analysis.performance import CoverageStats, PillarCoverage, ThreadStats
+from llmjudge.analysis.position import (
+    Interpretation,
+    LikertStability,
+    PositionBias,
+    SwapPair,
+    SwapSummary,
+)
+from llmjudge.catalog.schemas import RowError
+
+ScoreKind = Literal["elo", "bt"]
+ExportFormat = Literal["csv", "json"]
+ExportTable = Literal["comparisons", "leaderboard"]
+
+
+class AnalysisSession(BaseModel):
+    """The session the figures describe, read fresh on every request."""
+
+    id: int
+    name: str
+    status: str
+    comparison_mode: str
+    total: int
+    completed: int = Field(description="the figures use these completed comparisons")
+    failed: int
+    calculate_elo: bool
+    criteria: list[str]
+    pillar_ids: list[int]
+
+
+class PillarLabel(BaseModel):
+    id: int
+    name: str
+
+
+class ThreadLabel(BaseModel):
+    thread_id: int
+    title: str | None = Field(description="None when the thread was deleted from the catalog")
+    external_id: str | None
+    pillar: PillarLabel
+
+
+class LeaderboardRow(BaseModel):
+    rank: int = Field(description="1 + threads whose BT interval lies wholly above this one's")
+    thread_id: int
+    thread_title: str | None
+    thread_external_id: str | None
+    pillar: PillarLabel
+    elo_score: float | None = Field(description="None when the session has calculate_elo off")
+    bt_score: float = Field(description="Bradley-Terry on the Elo scale (mean 1500)")
+    bt_ci_low: float | None = Field(description="bootstrap interval; None without bootstrap")
+    bt_ci_high: float | None
+    matches_played: int
+    wins: int
+    losses: int
+    ties: int
+    win_rate: float = Field(description="(wins + ties/2) / matches")
+    raw_win_rate: float = Field(description="wins / matches")
+    avg_confidence: float | None
+    avg_likert_scores: dict[str, float | None]
+
+
+class PillarAggregateOut(BaseModel):
+    """A pillar: averages of its threads, and its own Bradley-Terry rating with pillars as
+    players (the pillar-level ranking; best first)."""
+
+    pillar_id: int
+    name: str
+    thread_count: int = Field(description="threads of the pillar on the leaderboard")
+    avg_elo: float | None
+    avg_bt: float
+    bt_score: float | None
+    bt_ci_low: float | None
+    bt_ci_high: float | None
+    bt_rank: int | None
+
+
+class ThreadLeaderboardOut(BaseModel):
+    session: AnalysisSession
+    aggregation: Aggregation
+    bootstrap_rounds: int
+    confidence_level: float
+    outcome_count: int = Field(description="outcomes rated, after aggregation")
+    entries: list[LeaderboardRow]
+    pillar_aggregates: list[PillarAggregateOut]
+
+
+class ScoreDistributionOut(BaseModel):
+    session: AnalysisSession
+    aggregation: Aggregation
+    score: ScoreKind = Field(description="which thread score is distributed")
+    bin_edges: list[float] = Field(description="shared by every pillar's histogram")
+    pillars: list[PillarDistribution]
+
+
+class PillarMatrixOut(BaseModel):
+    session: AnalysisSession
+    aggregation: Aggregation
+    pillars: list[PillarRef] = Field(description="row and column order: best pillar first")
+    cells: list[list[MatrixCell | None]] = Field(
+        description="cells[row][col]: the row pillar's record against the column pillar; "
+        "None on the diagonal"
+    )
+
+
+class ThreadPerformanceOut(BaseModel):
+    session: AnalysisSession
+    aggregation: Aggregation
+    threads: list[ThreadStats] = Field(description="best performance_score first")
+    coverage_stats: CoverageStats
+    pillars: list[PillarCoverage]
+    thread_labels: dict[int, ThreadLabel]
+
+
+class PositionSwapOut(BaseModel):
+    session: AnalysisSession
+    summary: SwapSummary
+    position_bias: PositionBias
+    likert_stability: list[LikertStability]
+    interpretation: Interpretation
+    pairs_total: int
+    pairs_offset: int
+    pairs_limit: int
+    pairs: list[SwapPair]
+    thread_labels: dict[int, ThreadLabel]
+
+
+class FindingsOut(BaseModel):
+    session: AnalysisSession
+    aggregation: Aggregation
+    findings: list[Finding]
+    thread_labels: dict[int, ThreadLabel]
+
+
+class JudgmentImportOut(BaseModel):
+    session_id: int
+    session_name: str
+    total: int
+    completed: int
+    failed: int = Field(description="judgments the parser could not read (stored as failed)")
+    swap_pairs: int = Field(description="comparisons stored as the swapped twin of another")
+    criteria: list[str]
+    parse_failures: list[RowError] = Field(description="first 200 unreadable judgments")

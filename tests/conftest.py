@@ -23,6 +23,8 @@ from llmjudge.db.migrate import upgrade
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 TEMPLATE_DB = "llmjudge_template"
+# Accepted as an admin API token by every test app (see the `client` fixture).
+ADMIN_TOKEN = "lj_test_admin_token_not_secret"
 _db_counter = itertools.count()
 
 
@@ -80,7 +82,9 @@ async def db_url(pg: EmbeddedPostgres, template_db: str) -> AsyncIterator[str]:
 
 @pytest.fixture(scope="module")
 def settings(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return Settings(database_url=db_url, data_dir=tmp_path_factory.mktemp("data"))
+    return Settings(
+        database_url=db_url, data_dir=tmp_path_factory.mktemp("data"), admin_token=ADMIN_TOKEN
+    )
 
 
 @pytest.fixture(scope="module")
@@ -90,10 +94,52 @@ async def app(settings: Settings) -> AsyncIterator[FastAPI]:
         yield application
 
 
+def make_client(app: FastAPI, token: str | None = None) -> httpx.AsyncClient:
+    """A client of the app in this process; with a token, it sends it as a Bearer."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    transport = httpx.ASGITransport(app=app)
+    return httpx.AsyncClient(transport=transport, base_url="http://testserver", headers=headers)
+
+
 @pytest.fixture(scope="module")
 async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+    """Acts as admin through LLMJUDGE_ADMIN_TOKEN (Bearer requests need no CSRF token)."""
+    async with make_client(app, ADMIN_TOKEN) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+async def anon_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with make_client(app) as c:
+        yield c
+
+
+async def role_token(app: FastAPI, role: str) -> str:
+    """An API token of a fresh user with this role."""
+    from llmjudge.auth import service as auth
+    from llmjudge.auth.policy import Role
+    from llmjudge.auth.schemas import Principal, TokenIn, UserIn
+
+    async with app.state.sessionmaker() as session:
+        user = await auth.create_user(
+            db=session, user_in=UserIn(username=f"{role}-{next(_db_counter)}", role=Role(role))
+        )
+        actor = Principal(username="fixture", role=Role.admin, via="admin_token")
+        created = await auth.create_token(
+            db=session, actor=actor, token_in=TokenIn(name=role, user_id=user.id)
+        )
+    return created.token
+
+
+@pytest.fixture(scope="module")
+async def reviewer_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with make_client(app, await role_token(app, "reviewer")) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+async def researcher_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with make_client(app, await role_token(app, "researcher")) as c:
         yield c
 
 

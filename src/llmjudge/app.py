@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -11,6 +12,11 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy import text
 
 from llmjudge import __version__, pages
+from llmjudge.analysis import api as analysis_api
+from llmjudge.auth import api as auth_api
+from llmjudge.auth import middleware as auth_middleware
+from llmjudge.auth import pages as auth_pages
+from llmjudge.auth.service import announce_first_admin
 from llmjudge.catalog import api as catalog_api
 from llmjudge.catalog import pages as catalog_pages
 from llmjudge.config import Settings, get_settings
@@ -18,6 +24,17 @@ from llmjudge.db.engine import make_engine, make_sessionmaker
 from llmjudge.db.migrate import upgrade
 from llmjudge.demo import api as demo_api
 from llmjudge.errors import install_handlers
+from llmjudge.events.hub import EventHub
+from llmjudge.personas import api as personas_api
+from llmjudge.personas import gate_api as personas_gate_api
+from llmjudge.personas import pages as personas_pages
+from llmjudge.personas.training import TrainingRunner
+from llmjudge.providers import api as providers_api
+from llmjudge.providers import pages as providers_pages
+from llmjudge.providers.service import LLMService, ensure_builtin_simulator
+from llmjudge.queue.pool import WorkerPool
+from llmjudge.sessions import api as sessions_api
+from llmjudge.sessions import pages as sessions_pages
 
 
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
@@ -34,9 +51,47 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
             await upgrade(engine)
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
+        async with app.state.sessionmaker() as db:
+            await ensure_builtin_simulator(db=db)
+            await announce_first_admin(db=db, settings=settings)
+        app.state.llm = LLMService(app.state.sessionmaker, settings)
+        app.state.events = EventHub(settings.database_url or "")
+        await app.state.events.start()
+        app.state.pool = None
+        if settings.workers_enabled:
+            app.state.pool = WorkerPool(
+                engine=engine,
+                llm=app.state.llm,
+                hub=app.state.events,
+                lease_s=settings.lease_seconds,
+            )
+            await app.state.pool.start()
+        app.state.persona_runner = None
+        if settings.workers_enabled:
+            # Resumes personas left in status "training" by a previous run.
+            app.state.persona_runner = TrainingRunner(
+                engine=engine,
+                sessionmaker=app.state.sessionmaker,
+                llm=app.state.llm,
+                hub=app.state.events,
+            )
+            await app.state.persona_runner.start()
+        # Startup objects live as long as the process: keep them out of the collector's full
+        # passes, which otherwise stall every request and worker 0.1-0.3 s at a time
+        # (bench/throughput.py).
+        gc.collect()
+        gc.freeze()
         try:
             yield
         finally:
+            # Workers drain (and release what they hold) before the model service closes.
+            if app.state.persona_runner is not None:
+                await app.state.persona_runner.stop()
+            if app.state.pool is not None:
+                await app.state.pool.stop()
+            await app.state.events.stop()
+            # Last before the engine: whatever else stops first may still make model calls.
+            await app.state.llm.aclose()
             await engine.dispose()
 
     app = FastAPI(
@@ -48,6 +103,8 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     )
     app.state.settings = settings
     install_handlers(app)
+    # Every request passes the central access policy (auth/policy.py) before any route.
+    auth_middleware.install(app, settings)
     app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
 
     @app.get("/healthz", tags=["health"])
@@ -60,6 +117,23 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
             return JSONResponse({"status": "error", "database": str(e)[:200]}, status_code=503)
         return JSONResponse({"status": "ok", "database": "ok", "version": __version__})
 
-    for router in (catalog_api.router, demo_api.router, pages.router, catalog_pages.router):
+    for router in (
+        auth_api.router,
+        auth_pages.router,
+        catalog_api.router,
+        demo_api.router,
+        providers_api.router,
+        # before the sessions router: /api/sessions/import is not a session id
+        analysis_api.router,
+        sessions_api.router,
+        # before the personas router: /api/personas/compare is not a persona id
+        personas_gate_api.router,
+        personas_api.router,
+        pages.router,
+        catalog_pages.router,
+        providers_pages.router,
+        sessions_pages.router,
+        personas_pages.router,
+    ):
         app.include_router(router)
     return app

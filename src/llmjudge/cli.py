@@ -112,6 +112,124 @@ def cmd_db(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    from llmjudge.queue.process import WorkerStartError, run_worker_process
+
+    settings = _settings(args)
+    if not settings.database_url:
+        # A worker never starts or stops the embedded server: it joins the one `serve` runs.
+        from llmjudge.db.embedded import EmbeddedPostgres
+
+        server = EmbeddedPostgres(settings.pgdata)
+        if not server.is_running():
+            print(
+                f"No database: LLMJUDGE_DATABASE_URL is unset and no embedded PostgreSQL is "
+                f"running in {settings.pgdata}. Start `llmjudge serve` with the same "
+                "--data-dir first, or set LLMJUDGE_DATABASE_URL.",
+                file=sys.stderr,
+            )
+            return 2
+        settings = settings.model_copy(update={"database_url": server.url()})
+        print(f"Using the embedded PostgreSQL running in {settings.pgdata}.", file=sys.stderr)
+    print(f"llmjudge worker: up to {args.concurrency} concurrent comparisons", file=sys.stderr)
+    try:
+        asyncio.run(run_worker_process(settings, concurrency=args.concurrency))
+    except WorkerStartError as e:
+        print(f"llmjudge worker: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+@contextlib.contextmanager
+def joined_database(settings: Settings) -> Iterator[Settings]:
+    """Use the embedded server a running `serve` owns (never stopping it), else `database()`."""
+    if not settings.database_url:
+        from llmjudge.db.embedded import EmbeddedPostgres
+
+        server = EmbeddedPostgres(settings.pgdata)
+        if server.is_running():
+            yield settings.model_copy(update={"database_url": server.url()})
+            return
+    with database(settings) as ready:
+        yield ready
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from llmjudge.auth import service as auth
+    from llmjudge.auth.policy import Role
+    from llmjudge.db.engine import make_engine, make_sessionmaker
+    from llmjudge.db.migrate import upgrade
+    from llmjudge.errors import Invalid, NotFound
+
+    async def run(settings: Settings) -> str:
+        engine = make_engine(settings.database_url or "", pool_size=1)
+        try:
+            await upgrade(engine)
+            async with make_sessionmaker(engine)() as db:
+                await auth.announce_first_admin(db=db, settings=settings)
+                created = await auth.create_token_for(
+                    db=db, name=args.name, role=Role(args.role), username=args.user
+                )
+        finally:
+            await engine.dispose()
+        return created.token
+
+    with joined_database(_settings(args)) as settings:
+        try:
+            token = asyncio.run(run(settings))
+        except (Invalid, NotFound, ValidationError) as e:
+            print(f"llmjudge token: {e}", file=sys.stderr)
+            return 2
+    print(token)
+    return 0
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    """Exit 0 when the persona's corrected pass rate clears the threshold, 1 when it does not
+    (or cannot be corrected), 2 on usage, input or service errors."""
+    import os
+
+    import httpx
+
+    from llmjudge.personas import gate_cli
+
+    if not 0.0 <= args.min_pass_rate <= 1.0:
+        print("llmjudge gate: --min-pass-rate must be within [0, 1]", file=sys.stderr)
+        return gate_cli.EXIT_ERROR
+    try:
+        items = gate_cli.read_items(Path(args.input))
+        options = dict(
+            persona=args.persona,
+            items=items,
+            min_pass_rate=args.min_pass_rate,
+            allow_untrained=args.allow_untrained,
+        )
+        if args.url:
+            token = args.token or os.environ.get("LLMJUDGE_TOKEN")
+            if not token:
+                raise gate_cli.GateError("--url needs --token or the LLMJUDGE_TOKEN variable")
+
+            async def over_http() -> dict:
+                async with httpx.AsyncClient(
+                    base_url=args.url.rstrip("/"),
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=httpx.Timeout(args.timeout, connect=10.0),
+                ) as client:
+                    return await gate_cli.gate_over_http(client, **options)
+
+            result = asyncio.run(over_http())
+        else:
+            with joined_database(_settings(args)) as settings:
+                result = asyncio.run(gate_cli.gate_in_process(settings, **options))
+    except gate_cli.GateError as e:
+        print(f"llmjudge gate: {e}", file=sys.stderr)
+        return gate_cli.EXIT_ERROR
+    print(gate_cli.report(result))
+    return gate_cli.exit_code(result)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="llmjudge", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -130,6 +248,58 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--demo", action="store_true", help="load the demo data set before serving")
     data_dir_arg(s)
     s.set_defaults(func=cmd_serve)
+
+    w = sub.add_parser("worker", help="run judge workers (no web app) against the database")
+    w.add_argument(
+        "--concurrency",
+        type=int,
+        default=1024,
+        help="most comparisons judged at once by this process (default 1024; each session's "
+        "worker_count also applies per process)",
+    )
+    data_dir_arg(w)
+    w.set_defaults(func=cmd_worker)
+
+    t = sub.add_parser("token", help="API tokens for automation")
+    t.add_argument("token_command", choices=["create"])
+    t.add_argument("--name", required=True, help="what the token is for, e.g. ci")
+    t.add_argument(
+        "--role",
+        required=True,
+        choices=["reviewer", "researcher", "admin"],
+        help="the token's role (capped by its owner's)",
+    )
+    t.add_argument("--user", help="owner's username (default: the first active admin)")
+    data_dir_arg(t)
+    t.set_defaults(func=cmd_token)
+
+    g = sub.add_parser(
+        "gate",
+        help="pass/fail a JSONL file of outputs with a trained persona (exit 0 pass, 1 fail, "
+        "2 error)",
+    )
+    g.add_argument("--persona", required=True, help="the persona's name (or id)")
+    g.add_argument(
+        "--input",
+        required=True,
+        help='JSONL, one {"input": ..., "output": ..., "correct_output": ...} per line',
+    )
+    g.add_argument(
+        "--min-pass-rate",
+        type=float,
+        required=True,
+        help="passes when the 95%% lower bound of the corrected pass rate reaches this (0-1)",
+    )
+    g.add_argument("--url", help="server base URL; without it, run against the database here")
+    g.add_argument("--token", help="API token for --url (default: env LLMJUDGE_TOKEN)")
+    g.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds to wait for --url (default 600)"
+    )
+    g.add_argument(
+        "--allow-untrained", action="store_true", help="use a persona that has not converged"
+    )
+    data_dir_arg(g)
+    g.set_defaults(func=cmd_gate)
 
     d = sub.add_parser("db", help="database migrations")
     d.add_argument("db_command", choices=["upgrade", "current"])

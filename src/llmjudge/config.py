@@ -6,7 +6,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Editable installs (the README's path) keep templates, static files and migrations in the
@@ -44,6 +44,30 @@ class Settings(BaseSettings):
     # Workers started inside the web process (0 = serve pages only).
     workers_enabled: bool = True
     db_pool_size: int = 20
+    # A claimed comparison's lease without a heartbeat: how long the items of a dead worker
+    # process wait before another worker takes them.
+    lease_seconds: float = Field(default=30.0, gt=0)
+    # Access control (see README "Users, roles and tokens").
+    admin_token: SecretStr | None = Field(
+        default=None,
+        description="accepted as an admin API token (automation); at least 16 characters",
+    )
+    public_url: str | None = Field(
+        default=None, description="external base URL for printed links, e.g. https://judge.example"
+    )
+    session_cookie_name: str = "llmjudge_session"
+    # None: Secure exactly when the request came over https (behind a proxy, run uvicorn with
+    # --proxy-headers or set this to true).
+    session_cookie_secure: bool | None = None
+    session_hours: int = Field(default=168, ge=1)
+    login_attempts_per_minute: int = Field(default=10, ge=1)
+
+    @field_validator("admin_token")
+    @classmethod
+    def strong_admin_token(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None and len(v.get_secret_value()) < 16:
+            raise ValueError("LLMJUDGE_ADMIN_TOKEN must be at least 16 characters")
+        return v
 
     @property
     def templates_dir(self) -> Path:

@@ -8,6 +8,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from llmjudge.catalog import service as catalog
 from llmjudge.db.engine import DbSession
 from llmjudge.demo.service import load_demo
+from llmjudge.sessions import service as sessions
 from llmjudge.web import render
 
 router = APIRouter(include_in_schema=False)
@@ -16,7 +17,8 @@ router = APIRouter(include_in_schema=False)
 @router.get("/", response_class=HTMLResponse)
 async def home(request: Request, db: DbSession):
     pillars = await catalog.list_pillars(db=db)
-    return render(request, "home.html", pillars=pillars)
+    recent = await sessions.list_sessions(db=db, limit=5) if pillars else []
+    return render(request, "home.html", pillars=pillars, sessions=recent)
 
 
 @router.post("/demo")

@@ -16,7 +16,9 @@ import httpx
 import pytest
 
 from llmjudge.db.embedded import EmbeddedPostgres
-from tests.conftest import drop_database
+from tests.conftest import ADMIN_TOKEN, drop_database
+
+AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 pytestmark = pytest.mark.slow
 
@@ -31,6 +33,7 @@ def start_serve(
     data_dir: Path, port: int, env: dict[str, str] | None = None, *extra: str
 ) -> subprocess.Popen:
     full_env = {k: v for k, v in os.environ.items() if k != "LLMJUDGE_DATABASE_URL"}
+    full_env["LLMJUDGE_ADMIN_TOKEN"] = ADMIN_TOKEN
     full_env.update(env or {})
     return subprocess.Popen(
         [
@@ -82,9 +85,9 @@ def test_serve_demo_embedded_then_crash_and_restart(tmp_path: Path):
     proc = start_serve(data, port, None, "--demo")
     try:
         wait_healthy(port, proc)
-        pillars = httpx.get(f"http://127.0.0.1:{port}/api/pillars").json()
+        pillars = httpx.get(f"http://127.0.0.1:{port}/api/pillars", headers=AUTH).json()
         assert len(pillars) == 6 and sum(p["thread_count"] for p in pillars) == 60
-        assert "Pillars" in httpx.get(f"http://127.0.0.1:{port}/").text
+        assert "Pillars" in httpx.get(f"http://127.0.0.1:{port}/", headers=AUTH).text
     finally:
         # kill -9: the embedded server survives and its pid files go stale.
         proc.kill()
@@ -94,7 +97,7 @@ def test_serve_demo_embedded_then_crash_and_restart(tmp_path: Path):
     proc = start_serve(data, port)
     try:
         wait_healthy(port, proc)
-        assert len(httpx.get(f"http://127.0.0.1:{port}/api/pillars").json()) == 6
+        assert len(httpx.get(f"http://127.0.0.1:{port}/api/pillars", headers=AUTH).json()) == 6
     finally:
         assert stop(proc) == 0
     # A clean stop stops the embedded server too.
@@ -118,7 +121,9 @@ def test_database_url_is_honoured(tmp_path: Path, pg):
     proc = start_serve(data, port, {"LLMJUDGE_DATABASE_URL": pg.url("external_url")})
     try:
         wait_healthy(port, proc)
-        r = httpx.post(f"http://127.0.0.1:{port}/api/pillars", json={"name": "on-external"})
+        r = httpx.post(
+            f"http://127.0.0.1:{port}/api/pillars", json={"name": "on-external"}, headers=AUTH
+        )
         assert r.status_code == 201
     finally:
         assert stop(proc) == 0

@@ -1,6 +1,37 @@
 """Every domain's tables, imported in one place for Alembic and metadata-wide operations."""
 
+from llmjudge.auth.models import ApiToken, LoginLink, User, UserSession
 from llmjudge.catalog.models import Pillar, Thread
 from llmjudge.db.base import Base
+from llmjudge.personas.models import (
+    JudgePromptVersion,
+    Persona,
+    PersonaDecision,
+    PersonaIteration,
+    PersonaPair,
+    TaskOutput,
+)
+from llmjudge.providers.models import LLMCacheEntry, LLMCall, LLMModel, Provider
+from llmjudge.sessions.models import Comparison, JudgeSession
 
-__all__ = ["Base", "Pillar", "Thread"]
+__all__ = [
+    "User",
+    "ApiToken",
+    "UserSession",
+    "LoginLink",
+    "Base",
+    "Pillar",
+    "Thread",
+    "Provider",
+    "LLMModel",
+    "LLMCall",
+    "LLMCacheEntry",
+    "JudgeSession",
+    "Comparison",
+    "Persona",
+    "JudgePromptVersion",
+    "PersonaPair",
+    "TaskOutput",
+    "PersonaIteration",
+    "PersonaDecision",
+]

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import math
 import os
 import socket
 import time
@@ -31,7 +32,7 @@ from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from llmjudge.events.hub import EventHub, asyncpg_dsn, listen_forever
 from llmjudge.providers.service import LLMService
@@ -40,6 +41,7 @@ from llmjudge.queue.claims import (
     Claimed,
     Finish,
     FinishedSession,
+    RunningSession,
     claim,
     finish,
     renew,
@@ -128,6 +130,8 @@ class WorkerPool:
         self._completer: asyncio.Task[None] | None = None
         self._active: dict[int, float] = {}  # session id -> when last busy here
         self._rotation = 0
+        self._sessions: list[RunningSession] = []
+        self._sessions_read = -math.inf  # monotonic time of the last read of running sessions
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -145,7 +149,7 @@ class WorkerPool:
             ready = asyncio.Event()
             self._services.append(
                 asyncio.create_task(
-                    listen_forever(dsn, WORK_CHANNEL, lambda _p: self.wake(), ready=ready),
+                    listen_forever(dsn, WORK_CHANNEL, self._work_notified, ready=ready),
                     name="pool-listener",
                 )
             )
@@ -193,29 +197,49 @@ class WorkerPool:
     # -- dispatching ----------------------------------------------------------------------
 
     async def _dispatch_loop(self) -> None:
+        # Freed slots wait for a claim round, and every await of a round queues behind the
+        # other tasks' callbacks, so in steady state a round is one statement: the claim, on
+        # a connection of its own (no checkout, no ping, no BEGIN/COMMIT: a claim is one
+        # atomic statement), with the running sessions re-read only now and then.
         delay = 0.1
-        while not self._stopping:
-            self._wake.clear()
-            try:
-                claimed = await self._claim_round()
-                delay = 0.1
-            except Exception:  # the database, or a bug: keep the process serving
-                log.exception("worker pool %s: claiming failed; retrying", self.prefix)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            if claimed and self._free:
-                continue  # there may be more to take right away
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.poll_s)
-            if self._free and not self._stopping:
-                await asyncio.sleep(0.005)  # let a few more slots free up: bigger batches
+        conn: AsyncConnection | None = None
+        try:
+            while not self._stopping:
+                self._wake.clear()
+                try:
+                    if conn is None:
+                        conn = await self.engine.connect()
+                        await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    claimed = await self._claim_round(conn)
+                    delay = 0.1
+                except Exception:  # the database, or a bug: keep the process serving
+                    log.exception("worker pool %s: claiming failed; retrying", self.prefix)
+                    conn = await _discard(conn)
+                    self._sessions_read = -math.inf
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                    continue
+                if claimed and self._free:
+                    continue  # there may be more to take right away
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.poll_s)
+                if self._free and not self._stopping:
+                    await asyncio.sleep(0.005)  # let a few more slots free up: bigger batches
+        finally:
+            await _discard(conn)
 
-    async def _claim_round(self) -> int:
+    def _work_notified(self, _payload: str = "") -> None:
+        """NOTIFY on the work channel: a session started, resumed or got work back."""
+        self._sessions_read = -math.inf
+        self.wake()
+
+    async def _claim_round(self, conn: AsyncConnection) -> int:
         if not self._free:
             return 0
-        async with self.engine.connect() as conn:
-            sessions = await running_sessions(conn)
+        if time.monotonic() - self._sessions_read >= self.poll_s:
+            self._sessions = await running_sessions(conn)
+            self._sessions_read = time.monotonic()
+        sessions = self._sessions
         if not sessions:
             return 0
         self._rotation = (self._rotation + 1) % len(sessions)
@@ -226,16 +250,17 @@ class WorkerPool:
                 continue
             slots = [self._free.pop() for _ in range(room)]
             try:
-                async with self.engine.begin() as conn:
-                    items = await claim(
-                        conn,
-                        session_id=s.id,
-                        worker_ids=[self.slots[n].id for n in slots],
-                        lease_s=self.lease_s,
-                    )
+                items = await claim(
+                    conn,
+                    session_id=s.id,
+                    worker_ids=[self.slots[n].id for n in slots],
+                    lease_s=self.lease_s,
+                )
             except BaseException:
                 self._free.extend(reversed(slots))
                 raise
+            if len(items) < room:  # the session ran dry, ended or was paused: look again
+                self._sessions_read = -math.inf
             by_worker = {self.slots[n].id: n for n in slots}
             used = {by_worker[item.worker_id] for item in items}
             self._free.extend(n for n in reversed(slots) if n not in used)
@@ -253,10 +278,10 @@ class WorkerPool:
         self._active[session_id] = time.monotonic()
         try:
             config = await self._config(session_id)
-            async with self.engine.connect() as conn:
-                await self._threads.load(
-                    conn, [t for i in items for t in (i.thread_a_id, i.thread_b_id)]
-                )
+            thread_ids = [t for i in items for t in (i.thread_a_id, i.thread_b_id)]
+            if any(self._threads.get(t) is None for t in thread_ids):
+                async with self.engine.connect() as conn:
+                    await self._threads.load(conn, thread_ids)
         except _DB_ERRORS as exc:
             log.warning("worker pool %s: could not load work (%s); releasing it", self.prefix, exc)
             for item in items:
@@ -437,6 +462,15 @@ class WorkerPool:
         }
 
 
+async def _discard(conn: AsyncConnection | None) -> None:
+    """Close a connection that may be broken (its server restarted) without raising."""
+    if conn is not None:
+        with contextlib.suppress(Exception):
+            await conn.invalidate()
+        with contextlib.suppress(Exception):
+            await conn.close()
+
+
 def _refund(item: Claimed) -> Finish:
     return Finish(
         id=item.id, worker_id=item.worker_id, attempts=item.attempts, status="pending", refund=True
@@ -465,6 +499,7 @@ def _finish_event(f: Finish) -> tuple[str, dict[str, Any]]:
         }
     return "comparison_complete", {
         "comparison_id": f.id,
+        "ts": time.time(),  # when published (epoch seconds): lets clients measure delivery
         "worker_id": f.worker_id,
         "status": f.status,
         "winner": f.winner,

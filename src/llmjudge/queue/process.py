@@ -4,6 +4,7 @@ until SIGINT/SIGTERM, then a graceful stop (drain, give back unfinished items)."
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 
@@ -53,9 +54,13 @@ async def run_worker_process(
             llm=llm,
             hub=hub,
             concurrency=concurrency,
+            lease_s=settings.lease_seconds,
             drain_timeout_s=drain_timeout_s,
         )
         await pool.start()
+        # Long-lived startup objects out of the collector's full passes (see app.py).
+        gc.collect()
+        gc.freeze()
         if stop is None:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()

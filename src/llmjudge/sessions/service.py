@@ -424,26 +424,32 @@ async def list_sessions(
 
 
 async def get_session(*, db: AsyncSession, session_id: int) -> SessionOut:
-    """The session with counts per status computed from its comparison rows."""
+    """The session with counts per status computed from its comparison rows.
+
+    Counters and row counts come from ONE statement, hence one snapshot: read separately,
+    a result committed in between would make them disagree."""
+    per_status = (
+        select(Comparison.status, func.count().label("n"))
+        .where(Comparison.session_id == session_id)
+        .group_by(Comparison.status)
+        .subquery()
+    )
+    counts_json = select(
+        func.coalesce(
+            func.jsonb_object_agg(per_status.c.status, per_status.c.n), text("'{}'::jsonb")
+        )
+    ).scalar_subquery()
     row = (
         await db.execute(
             _sessions_query()
+            .add_columns(counts_json)
             .where(JudgeSession.id == session_id)
             .execution_options(populate_existing=True)
         )
     ).first()
     if row is None:
         raise NotFound(f"session {session_id} not found")
-    s, m, p = row
-    counts = dict(
-        (
-            await db.execute(
-                select(Comparison.status, func.count())
-                .where(Comparison.session_id == session_id)
-                .group_by(Comparison.status)
-            )
-        ).all()
-    )
+    s, m, p, counts = row
     return SessionOut(
         **_summary_fields(s, _model_out(m, p) if m is not None else None),
         options=s.options,

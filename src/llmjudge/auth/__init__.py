@@ -1,0 +1,1 @@
+"""Access control: users and roles, API tokens, browser sessions, CSRF, security headers."""

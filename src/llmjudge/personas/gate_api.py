@@ -1,0 +1,147 @@
+"""Trained personas at work, as JSON: the CI pass/fail gate, tournament judging, comparison.
+
+Included before the personas router in app.py, so `/api/personas/compare` and
+`/api/personas/templates/...` are not read as a persona id.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Request, status
+from fastapi.responses import JSONResponse, Response
+
+from llmjudge.db.engine import DbSession
+from llmjudge.personas import evaluate as ev
+from llmjudge.personas import service
+from llmjudge.personas.templates import get_template, template_pairs_csv
+from llmjudge.providers.base import ProviderError
+from llmjudge.sessions.schemas import SessionOut
+
+router = APIRouter(prefix="/api/personas", tags=["personas"])
+
+AllowUntrained = Annotated[
+    bool, Query(description="use a persona that has not converged (status other than trained)")
+]
+
+
+def parse_ids(raw: list[str]) -> list[int]:
+    """Persona ids from `?ids=1,2,3` and/or `?ids=1&ids=2`, in order, without repeats."""
+    ids: list[int] = []
+    for part in (p.strip() for chunk in raw for p in chunk.split(",")):
+        if not part:
+            continue
+        if not part.isdigit():
+            raise HTTPException(422, f"ids must be persona ids (integers), got {part!r}")
+        if int(part) not in ids:
+            ids.append(int(part))
+    if not ids:
+        raise HTTPException(422, "give the personas to compare: ?ids=1,2,3")
+    if len(ids) > ev.MAX_COMPARE:
+        raise HTTPException(422, f"compare at most {ev.MAX_COMPARE} personas at once")
+    return ids
+
+
+@router.get("/compare", response_model=list[ev.PersonaSummary])
+async def compare(
+    db: DbSession, ids: Annotated[list[str], Query(description="e.g. 1,2,3")]
+) -> list[ev.PersonaSummary]:
+    """Latest held-out and optimisation metrics, iterations and training cost of several
+    personas, in the order asked."""
+    return await ev.summaries(db=db, ids=parse_ids(ids))
+
+
+@router.get(
+    "/templates/{key}/pairs.csv",
+    response_class=Response,
+    responses={200: {"content": {"text/csv": {}}}},
+)
+async def template_csv(key: str) -> Response:
+    """A starter template's example pairs as CSV (`input,correct_output`): the upload format."""
+    try:
+        get_template(key)
+    except KeyError as e:
+        raise HTTPException(404, str(e.args[0])) from None
+    return Response(
+        template_pairs_csv(key),
+        media_type="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="{key}-pairs.csv"'},
+    )
+
+
+@router.get("/{persona_id}/calibration", response_model=ev.CalibrationOut)
+async def calibration(persona_id: int, db: DbSession) -> ev.CalibrationOut:
+    """The judge's true-positive and true-negative rates on the held-out pairs of the
+    latest fully reviewed iteration: what `evaluate` corrects with."""
+    await service.get_persona(db=db, persona_id=persona_id)
+    return await ev.load_calibration(db=db, persona_id=persona_id)
+
+
+@router.post(
+    "/{persona_id}/evaluate",
+    response_model=ev.EvaluateOut,
+    responses={
+        409: {"description": "the persona is not trained (see allow_untrained)"},
+        422: {"description": "invalid batch, or with strict=true: the gate failed (body as 200)"},
+        502: {"description": "the judge model failed; no verdict"},
+    },
+)
+async def evaluate(
+    persona_id: int,
+    data: ev.EvaluateIn,
+    request: Request,
+    db: DbSession,
+    allow_untrained: AllowUntrained = False,
+    strict: Annotated[
+        bool, Query(description="answer 422 instead of 200 when the gate fails (curl --fail)")
+    ] = False,
+) -> ev.EvaluateOut | JSONResponse:
+    """Judge up to 1000 outputs with the persona's current judge prompt and judge model, and
+    gate their pass rate.
+
+    Each verdict comes with the judge's reasoning. The observed pass rate is corrected for
+    the judge's errors (Rogan-Gladen) with its TPR and TNR on the persona's held-out pairs
+    (see `/calibration`), with a 95% bootstrap interval. With `min_pass_rate`, `passed` is
+    true when the interval's lower bound reaches it; when the correction is undefined (TPR
+    + TNR <= 1, or no held-out examples of one class) it is false and `reason` says why.
+    """
+    try:
+        out = await ev.evaluate(
+            db=db,
+            llm=request.app.state.llm,
+            persona_id=persona_id,
+            data=data,
+            allow_untrained=allow_untrained,
+        )
+    except ProviderError as e:
+        raise HTTPException(
+            status.HTTP_502_BAD_GATEWAY, f"the judge model failed: {e.cause}; no verdict"
+        ) from None
+    if strict and out.passed is False:
+        return JSONResponse(out.model_dump(mode="json"), status_code=422)
+    return out
+
+
+@router.post(
+    "/{persona_id}/sessions",
+    response_model=SessionOut,
+    status_code=status.HTTP_201_CREATED,
+    responses={409: {"description": "the persona is not trained (see allow_untrained)"}},
+)
+async def create_session(
+    persona_id: int,
+    data: ev.PersonaSessionIn,
+    request: Request,
+    db: DbSession,
+    allow_untrained: AllowUntrained = False,
+) -> SessionOut:
+    """A tournament session judged by the persona: its judge model, and a pairwise prompt
+    whose guidance is the persona's current judge prompt. The body is `POST /api/sessions`'s
+    without `judge_model_id` and `prompt_template`; `criteria` defaults to `["quality"]`."""
+    return await ev.create_persona_session(
+        db=db,
+        persona_id=persona_id,
+        data=data,
+        hub=getattr(request.app.state, "events", None),
+        allow_untrained=allow_untrained,
+    )

@@ -1,0 +1,193 @@
+"""A persona's whole life in a real browser: created from a template, a CSV upload with an
+error (shown, nothing stored) then a good one dropped on the drop zone, training started on
+the simulator, one iteration reviewed with the keyboard only by an oracle reviewer, the
+progress tab updating live over SSE, and the judge prompt diff."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.async_api import Page, expect
+
+from llmjudge.providers.simulator import normalise
+from tests.e2e.conftest import ARTIFACTS, LiveServer, _record_console, _record_response
+
+pytestmark = pytest.mark.e2e
+# Screenshots keep the caret: hiding it leaves style="" on inputs, and htmx copying that
+# attribute while settling a swap is a CSP violation that only the test would cause.
+
+MARKER_JS = "window.__e2eMarker = 'still-here'"
+READ_MARKER_JS = "window.__e2eMarker"
+BAD_CSV = b"input,correct_output\nWhat is 7 times 6?,42\nWhat is 9 times 9?,\n"
+# One new pair fixed, one more, and one identical to a template pair (skipped).
+GOOD_CSV = (
+    "input,correct_output\nWhat is 7 times 6?,42\nHow many legs does an insect have?,6\n"
+    "What is the chemical symbol for gold?,Au\n"
+)
+DROP_JS = """(text) => {
+  const dt = new DataTransfer();
+  dt.items.add(new File([text], "good.csv", { type: "text/csv" }));
+  return dt;
+}"""
+
+
+async def _api(page: Page, server: LiveServer, method: str, path: str, **kw: Any) -> Any:
+    response = await page.request.fetch(path, method=method, headers=server.api_headers, **kw)
+    assert response.ok, await response.text()
+    return await response.json()
+
+
+async def test_persona_from_template_to_reviewed_iteration(
+    page: Page, live_server: LiveServer, js_errors: list[str]
+):
+    # Fast simulated calls; a weak judge and a high target, so iteration 1 cannot converge
+    # and the prompt engineer writes version 2.
+    providers = await _api(page, live_server, "GET", "/api/providers")
+    sim = next(p for p in providers if p["kind"] == "simulator")
+    settings = {"latency_ms_mean": 5, "latency_ms_jitter": 2, "judge_base_accuracy": 0.6}
+    await _api(
+        page, live_server, "PATCH", f"/api/providers/{sim['id']}", data={"settings": settings}
+    )
+
+    # -- create from a template
+    await page.goto("/personas")
+    await page.click('nav a[href="/personas"]')
+    await page.click("#new-persona")
+    await page.screenshot(path=str(ARTIFACTS / "personas-new.png"), full_page=True, caret="initial")
+    await expect(page.locator("#template-factual-qa")).to_contain_text("34 example pairs")
+    await page.click("#template-factual-qa button[type=submit]")
+    await page.wait_for_url(re.compile(r"/personas/\d+$"))
+    pid = int(page.url.rsplit("/", 1)[1])
+    await expect(page.locator("#persona-status")).to_have_text("draft")
+    await _api(page, live_server, "PATCH", f"/api/personas/{pid}", data={"target_f1": 0.95})
+
+    # -- a CSV with an error: listed by line, nothing stored
+    await page.click("#tab-data")
+    await page.evaluate(MARKER_JS)
+    await page.set_input_files(
+        "#pairs-file", files=[{"name": "bad.csv", "mimeType": "text/csv", "buffer": BAD_CSV}]
+    )
+    await page.click("#upload-pairs")
+    errors = page.locator("#upload-errors")
+    await expect(errors.locator("tbody tr")).to_have_count(1)
+    await expect(errors.locator("tbody td").nth(0)).to_have_text("3")
+    await expect(errors.locator("tbody td").nth(1)).to_have_text("correct_output")
+    assert (await _api(page, live_server, "GET", f"/api/personas/{pid}"))["pair_count"] == 34
+
+    # -- the fixed file, dropped on the drop zone
+    transfer = await page.evaluate_handle(DROP_JS, GOOD_CSV)
+    await page.dispatch_event("#drop-zone", "drop", {"dataTransfer": transfer})
+    await expect(page.locator("#upload-ok")).to_contain_text("Added 2 pair(s); 1 already stored")
+    await expect(page.locator("#pair-count")).to_contain_text("36 pair(s)")
+    await expect(errors).to_have_count(0)
+    assert await page.evaluate(READ_MARKER_JS) == "still-here"  # no reload
+    assert (await _api(page, live_server, "GET", f"/api/personas/{pid}"))["pair_count"] == 36
+    await page.screenshot(
+        path=str(ARTIFACTS / "personas-data.png"), full_page=True, caret="initial"
+    )
+
+    # -- start training; the progress tab follows it live
+    await page.click("#tab-overview")
+    await page.screenshot(
+        path=str(ARTIFACTS / "personas-overview.png"), full_page=True, caret="initial"
+    )
+    await page.click("#action-start")
+    await page.wait_for_url(f"**/personas/{pid}/progress")
+    review_link = page.locator("#review-link")
+    await expect(review_link).to_be_visible()
+    await expect(page.locator("#live-log li").first).not_to_have_text("Waiting for events…")
+
+    # A second tab stays on the progress page while the first one reviews.
+    watcher = await page.context.new_page()
+    watcher.on("pageerror", lambda e: js_errors.append(f"watcher pageerror: {e}"))
+    watcher.on("console", lambda m: _record_console(m, js_errors))
+    watcher.on("response", lambda r: _record_response(r, js_errors))
+    await watcher.goto(f"/personas/{pid}/progress")
+    await expect(watcher.locator("#review-link")).to_be_visible()
+    await expect(watcher.locator("#metric-f1-holdout")).to_have_count(0)
+    await watcher.evaluate(MARKER_JS)
+
+    # -- review the whole iteration with the keyboard only
+    await review_link.click()
+    await page.wait_for_url(f"**/personas/{pid}/review/1")
+    await page.evaluate(MARKER_JS)
+    panel = page.locator("#review-panel")
+    # Keys act once the panel htmx swapped in is settled (personas.js marks it ready).
+    ready = page.locator("#review-panel[data-ready=true]")
+    count = page.locator("#review-count")
+    total = int((await count.inner_text()).split()[-1])
+    assert total == 36
+    first = await panel.get_attribute("data-decision-id")
+    await expect(ready).to_have_count(1)
+    await page.keyboard.press("n")
+    await expect(panel).not_to_have_attribute("data-decision-id", first or "")
+    await expect(ready).to_have_count(1)
+    await page.keyboard.press("p")
+    await expect(panel).to_have_attribute("data-decision-id", first or "")
+    await expect(ready).to_have_count(1)
+    # Typing a note never triggers a shortcut.
+    await page.locator("#review-notes").focus()
+    await page.keyboard.type("a d")
+    await expect(page.locator("#review-notes")).to_have_value("a d")
+    await expect(count).to_have_text(f"Reviewed 0 of {total}")
+    await page.locator("#review-notes").fill("")
+    await page.evaluate("document.activeElement.blur()")
+
+    for done in range(total):
+        current = await panel.get_attribute("data-decision-id")
+        answer = await page.locator("#d-answer").text_content() or ""
+        correct = await page.locator("#d-correct").text_content() or ""
+        label = (await page.locator("#d-label").text_content() or "").strip()
+        agrees = (label == "correct") == (normalise(answer) == normalise(correct))
+        await expect(ready).to_have_count(1)
+        await page.keyboard.press("a" if agrees else "d")
+        await expect(count).to_have_text(f"Reviewed {done + 1} of {total}")
+        if done + 1 < total:
+            await expect(panel).not_to_have_attribute("data-decision-id", current or "")
+        if done == 2:
+            await page.screenshot(
+                path=str(ARTIFACTS / "personas-review.png"), full_page=True, caret="initial"
+            )
+    await expect(page.locator("#review-done")).to_be_visible()
+    assert await page.evaluate(READ_MARKER_JS) == "still-here"
+    decisions = await _api(page, live_server, "GET", f"/api/personas/{pid}/iterations/1/decisions")
+    assert len(decisions) == total and all(d["human_agrees"] is not None for d in decisions)
+
+    # -- the watching tab updated itself: metric cards, confusion matrix, chart
+    await expect(watcher.locator("#metric-f1-holdout")).to_be_visible()
+    await expect(watcher.locator("#metric-f1-optimisation .metric-value")).to_have_text(
+        re.compile(r"^0\.\d{3}|^1\.000")
+    )
+    await expect(watcher.locator("#confusion td")).to_have_count(4)
+    assert await watcher.locator("#progress-chart svg .point").count() >= 3
+    await expect(watcher.locator("#live-log")).to_contain_text("F1")
+    # The engineer's new prompt, then iteration 2 judged and waiting (carried-forward reviews).
+    await expect(watcher.locator("#live-log")).to_contain_text("Judge prompt v2")
+    await expect(watcher.locator("#running-line")).to_contain_text("Iteration 2/20")
+    assert await watcher.evaluate(READ_MARKER_JS) == "still-here"
+    ARTIFACTS.mkdir(exist_ok=True)
+    await watcher.screenshot(
+        path=str(ARTIFACTS / "personas-progress.png"), full_page=True, caret="initial"
+    )
+
+    # -- the prompt diff, v1 against the engineer's v2
+    await page.goto("/personas")
+    await expect(page.locator("#personas-table tbody tr")).to_have_count(1)
+    await page.screenshot(
+        path=str(ARTIFACTS / "personas-list.png"), full_page=True, caret="initial"
+    )
+    await page.goto(f"/personas/{pid}/prompts")
+    await page.select_option("#diff-b", "1")
+    await expect(page.locator("#diff")).to_contain_text("Pick two different versions")
+    await page.select_option("#diff-a", "1")
+    await page.select_option("#diff-b", "2")
+    inserted = page.locator("#diff-table td.ins")
+    await expect(inserted.first).to_contain_text("- Rule:")
+    await expect(page.locator("#versions-table")).to_contain_text("prompt engineer")
+    await page.screenshot(
+        path=str(ARTIFACTS / "personas-prompts.png"), full_page=True, caret="initial"
+    )
+    await watcher.close()
+    assert js_errors == []

@@ -56,7 +56,7 @@ def upgrade() -> None:
             name="ck_judge_sessions_status",
         ),
         sa.CheckConstraint(
-            "comparison_mode IN ('pillar_sample', 'round_robin', 'free_for_all')",
+            "comparison_mode IN ('pillar_sample', 'round_robin', 'free_for_all', 'imported')",
             name="ck_judge_sessions_mode",
         ),
         sa.CheckConstraint("worker_count BETWEEN 1 AND 1024", name="ck_judge_sessions_workers"),
@@ -130,6 +130,8 @@ def upgrade() -> None:
         postgresql_where=sa.text("status = 'running'"),
     )
     op.create_index("ix_comparisons_session_status", "comparisons", ["session_id", "status"])
+    op.create_index("ix_comparisons_thread_a_id", "comparisons", ["thread_a_id"])
+    op.create_index("ix_comparisons_thread_b_id", "comparisons", ["thread_b_id"])
 
 
 def downgrade() -> None:

@@ -253,6 +253,14 @@ async def test_import_creates_a_completed_session(
     )
     assert session["options"]["source"] == "import"
     assert session["options"]["judge_label"] == "gpt-x"
+    assert session["comparison_mode"] == "imported"
+    # Re-judging the failed lines would mix our judge's verdicts into someone else's.
+    r = await client.post(f"/api/sessions/{sid}/retry-failed")
+    assert r.status_code == 409 and "imported" in r.json()["detail"]
+    assert (await client.get(f"/api/sessions/{sid}")).json()["failed"] == 2
+    for url in (f"/sessions/{sid}", f"/sessions/{sid}/results", f"/api/sessions/{sid}/estimate"):
+        r = await client.get(url)
+        assert r.status_code in (200, 409), (url, r.status_code, r.text[:300])
     async with app.state.sessionmaker() as db:
         stored = (
             await db.execute(

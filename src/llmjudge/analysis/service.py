@@ -101,9 +101,8 @@ __all__ = [
 T = TypeVar("T")
 BT_CONFIDENCE = 0.95
 SEED = 0  # bootstrap seed: the same data gives the same intervals on every poll
-# How an imported session is recorded. The sessions table allows only the three planning
-# modes; the import is marked by options["source"] == "import".
-IMPORTED_MODE = "free_for_all"
+# How an imported session is recorded (options["source"] == "import" says the same).
+IMPORTED_MODE = "imported"
 
 
 # -- cache --------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ from llmjudge.db.base import Base, created_at_column
 
 SESSION_STATUSES = ("draft", "running", "paused", "completed", "cancelled", "failed")
 COMPARISON_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
-COMPARISON_MODES = ("pillar_sample", "round_robin", "free_for_all")
+# "imported": judgments made elsewhere (POST /api/sessions/import); never planned or run.
+COMPARISON_MODES = ("pillar_sample", "round_robin", "free_for_all", "imported")
 MAX_WORKERS = 1024
 
 
@@ -87,6 +88,9 @@ class Comparison(Base):
             postgresql_where=text("status = 'running'"),
         ),
         Index("ix_comparisons_session_status", "session_id", "status"),
+        # The thread page lists every comparison a thread took part in.
+        Index("ix_comparisons_thread_a_id", "thread_a_id"),
+        Index("ix_comparisons_thread_b_id", "thread_b_id"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)

@@ -119,7 +119,7 @@ class SessionSummary(BaseModel):
     id: int
     name: str
     status: SessionStatus
-    comparison_mode: Mode
+    comparison_mode: Mode | Literal["imported"]
     pillar_ids: list[int]
     worker_count: int
     judge_model: JudgeModelOut | None

@@ -266,6 +266,8 @@ async def estimate_new(*, db: AsyncSession, data: SessionIn) -> EstimateOut:
 async def estimate_session(*, db: AsyncSession, session_id: int) -> EstimateOut:
     """The estimate of an existing session (its real plan size)."""
     s = await _get(db, session_id)
+    if s.comparison_mode == "imported":
+        raise Conflict("an imported session was judged elsewhere: it has no plan to estimate")
     return await _estimate(db, _session_in(s), s.options.get("seed", 0), planned=s.total)
 
 
@@ -615,6 +617,9 @@ async def retry_failed(
     """Failed comparisons go back to the queue with fresh attempts; a finished session
     runs again."""
     s = await _transition(db, session_id, ("running", "paused", "completed", "failed"), "retried")
+    if s.comparison_mode == "imported":
+        # Re-judging would mix the configured judge's verdicts into someone else's.
+        raise Conflict("an imported session cannot be re-judged; import the judgments again")
     result = await db.execute(
         update(Comparison)
         .where(Comparison.session_id == session_id, Comparison.status == "failed")

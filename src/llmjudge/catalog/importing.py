@@ -5,9 +5,7 @@ All or nothing: the caller stores rows only when `errors` is empty.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,9 +13,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmjudge.catalog.schemas import RowError, ThreadIn
+from llmjudge.rowfiles import csv_records, decode_text, jsonl_objects
 
 CSV_COLUMNS = {"pillar", "external_id", "title", "prompt_key", "content", "metadata"}
-MAX_ERRORS = 200  # enough to fix a file; more would only flood the page
 
 
 @dataclass
@@ -30,16 +28,6 @@ class ParsedFile:
 def content_hash(content: Any) -> str:
     canonical = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def _decode(data: bytes) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise ValueError(
-            f"the file is not UTF-8 text (invalid byte at offset {e.start}); "
-            "save it as UTF-8 and upload again"
-        ) from None
 
 
 def _validate(raw: dict[str, Any], line: int, out: ParsedFile, max_chars: int) -> None:
@@ -69,99 +57,46 @@ def _validate(raw: dict[str, Any], line: int, out: ParsedFile, max_chars: int) -
 
 
 def _csv_rows(text: str, out: ParsedFile, max_rows: int, max_chars: int) -> None:
-    csv.field_size_limit(max(max_chars * 4, 131072))
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    header = set(reader.fieldnames or [])
-    missing = {"pillar", "content"} - header
-    if missing:
-        out.errors.append(
-            RowError(
-                line=1, field="header", message=f"missing column(s): {', '.join(sorted(missing))}"
-            )
-        )
-        return
-    unknown = header - CSV_COLUMNS
-    if unknown:
-        out.errors.append(
-            RowError(
-                line=1,
-                field="header",
-                message=f"unknown column(s): {', '.join(sorted(unknown))}; "
-                f"allowed: {', '.join(sorted(CSV_COLUMNS))}",
-            )
-        )
-        return
-    try:
-        for i, rec in enumerate(reader):
-            line = reader.line_num
-            if i >= max_rows:
+    records = csv_records(
+        text,
+        out.errors,
+        required={"pillar", "content"},
+        allowed=CSV_COLUMNS,
+        max_rows=max_rows,
+        max_chars=max_chars,
+    )
+    for line, rec in records:
+        raw: dict[str, Any] = {k: v for k, v in rec.items() if v not in (None, "")}
+        raw.setdefault("content", "")
+        content = raw["content"]
+        # A cell holding a JSON list is a conversation; anything else is plain text.
+        if content.lstrip().startswith("["):
+            try:
+                raw["content"] = json.loads(content)
+            except json.JSONDecodeError:
+                pass
+        if "metadata" in raw:
+            try:
+                raw["metadata"] = json.loads(raw["metadata"])
+            except json.JSONDecodeError as e:
                 out.errors.append(
-                    RowError(line=line, field="file", message=f"more than {max_rows:,} rows")
-                )
-                return
-            if None in rec:
-                out.errors.append(
-                    RowError(line=line, field="row", message="more fields than columns")
+                    RowError(line=line, field="metadata", message=f"not JSON: {e.msg}")
                 )
                 continue
-            raw: dict[str, Any] = {k: v for k, v in rec.items() if v not in (None, "")}
-            raw.setdefault("content", "")
-            content = raw["content"]
-            # A cell holding a JSON list is a conversation; anything else is plain text.
-            if content.lstrip().startswith("["):
-                try:
-                    raw["content"] = json.loads(content)
-                except json.JSONDecodeError:
-                    pass
-            if "metadata" in raw:
-                try:
-                    raw["metadata"] = json.loads(raw["metadata"])
-                except json.JSONDecodeError as e:
-                    out.errors.append(
-                        RowError(line=line, field="metadata", message=f"not JSON: {e.msg}")
-                    )
-                    continue
-            _validate(raw, line, out, max_chars)
-            if len(out.errors) >= MAX_ERRORS:
-                return
-    except csv.Error as e:
-        out.errors.append(RowError(line=reader.line_num, field="file", message=f"CSV error: {e}"))
+        _validate(raw, line, out, max_chars)
 
 
 def _jsonl_rows(text: str, out: ParsedFile, max_rows: int, max_chars: int) -> None:
-    count = 0
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        count += 1
-        if count > max_rows:
-            out.errors.append(
-                RowError(line=line_no, field="file", message=f"more than {max_rows:,} rows")
-            )
-            return
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as e:
-            out.errors.append(
-                RowError(line=line_no, field="json", message=f"invalid JSON: {e.msg}")
-            )
-            continue
-        if not isinstance(raw, dict):
-            out.errors.append(
-                RowError(line=line_no, field="json", message="each line must be a JSON object")
-            )
-            continue
+    for line_no, raw in jsonl_objects(text, out.errors, max_rows=max_rows):
         if "messages" in raw and "content" not in raw:
             raw["content"] = raw.pop("messages")
         _validate(raw, line_no, out, max_chars)
-        if len(out.errors) >= MAX_ERRORS:
-            return
 
 
 def parse_thread_file(filename: str, data: bytes, *, max_rows: int, max_chars: int) -> ParsedFile:
     out = ParsedFile()
     try:
-        text = _decode(data)
+        text = decode_text(data)
     except ValueError as e:
         out.errors.append(RowError(line=1, field="file", message=str(e)))
         return out

@@ -6,9 +6,7 @@ pairs, prompts, human reviews, status) and read what it wrote.
 
 from __future__ import annotations
 
-import csv
 import difflib
-import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +17,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog.schemas import RowError
+from llmjudge.csvsafe import write_csv
 from llmjudge.errors import Conflict, Invalid, NotFound
 from llmjudge.personas.metrics import split_holdout
 from llmjudge.personas.models import (
@@ -75,9 +74,9 @@ from llmjudge.providers.service import (
     ensure_builtin_simulator,
     totals,
 )
+from llmjudge.rowfiles import csv_records, decode_text
 
 CSV_COLUMNS = {"input", "correct_output", "input_b"}
-MAX_ERRORS = 200
 PREVIEW_ROWS = 10
 FEW_PAIRS = 20
 # Estimates: tokens of a judge reply, of the engineer's rationale, and the share of
@@ -98,16 +97,6 @@ class ParsedPairs:
     errors: list[RowError] = field(default_factory=list)
 
 
-def _decode(data: bytes) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise ValueError(
-            f"the file is not UTF-8 text (invalid byte at offset {e.start}); "
-            "save it as UTF-8 and upload again"
-        ) from None
-
-
 def parse_pairs_csv(data: bytes, *, max_rows: int, max_chars: int) -> ParsedPairs:
     """Validate a CSV of ``input, correct_output[, input_b]`` without touching the database.
 
@@ -116,56 +105,21 @@ def parse_pairs_csv(data: bytes, *, max_rows: int, max_chars: int) -> ParsedPair
     """
     out = ParsedPairs()
     try:
-        text = _decode(data)
+        text = decode_text(data)
     except ValueError as e:
         out.errors.append(RowError(line=1, field="file", message=str(e)))
         return out
-    csv.field_size_limit(max(max_chars * 4, 131072))
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    try:
-        header = {h.strip() for h in reader.fieldnames or []}
-    except csv.Error as e:
-        out.errors.append(RowError(line=1, field="file", message=f"CSV error: {e}"))
-        return out
-    missing = {"input", "correct_output"} - header
-    unknown = header - CSV_COLUMNS
-    if missing or unknown:
-        message = "; ".join(
-            part
-            for part in (
-                missing and f"missing column(s): {', '.join(sorted(missing))}",
-                unknown and f"unknown column(s): {', '.join(sorted(unknown))}",
-            )
-            if part
-        )
-        out.errors.append(
-            RowError(
-                line=1,
-                field="header",
-                message=f"{message}; expected input, correct_output and optionally input_b",
-            )
-        )
-        return out
-    reader.fieldnames = [h.strip() for h in reader.fieldnames or []]
     seen: dict[str, int] = {}
-    try:
-        for i, rec in enumerate(reader):
-            line = reader.line_num
-            if i >= max_rows:
-                out.errors.append(
-                    RowError(line=line, field="file", message=f"more than {max_rows:,} rows")
-                )
-                break
-            if None in rec:
-                out.errors.append(
-                    RowError(line=line, field="row", message="more fields than columns")
-                )
-                continue
-            _validate_row(rec, line, out, max_chars, seen)
-            if len(out.errors) >= MAX_ERRORS:
-                break
-    except csv.Error as e:
-        out.errors.append(RowError(line=reader.line_num, field="file", message=f"CSV error: {e}"))
+    records = csv_records(
+        text,
+        out.errors,
+        required={"input", "correct_output"},
+        allowed=CSV_COLUMNS,
+        max_rows=max_rows,
+        max_chars=max_chars,
+    )
+    for line, rec in records:
+        _validate_row(rec, line, out, max_chars, seen)
     if not out.rows and not out.errors:
         out.errors.append(RowError(line=1, field="file", message="the file has no rows"))
     return out
@@ -205,13 +159,6 @@ def _validate_row(
     seen[key] = line
     out.rows.append(row)
     out.lines.append(line)
-
-
-def neutralise_cell(value: Any) -> Any:
-    """Keep spreadsheets from running a cell as a formula (CSV injection)."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
 
 
 def prompt_diff(a: int, a_text: str, b: int, b_text: str) -> PromptDiffOut:
@@ -1318,9 +1265,7 @@ def export_csv(data: dict[str, Any]) -> str:
         )
         for it in data["iterations"]
     }
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=EXPORT_COLUMNS)
-    writer.writeheader()
+    rows: list[dict[str, Any]] = []
     judged: set[int] = set()
     for d in data["decisions"]:
         pair = pairs[d["pair_id"]]
@@ -1346,13 +1291,13 @@ def export_csv(data: dict[str, Any]) -> str:
             "iteration_f1_optimisation": opt_f1,
             "iteration_f1_holdout": held_f1,
         }
-        writer.writerow({k: neutralise_cell(v) for k, v in row.items()})
+        rows.append(row)
     for pair in data["pairs"]:
         if pair["id"] not in judged:
             row = {k: pair.get(k) for k in ("input", "input_b", "correct_output", "split")}
             row["pair_id"] = pair["id"]
-            writer.writerow({k: neutralise_cell(v) for k, v in row.items()})
-    return buffer.getvalue()
+            rows.append(row)
+    return write_csv(rows, EXPORT_COLUMNS)
 
 
 def export_json(data: dict[str, Any]) -> str:

@@ -31,7 +31,6 @@ All or nothing: the caller stores the rows only when there are no errors.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -42,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, f
 
 from llmjudge.catalog.schemas import RowError
 from llmjudge.judging.verdicts import VerdictParseError, parse_verdict
+from llmjudge.rowfiles import MAX_ERRORS, decode_text, jsonl_objects
 
 __all__ = [
     "JudgmentIn",
@@ -59,7 +59,6 @@ __all__ = [
 Winner = Literal["A", "B", "TIE"]
 # A thread id, or (pillar name, external id).
 ThreadKey = int | tuple[str, str]
-MAX_ERRORS = 200  # enough to fix a file; more would only flood the answer
 MAX_CRITERIA = 20
 # The rule of SessionIn.criteria, so an imported session reads like any other.
 _CRITERION = re.compile(r"^[A-Za-z][A-Za-z0-9_\- ]{0,59}$")
@@ -194,45 +193,11 @@ def parse_judgment_file(data: bytes, *, max_rows: int, max_chars: int) -> Parsed
     """Validate every line and read every verdict; thread references stay unresolved."""
     out = ParsedJudgments()
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        out.errors.append(
-            RowError(line=1, field="file", message=f"not UTF-8 text (invalid byte at {e.start})")
-        )
+        text = decode_text(data)
+    except ValueError as e:
+        out.errors.append(RowError(line=1, field="file", message=str(e)))
         return out
-    count = 0
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if len(out.errors) >= MAX_ERRORS:
-            break
-        if not line.strip():
-            continue
-        count += 1
-        if count > max_rows:
-            out.errors.append(
-                RowError(line=line_no, field="file", message=f"more than {max_rows:,} rows")
-            )
-            break
-        if len(line) > max_chars:
-            out.errors.append(
-                RowError(
-                    line=line_no,
-                    field="row",
-                    message=f"the line has {len(line):,} characters; the limit is {max_chars:,}",
-                )
-            )
-            continue
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as e:
-            out.errors.append(
-                RowError(line=line_no, field="json", message=f"invalid JSON: {e.msg}")
-            )
-            continue
-        if not isinstance(raw, dict):
-            out.errors.append(
-                RowError(line=line_no, field="json", message="each line must be a JSON object")
-            )
-            continue
+    for line_no, raw in jsonl_objects(text, out.errors, max_rows=max_rows, max_chars=max_chars):
         try:
             row = JudgmentIn.model_validate(raw)
         except ValidationError as e:

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmjudge.personas.service import neutralise_cell, parse_pairs_csv, prompt_diff
+from llmjudge.csvsafe import safe_cell
+from llmjudge.personas.service import parse_pairs_csv, prompt_diff
 from llmjudge.personas.templates import TEMPLATES
 from llmjudge.personas.training import (
     Stopped,
@@ -74,7 +75,7 @@ def test_csv_errors_name_line_and_field() -> None:
 
 @given(text)
 def test_neutralised_cells_never_start_a_formula(value: str) -> None:
-    out = neutralise_cell(value)
+    out = safe_cell(value)
     assert out[:1] not in ("=", "+", "-", "@", "\t", "\r")
     assert out in (value, "'" + value)
 

@@ -130,3 +130,41 @@ async def test_two_apps_share_a_persona_and_a_restart_resumes_it(settings: Setti
         assert await _count(app, _calls(pid, "persona_task")) == total
         assert await _count(app, _calls(pid, "persona_judge")) == total
         assert await _count(app, _decisions(pid)) == total
+
+
+async def test_a_worker_process_trains_personas(settings: Settings) -> None:
+    """`llmjudge worker` runs persona training too: with no runner in the web app, a worker
+    process alone takes the persona through an iteration to human review."""
+    from llmjudge.queue.process import run_worker_process
+
+    web_only = settings.model_copy(update={"workers_enabled": False})
+    async with running_web_only(web_only) as (c, app):
+        r = await c.post("/api/personas/from-template/factual-qa")
+        pid, total = r.json()["id"], r.json()["pair_count"]
+        await c.post(f"/api/personas/{pid}/training/start")
+        await asyncio.sleep(0.5)
+        assert await _count(app, _outputs(pid)) == 0  # nobody is training it yet
+        stop = asyncio.Event()
+        worker = asyncio.create_task(run_worker_process(web_only, concurrency=8, stop=stop))
+        try:
+
+            async def reviewable() -> bool:
+                it = (await _status(c, pid))["iteration"]
+                return it is not None and it["status"] == "awaiting_review"
+
+            await _until(reviewable)
+        finally:
+            stop.set()
+            await worker
+        assert await _count(app, _decisions(pid)) == total
+
+
+@asynccontextmanager
+async def running_web_only(
+    settings: Settings,
+) -> AsyncIterator[tuple[httpx.AsyncClient, FastAPI]]:
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        assert app.state.persona_runner is None
+        async with make_client(app, ADMIN_TOKEN) as c:
+            yield c, app

@@ -1,5 +1,6 @@
-"""A worker process without the web app (``llmjudge worker``): a pool against the database
-until SIGINT/SIGTERM, then a graceful stop (drain, give back unfinished items)."""
+"""A worker process without the web app (``llmjudge worker``): a judge pool and a persona
+training runner against the database until SIGINT/SIGTERM, then a graceful stop (drain,
+give back unfinished items)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from llmjudge.config import Settings
 from llmjudge.db.engine import make_engine, make_sessionmaker
 from llmjudge.db.migrate import current
 from llmjudge.events.hub import EventHub
+from llmjudge.personas.training import TrainingRunner
 from llmjudge.providers.service import LLMService
 from llmjudge.queue.pool import WorkerPool
 
@@ -46,7 +48,8 @@ async def run_worker_process(
                 f"database revision is {rev or '(empty)'}, code needs {head}: "
                 "run `llmjudge db upgrade` or start `llmjudge serve` first"
             )
-        llm = LLMService(make_sessionmaker(engine), settings)
+        sessionmaker = make_sessionmaker(engine)
+        llm = LLMService(sessionmaker, settings)
         hub = EventHub(settings.database_url or "", listen=False)
         await hub.start()
         pool = WorkerPool(
@@ -58,6 +61,9 @@ async def run_worker_process(
             drain_timeout_s=drain_timeout_s,
         )
         await pool.start()
+        # Personas are claimed with an advisory lock, so any number of processes can run one.
+        runner = TrainingRunner(engine=engine, sessionmaker=sessionmaker, llm=llm, hub=hub)
+        await runner.start()
         # Long-lived startup objects out of the collector's full passes (see app.py).
         gc.collect()
         gc.freeze()
@@ -70,6 +76,7 @@ async def run_worker_process(
             await stop.wait()
         finally:
             log.info("stopping worker pool %s: draining %d calls", pool.prefix, pool.in_flight)
+            await runner.stop()
             await pool.stop()
             await hub.stop()
             await llm.aclose()

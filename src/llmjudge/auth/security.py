@@ -153,7 +153,8 @@ class SlidingWindowLimiter:
         for key in keys:
             events = self._recent(key, now)
             if len(events) >= self.limit:
-                waits.append(events[-self.limit] + self.window - now)
+                # At the limit means a wait, even when rounding makes the remainder 0.0.
+                waits.append(max(events[-self.limit] + self.window - now, 1e-9))
         return math.ceil(max(waits))
 
     def record(self, *keys: str, now: float) -> None:

@@ -132,6 +132,12 @@ class Subscription:
         self._closed = True
         self._ready.set()
 
+    def take_all(self) -> list[Event]:
+        """Every queued event, at once (a busy subscriber sends them in one write)."""
+        events = list(self._queue)
+        self._queue.clear()
+        return events
+
     async def get(self) -> Event | None:
         """The next event; None once the hub has stopped (wrap in ``asyncio.timeout``)."""
         while not self._queue:

@@ -214,7 +214,8 @@ class WorkerPool:
                     delay = 0.1
                 except Exception:  # the database, or a bug: keep the process serving
                     log.exception("worker pool %s: claiming failed; retrying", self.prefix)
-                    conn = await _discard(conn)
+                    await _discard(conn)
+                    conn = None
                     self._sessions_read = -math.inf
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 5.0)
@@ -226,7 +227,9 @@ class WorkerPool:
                 if self._free and not self._stopping:
                     await asyncio.sleep(0.005)  # let a few more slots free up: bigger batches
         finally:
-            await _discard(conn)
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await conn.close()
 
     def _work_notified(self, _payload: str = "") -> None:
         """NOTIFY on the work channel: a session started, resumed or got work back."""

@@ -58,6 +58,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         app.state.events = EventHub(settings.database_url or "")
         await app.state.events.start()
         app.state.pool = None
+        app.state.persona_runner = None
         if settings.workers_enabled:
             app.state.pool = WorkerPool(
                 engine=engine,
@@ -66,8 +67,6 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
                 lease_s=settings.lease_seconds,
             )
             await app.state.pool.start()
-        app.state.persona_runner = None
-        if settings.workers_enabled:
             # Resumes personas left in status "training" by a previous run.
             app.state.persona_runner = TrainingRunner(
                 engine=engine,

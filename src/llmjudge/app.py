@@ -99,6 +99,9 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         description="Judge LLM outputs with LLMs: tournaments with leaderboards, and judge "
         "personas calibrated against human review.",
         lifespan=lifespan,
+        # Served from vendored Swagger UI (pages.py): works offline, under the strict CSP.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     install_handlers(app)

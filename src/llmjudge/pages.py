@@ -21,6 +21,12 @@ async def home(request: Request, db: DbSession):
     return render(request, "home.html", pillars=pillars, sessions=recent)
 
 
+@router.get("/docs", response_class=HTMLResponse)
+async def api_docs(request: Request):
+    """Interactive API documentation (vendored Swagger UI on /openapi.json)."""
+    return render(request, "docs.html")
+
+
 @router.post("/demo")
 async def load_demo_page(db: DbSession):
     await load_demo(db=db)

@@ -12,7 +12,7 @@ import pytest
 from fastapi import FastAPI
 
 from llmjudge.app import create_app
-from llmjudge.auth.security import CSP, DOCS_CSP
+from llmjudge.auth.security import CSP
 from llmjudge.config import Settings
 from llmjudge.judging.prompts import build_judge_messages
 from tests.conftest import ADMIN_TOKEN, make_client
@@ -46,14 +46,18 @@ async def test_security_headers_on_every_response(
         assert r.headers[name] == value
 
 
-async def test_docs_work_with_their_own_policy(anon_client: httpx.AsyncClient):
+async def test_docs_are_vendored_under_the_strict_policy(anon_client: httpx.AsyncClient):
     r = await anon_client.get("/docs")
     assert r.status_code == 200 and "swagger-ui" in r.text
-    assert r.headers["content-security-policy"] == DOCS_CSP
+    assert r.headers["content-security-policy"] == CSP
     assert r.headers["x-frame-options"] == "DENY"
-    # Every script the page loads is allowed by its policy.
-    for src in re.findall(r'<script src="([^"]+)"', r.text):
-        assert src.startswith(("/", "https://cdn.jsdelivr.net/")), src
+    # Works offline: every script and stylesheet is served by us, and there is no inline script.
+    assets = re.findall(r'<(?:script src|link rel="stylesheet" href)="([^"]+)"', r.text)
+    assert len(assets) == 3
+    for src in assets:
+        assert src.startswith("/static/"), src
+        assert (await anon_client.get(src)).status_code == 200
+    assert "<script>" not in r.text
 
 
 async def test_openapi_declares_the_bearer_scheme(anon_client: httpx.AsyncClient):

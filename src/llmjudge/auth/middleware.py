@@ -19,9 +19,9 @@ from llmjudge.auth import service
 from llmjudge.auth.policy import SAFE_METHODS, Role, is_api_path, required_role
 from llmjudge.auth.schemas import Principal
 from llmjudge.auth.security import (
+    CSP,
     SECURITY_HEADERS,
     SlidingWindowLimiter,
-    csp_for,
     same_origin,
     secrets_equal,
 )
@@ -121,12 +121,11 @@ class SecurityHeadersMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        csp = csp_for(scope["path"])
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
-                headers.setdefault("Content-Security-Policy", csp)
+                headers.setdefault("Content-Security-Policy", CSP)
                 for name, value in SECURITY_HEADERS.items():
                     headers.setdefault(name, value)
             await send(message)

@@ -97,7 +97,6 @@ POLICY: tuple[Rule, ...] = tuple(
         ("/openapi.json", _PUBLIC),
         ("/docs", _PUBLIC),
         ("/docs/oauth2-redirect", _PUBLIC),
-        ("/redoc", _PUBLIC),
         # One's own account; the service keeps non-admins to their own tokens.
         ("/logout", _SIGNED_IN),
         ("/account/**", _SIGNED_IN),

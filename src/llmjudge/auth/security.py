@@ -21,10 +21,8 @@ from argon2.exceptions import InvalidHashError, VerificationError
 __all__ = [
     "API_TOKEN_PREFIX",
     "CSP",
-    "DOCS_CSP",
     "SECURITY_HEADERS",
     "SlidingWindowLimiter",
-    "csp_for",
     "hash_password",
     "hash_token",
     "new_api_token",
@@ -103,27 +101,12 @@ CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'self'"
 )
-# FastAPI's /docs and /redoc pages load Swagger UI / ReDoc from jsDelivr and start them with
-# an inline script. They show only our own OpenAPI description (no user data), so they get
-# this wider policy; everything else keeps `CSP`.
-DOCS_CSP = (
-    "default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
-    "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net https://fonts.googleapis.com; "
-    "font-src 'self' https://fonts.gstatic.com; img-src 'self' data: https:; "
-    "worker-src 'self' blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; "
-    "form-action 'self'"
-)
-DOCS_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc"})
 
 SECURITY_HEADERS: dict[str, str] = {
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "same-origin",
     "X-Content-Type-Options": "nosniff",
 }
-
-
-def csp_for(path: str) -> str:
-    return DOCS_CSP if path in DOCS_PATHS else CSP
 
 
 @dataclass

@@ -179,6 +179,7 @@ def upgrade() -> None:
         sa.Column("human_agrees", sa.Boolean(), nullable=True),
         sa.Column("human_notes", sa.Text(), nullable=True),
         sa.Column("reviewed_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("reviewed_by", sa.String(200), nullable=True),
         sa.Column("carried_forward", sa.Boolean(), nullable=False, server_default="false"),
         _created_at(),
         sa.PrimaryKeyConstraint("id", name="pk_persona_decisions"),

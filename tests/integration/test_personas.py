@@ -17,6 +17,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select
 
+from llmjudge.auth.middleware import ADMIN_TOKEN_USER
 from llmjudge.personas.metrics import compute_metrics, confusion_from_decisions
 from llmjudge.personas.templates import get_template
 from llmjudge.providers.base import ChatResult, ProviderError
@@ -251,6 +252,7 @@ async def test_training_loop_with_review(
         )
         assert r.status_code == 200, r.text
         assert r.json()["decision"]["human_agrees"] is False
+        assert r.json()["decision"]["reviewed_by"] == ADMIN_TOKEN_USER  # who labelled it
     pending = (await client.get(f"/api/personas/{pid}/iterations/1/decisions?pending=true")).json()
     assert {d["id"] for d in pending} == {d["id"] for d in agree}
     r = await client.post(

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, File, HTTPException, Query, Request, Upload
 from fastapi.responses import Response
 from sse_starlette import EventSourceResponse
 
+from llmjudge.auth.middleware import CurrentPrincipal
 from llmjudge.catalog.api import read_upload
 from llmjudge.catalog.schemas import RowError
 from llmjudge.db.engine import DbSession
@@ -328,12 +329,21 @@ async def _after_review(request: Request, persona_id: int, pending: int) -> None
 
 @router.post("/{persona_id}/decisions/{decision_id}/feedback", response_model=FeedbackOut)
 async def feedback(
-    persona_id: int, decision_id: int, data: FeedbackIn, request: Request, db: DbSession
+    persona_id: int,
+    decision_id: int,
+    data: FeedbackIn,
+    request: Request,
+    db: DbSession,
+    principal: CurrentPrincipal,
 ) -> FeedbackOut:
     """Agree or disagree with one judge decision (optional notes for the prompt engineer).
     When the last decision of the iteration is reviewed, the loop goes on."""
     decision, pending = await service.feedback(
-        db=db, persona_id=persona_id, decision_id=decision_id, data=data
+        db=db,
+        persona_id=persona_id,
+        decision_id=decision_id,
+        data=data,
+        reviewer=principal.username,
     )
     await _after_review(request, persona_id, pending)
     return FeedbackOut(decision=decision, pending_review=pending)
@@ -341,10 +351,17 @@ async def feedback(
 
 @router.post("/{persona_id}/iterations/{number}/feedback", response_model=BulkFeedbackOut)
 async def bulk_feedback(
-    persona_id: int, number: int, data: BulkFeedbackIn, request: Request, db: DbSession
+    persona_id: int,
+    number: int,
+    data: BulkFeedbackIn,
+    request: Request,
+    db: DbSession,
+    principal: CurrentPrincipal,
 ) -> BulkFeedbackOut:
     """The same review for many decisions of one iteration ("Agree with all")."""
-    out = await service.bulk_feedback(db=db, persona_id=persona_id, number=number, data=data)
+    out = await service.bulk_feedback(
+        db=db, persona_id=persona_id, number=number, data=data, reviewer=principal.username
+    )
     await _after_review(request, persona_id, out.pending_review)
     return out
 

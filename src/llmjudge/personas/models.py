@@ -201,5 +201,7 @@ class PersonaDecision(Base):
     human_agrees: Mapped[bool | None] = mapped_column(Boolean)
     human_notes: Mapped[str | None] = mapped_column(Text)
     reviewed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Who gave the label (username, or the one who gave it first when carried forward).
+    reviewed_by: Mapped[str | None] = mapped_column(String(200))
     carried_forward: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
     created_at: Mapped[datetime] = created_at_column()

@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
 from pydantic import ValidationError
 
+from llmjudge.auth.middleware import CurrentPrincipal
 from llmjudge.auth.policy import Role
 from llmjudge.catalog import service as catalog
 from llmjudge.catalog.api import read_upload
@@ -837,7 +838,12 @@ async def _after_review(
 
 @router.post("/personas/{persona_id}/review/{number}/decisions/{decision_id}")
 async def review_decide(
-    request: Request, persona_id: int, number: int, decision_id: int, db: DbSession
+    request: Request,
+    persona_id: int,
+    number: int,
+    decision_id: int,
+    db: DbSession,
+    principal: CurrentPrincipal,
 ):
     form = await request.form()
     agrees = str(form.get("agrees", "")).lower()
@@ -850,6 +856,7 @@ async def review_decide(
             persona_id=persona_id,
             decision_id=decision_id,
             data=FeedbackIn(agrees=agrees == "true", notes=notes),
+            reviewer=principal.username,
         )
     except (Conflict, Invalid) as e:
         await db.rollback()
@@ -860,7 +867,9 @@ async def review_decide(
 
 
 @router.post("/personas/{persona_id}/review/{number}/agree-all")
-async def review_agree_all(request: Request, persona_id: int, number: int, db: DbSession):
+async def review_agree_all(
+    request: Request, persona_id: int, number: int, db: DbSession, principal: CurrentPrincipal
+):
     pending = await service.list_decisions(
         db=db, persona_id=persona_id, number=number, pending_only=True
     )
@@ -872,6 +881,7 @@ async def review_agree_all(request: Request, persona_id: int, number: int, db: D
                 persona_id=persona_id,
                 number=number,
                 data=BulkFeedbackIn(decision_ids=[d.id for d in pending], agrees=True),
+                reviewer=principal.username,
             )
         except Conflict as e:
             await db.rollback()

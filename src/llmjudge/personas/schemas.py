@@ -256,6 +256,7 @@ class DecisionOut(BaseModel):
     human_agrees: bool | None
     human_notes: str | None
     reviewed_at: datetime | None
+    reviewed_by: str | None = None
     carried_forward: bool
 
 

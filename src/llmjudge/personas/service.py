@@ -835,6 +835,7 @@ def _decision_out(d: PersonaDecision, pair: PersonaPair, answer: str) -> Decisio
         human_agrees=d.human_agrees,
         human_notes=d.human_notes,
         reviewed_at=d.reviewed_at,
+        reviewed_by=d.reviewed_by,
         carried_forward=d.carried_forward,
     )
 
@@ -880,6 +881,7 @@ async def _apply_feedback(
     agrees: bool,
     notes: str | None,
     number: int | None = None,
+    reviewer: str | None = None,
 ) -> tuple[int, int, int]:
     """(updated, pending left, iteration number). Reviews are accepted only while the
     decision's iteration awaits review: later they would change metrics already used."""
@@ -913,6 +915,7 @@ async def _apply_feedback(
             human_agrees=agrees,
             human_notes=notes.strip() if notes and notes.strip() else None,
             reviewed_at=func.now(),
+            reviewed_by=reviewer,
             carried_forward=False,
         )
     )
@@ -931,10 +934,17 @@ async def _apply_feedback(
 
 
 async def feedback(
-    *, db: AsyncSession, persona_id: int, decision_id: int, data: FeedbackIn
+    *,
+    db: AsyncSession,
+    persona_id: int,
+    decision_id: int,
+    data: FeedbackIn,
+    reviewer: str | None = None,
 ) -> tuple[DecisionOut, int]:
     """Record one review; returns the decision and how many of its iteration still wait."""
-    _, pending, _ = await _apply_feedback(db, persona_id, [decision_id], data.agrees, data.notes)
+    _, pending, _ = await _apply_feedback(
+        db, persona_id, [decision_id], data.agrees, data.notes, reviewer=reviewer
+    )
     d, pair, answer = (
         await db.execute(
             select(PersonaDecision, PersonaPair, TaskOutput.output)
@@ -947,11 +957,16 @@ async def feedback(
 
 
 async def bulk_feedback(
-    *, db: AsyncSession, persona_id: int, number: int, data: BulkFeedbackIn
+    *,
+    db: AsyncSession,
+    persona_id: int,
+    number: int,
+    data: BulkFeedbackIn,
+    reviewer: str | None = None,
 ) -> BulkFeedbackOut:
     await _iteration(db, persona_id, number)
     updated, pending, _ = await _apply_feedback(
-        db, persona_id, data.decision_ids, data.agrees, data.notes, number
+        db, persona_id, data.decision_ids, data.agrees, data.notes, number, reviewer
     )
     return BulkFeedbackOut(updated=updated, pending_review=pending)
 
@@ -1189,6 +1204,7 @@ EXPORT_COLUMNS = (
     "human_agrees",
     "human_label",
     "human_notes",
+    "reviewed_by",
     "carried_forward",
     "iteration_f1_optimisation",
     "iteration_f1_holdout",
@@ -1244,6 +1260,7 @@ async def export_data(*, db: AsyncSession, persona_id: int) -> dict[str, Any]:
                 if d.human_agrees is None
                 else human_label(d.judge_label, d.human_agrees),
                 "human_notes": d.human_notes,
+                "reviewed_by": d.reviewed_by,
                 "carried_forward": d.carried_forward,
             }
             for d in decisions
@@ -1287,6 +1304,7 @@ def export_csv(data: dict[str, Any]) -> str:
             "human_agrees": d["human_agrees"],
             "human_label": d["human_label"],
             "human_notes": d["human_notes"],
+            "reviewed_by": d["reviewed_by"],
             "carried_forward": d["carried_forward"],
             "iteration_f1_optimisation": opt_f1,
             "iteration_f1_holdout": held_f1,

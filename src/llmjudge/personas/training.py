@@ -601,7 +601,9 @@ class PersonaLoop:
 
     # -- step 2: labels --
 
-    async def _carried(self, before: int) -> dict[tuple[int, str, str], tuple[bool, str | None]]:
+    async def _carried(
+        self, before: int
+    ) -> dict[tuple[int, str, str], tuple[bool, str | None, str | None]]:
         """(pair, answer text, judge label) -> the latest human review in earlier iterations."""
         async with self.db() as db:
             rows = await db.execute(
@@ -611,6 +613,7 @@ class PersonaLoop:
                     PersonaDecision.judge_label,
                     PersonaDecision.human_agrees,
                     PersonaDecision.human_notes,
+                    PersonaDecision.reviewed_by,
                 )
                 .join(TaskOutput, TaskOutput.id == PersonaDecision.output_id)
                 .where(
@@ -620,9 +623,9 @@ class PersonaLoop:
                 )
                 .order_by(PersonaDecision.iteration.desc())
             )
-            out: dict[tuple[int, str, str], tuple[bool, str | None]] = {}
-            for pair_id, output, label, agrees, notes in rows.all():
-                out.setdefault((pair_id, output, label), (agrees, notes))
+            out: dict[tuple[int, str, str], tuple[bool, str | None, str | None]] = {}
+            for pair_id, output, label, agrees, notes, who in rows.all():
+                out.setdefault((pair_id, output, label), (agrees, notes, who))
             return out
 
     async def _judge(self, persona: Persona, it: PersonaIteration) -> None:
@@ -710,6 +713,7 @@ class PersonaLoop:
                     values.update(
                         human_agrees=earlier[0],
                         human_notes=earlier[1],
+                        reviewed_by=earlier[2],
                         reviewed_at=now(),
                         carried_forward=True,
                     )

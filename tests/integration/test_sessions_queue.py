@@ -307,3 +307,21 @@ async def test_a_big_plan_is_copied_fast_and_exactly(app: FastAPI):
         assert np.array_equal(np.array(got), want)
     assert set(cols[8]) == {"pending"} and set(cols[9]) == {0}
     assert elapsed < 10  # ~0.5 s here; row-by-row ORM inserts take minutes
+
+
+async def test_an_item_given_back_after_cancel_is_cancelled(app: FastAPI, pillars: list[int]):
+    """A pool stopping gracefully gives its in-flight items back; in a cancelled session they
+    must end cancelled, not pending forever."""
+    sid = await new_session(app, pillars)
+    engine = app.state.engine
+    items = await take(engine, sid, ["w:0", "w:1"])
+    async with app.state.sessionmaker() as db:
+        await service.cancel_session(db=db, session_id=sid)
+    c = items[0]
+    release = Finish(
+        id=c.id, worker_id=c.worker_id, attempts=c.attempts, status="pending", refund=True
+    )
+    await apply(engine, [release, done(items[1])])
+    (_, completed, _, status), rows = await counters(app, sid)
+    assert (completed, status) == (1, "cancelled")
+    assert rows == {"completed": 1, "cancelled": 14}

@@ -211,7 +211,11 @@ _FINISH = text(
                input_tokens, output_tokens, cost_usd, latency_s, cache_hit, refund)
     ), done AS (
         UPDATE comparisons c
-        SET status = f.status,
+        -- An item given back to a cancelled session ends cancelled, not pending forever.
+        SET status = CASE WHEN f.status = 'pending' AND EXISTS (
+                              SELECT 1 FROM judge_sessions js
+                              WHERE js.id = c.session_id AND js.status = 'cancelled')
+                          THEN 'cancelled' ELSE f.status END,
             worker_id = CASE WHEN f.status = 'pending' THEN NULL ELSE c.worker_id END,
             attempts = c.attempts - CASE WHEN f.refund THEN 1 ELSE 0 END,
             lease_expires_at = NULL,

@@ -175,7 +175,7 @@ async def test_a_graceful_stop_gives_unfinished_items_back(
     async with make_pool(concurrency=8) as pool:
 
         async def busy() -> bool:  # claimed in the database and judging here
-            return (await get(client, s["id"]))["counts"]["running"] == 3 == pool.in_flight
+            return (await get(client, s["id"]))["counts"]["running"] == 6 and pool.in_flight == 3
 
         await wait_for(busy)
         await pool.stop(drain_timeout_s=0.1)

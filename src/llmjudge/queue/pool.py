@@ -7,6 +7,9 @@
   which is how items of dead workers are found once their lease expires.
 - Each claimed item runs in a task on a **worker slot** with a stable id
   ``{hostname}:{pid}:{n}`` (the claim records it, and only that holder may finish the item).
+- A judging slot also holds its **next** item, claimed ahead under its id, and starts it the
+  moment it frees if the session still runs (else gives it back): slots do not wait for a
+  claim round, so they do not move in waves. Only judging counts against ``worker_count``.
 - A **completer** writes results in batches (one transaction for many finishes, counters
   included); a **heartbeat** renews the leases of everything held, in one UPDATE every
   ``lease_s / 3``; a **status** task publishes ``workers_status`` once per second per
@@ -71,6 +74,7 @@ class WorkerSlot:
     id: str
     comparison_id: int | None = None
     session_id: int | None = None
+    next: Claimed | None = None  # claimed ahead: starts when this one ends
 
     @property
     def state(self) -> str:
@@ -224,8 +228,8 @@ class WorkerPool:
                     continue  # there may be more to take right away
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.poll_s)
-                if self._free and not self._stopping:
-                    await asyncio.sleep(0.005)  # let a few more slots free up: bigger batches
+                if not self._stopping:  # let a few more slots free up: bigger batches
+                    await asyncio.sleep(0.005 if self._free else 0.02)
         finally:
             if conn is not None:
                 with contextlib.suppress(Exception):
@@ -237,21 +241,24 @@ class WorkerPool:
         self.wake()
 
     async def _claim_round(self, conn: AsyncConnection) -> int:
-        if not self._free:
-            return 0
         if time.monotonic() - self._sessions_read >= self.poll_s:
             self._sessions = await running_sessions(conn)
             self._sessions_read = time.monotonic()
+            self._release_stale()
         sessions = self._sessions
         if not sessions:
             return 0
         self._rotation = (self._rotation + 1) % len(sessions)
         total = 0
         for s in sessions[self._rotation :] + sessions[: self._rotation]:
-            room = min(s.worker_count - self._busy[s.id], len(self._free))
-            if room <= 0 or self._stopping:
+            if self._stopping:
+                break
+            room = max(0, min(s.worker_count - self._busy[s.id], len(self._free)))
+            ahead = [n for n, w in enumerate(self.slots) if w.session_id == s.id and w.next is None]
+            if not room and not ahead:
                 continue
-            slots = [self._free.pop() for _ in range(room)]
+            fresh = [self._free.pop() for _ in range(room)]
+            slots = fresh + ahead  # the claim serves them in this order: idle slots first
             try:
                 items = await claim(
                     conn,
@@ -260,24 +267,32 @@ class WorkerPool:
                     lease_s=self.lease_s,
                 )
             except BaseException:
-                self._free.extend(reversed(slots))
+                self._free.extend(reversed(fresh))
                 raise
-            if len(items) < room:  # the session ran dry, ended or was paused: look again
+            if len(items) < len(slots):  # the session ran dry, ended or was paused: look again
                 self._sessions_read = -math.inf
             by_worker = {self.slots[n].id: n for n in slots}
             used = {by_worker[item.worker_id] for item in items}
-            self._free.extend(n for n in reversed(slots) if n not in used)
+            self._free.extend(n for n in reversed(fresh) if n not in used)
             if items:
-                await self._launch(s.id, items, by_worker)
+                await self._launch(s.id, items, by_worker, set(ahead))
                 total += len(items)
         return total
 
-    async def _launch(self, session_id: int, items: list[Claimed], slots: dict[str, int]) -> None:
+    def _release_stale(self) -> None:
+        """Give back the items claimed ahead for sessions no longer running (paused, ended)."""
+        running = {s.id for s in self._sessions}
+        for w in self.slots:
+            if w.next is not None and w.next.session_id not in running:
+                self._outbox.append(_refund(w.next))
+                w.next = None
+                self._outbox_ready.set()
+
+    async def _launch(
+        self, session_id: int, items: list[Claimed], slots: dict[str, int], ahead: set[int]
+    ) -> None:
         for item in items:
             self._held[item.id] = item
-            self._busy[session_id] += 1
-            slot = self.slots[slots[item.worker_id]]
-            slot.comparison_id, slot.session_id = item.id, session_id
         self._active[session_id] = time.monotonic()
         try:
             config = await self._config(session_id)
@@ -287,13 +302,28 @@ class WorkerPool:
                     await self._threads.load(conn, thread_ids)
         except _DB_ERRORS as exc:
             log.warning("worker pool %s: could not load work (%s); releasing it", self.prefix, exc)
-            for item in items:
-                self._done(slots[item.worker_id], item, _refund(item))
+            self._free.extend(slots[i.worker_id] for i in items if slots[i.worker_id] not in ahead)
+            self._outbox.extend(_refund(item) for item in items)
+            self._outbox_ready.set()
+            self.wake()
             return
         for item in items:
-            task = asyncio.create_task(self._run(slots[item.worker_id], item, config))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            n = slots[item.worker_id]
+            slot = self.slots[n]
+            if n in ahead and slot.comparison_id is not None:
+                slot.next = item  # _done starts it
+                continue
+            if n in ahead:  # its slot freed while this was being claimed
+                self._free.remove(n)
+            self._start(n, item, config)
+
+    def _start(self, slot: int, item: Claimed, config: SessionConfig) -> None:
+        s = self.slots[slot]
+        s.comparison_id, s.session_id = item.id, item.session_id
+        self._busy[item.session_id] += 1
+        task = asyncio.create_task(self._run(slot, item, config))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _config(self, session_id: int) -> SessionConfig:
         config = self._configs.get(session_id)
@@ -334,13 +364,21 @@ class WorkerPool:
             self._done(slot, item, result or _refund(item))
 
     def _done(self, slot: int, item: Claimed, result: Finish) -> None:
-        """Free the slot and queue the result for the completer (never blocks)."""
+        """Queue the result for the completer and start the slot's next item, or free the
+        slot (never blocks)."""
         s = self.slots[slot]
-        s.comparison_id = s.session_id = None
-        self._free.append(slot)
         self._busy[item.session_id] -= 1
         self._active[item.session_id] = time.monotonic()
         self._outbox.append(result)
+        nxt, s.next = s.next, None
+        running = {r.id for r in self._sessions}
+        if nxt is not None and not self._stopping and nxt.session_id in running:
+            self._start(slot, nxt, self._configs[nxt.session_id])
+        else:
+            if nxt is not None:
+                self._outbox.append(_refund(nxt))
+            s.comparison_id = s.session_id = None
+            self._free.append(slot)
         self._outbox_ready.set()
         self.wake()
 
@@ -356,7 +394,7 @@ class WorkerPool:
                 await self._outbox_ready.wait()
                 continue
             if not self._stopping:
-                await asyncio.sleep(0.01)  # gather a batch
+                await asyncio.sleep(0.05)  # gather a batch
             batch = _one_per_item(self._outbox[:FINISH_BATCH])
             try:
                 async with self.engine.begin() as conn:

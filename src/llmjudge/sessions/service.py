@@ -573,6 +573,8 @@ async def pause_session(
     """running -> paused: running comparisons finish, no new ones are claimed."""
     s = await _transition(db, session_id, ("running",), "paused")
     s.status = "paused"
+    # Wakes the pools so they give back items they claimed ahead for this session.
+    await notify_work(await db.connection(), session_id)
     await db.commit()
     _publish_status(hub, session_id, "paused")
     return await get_session(db=db, session_id=session_id)
@@ -606,6 +608,7 @@ async def cancel_session(
     )
     s.status = "cancelled"
     s.finished_at = func.now()
+    await notify_work(await db.connection(), session_id)  # pools drop what they hold ahead
     await db.commit()
     _publish_status(hub, session_id, "cancelled")
     return await get_session(db=db, session_id=session_id)

@@ -81,9 +81,16 @@ async def db_url(pg: EmbeddedPostgres, template_db: str) -> AsyncIterator[str]:
 
 
 @pytest.fixture(scope="module")
-def settings(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+def settings(
+    request: pytest.FixtureRequest, db_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Settings:
+    """A module sets ``IN_PROCESS_WORKERS = False`` to run the app without its worker pool
+    and persona runner (its tests play the workers, or start their own)."""
     return Settings(
-        database_url=db_url, data_dir=tmp_path_factory.mktemp("data"), admin_token=ADMIN_TOKEN
+        database_url=db_url,
+        data_dir=tmp_path_factory.mktemp("data"),
+        admin_token=ADMIN_TOKEN,
+        workers_enabled=getattr(request.module, "IN_PROCESS_WORKERS", True),
     )
 
 

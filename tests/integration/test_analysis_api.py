@@ -29,7 +29,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.analysis.ratings import elo
 from llmjudge.analysis.service import AnalysisCache
-from llmjudge.config import Settings
 from llmjudge.sessions.models import Comparison, JudgeSession
 
 HYPERLINK = '=HYPERLINK("http://evil.example","click")'
@@ -48,10 +47,8 @@ DONE = [
 ]
 
 
-@pytest.fixture(scope="module")
-def settings(settings: Settings) -> Settings:
-    """No worker pool: the hand-made running session's pending comparison must stay pending."""
-    return settings.model_copy(update={"workers_enabled": False})
+# No worker pool: the hand-made running session's pending comparison must stay pending.
+IN_PROCESS_WORKERS = False
 
 
 def finite_json(r: httpx.Response) -> Any:

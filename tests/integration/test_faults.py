@@ -35,14 +35,8 @@ from tests.integration.test_scaleout import (
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def settings(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return Settings(
-        database_url=db_url,
-        data_dir=tmp_path_factory.mktemp("data"),
-        admin_token=ADMIN_TOKEN,
-        workers_enabled=False,
-    )
+# The tests play the workers or start their own pools: no pool inside the app.
+IN_PROCESS_WORKERS = False
 
 
 @pytest.fixture(scope="module")

@@ -29,9 +29,8 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import text
 
-from llmjudge.config import Settings
 from llmjudge.queue.pool import WorkerPool
-from tests.conftest import ADMIN_TOKEN, REPO
+from tests.conftest import REPO
 from tests.fakes.servers import FakeOpenAI, FakeState
 
 pytestmark = pytest.mark.slow
@@ -286,14 +285,8 @@ def held_by(rows: list[dict[str, Any]], prefix: str) -> set[int]:
 # -- fixtures ----------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def settings(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return Settings(
-        database_url=db_url,
-        data_dir=tmp_path_factory.mktemp("data"),
-        admin_token=ADMIN_TOKEN,
-        workers_enabled=False,
-    )
+# The tests play the workers or start their own pools: no pool inside the app.
+IN_PROCESS_WORKERS = False
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ from sqlalchemy import case, select, update
 from starlette.datastructures import FormData
 
 from llmjudge.analysis.schemas import LeaderboardRow, PillarLabel
-from llmjudge.config import Settings
 from llmjudge.judging.prompts import DEFAULT_CRITERIA
 from llmjudge.sessions.models import Comparison, JudgeSession
 from llmjudge.sessions.pages import (
@@ -36,21 +35,14 @@ from llmjudge.sessions.pages import (
     sort_rows,
 )
 from llmjudge.sessions.schemas import SessionIn
-from tests.conftest import ADMIN_TOKEN
 
 HX = {"HX-Request": "true"}
 PILLARS, PER_PILLAR = 3, 4
 THREADS = PILLARS * PER_PILLAR
 
 
-@pytest.fixture(scope="module")
-def settings(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return Settings(
-        database_url=db_url,
-        data_dir=tmp_path_factory.mktemp("data"),
-        admin_token=ADMIN_TOKEN,
-        workers_enabled=False,
-    )
+# The tests play the workers or start their own pools: no pool inside the app.
+IN_PROCESS_WORKERS = False
 
 
 # -- pure helpers -------------------------------------------------------------------------

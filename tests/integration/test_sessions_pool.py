@@ -11,12 +11,10 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select
 
-from llmjudge.config import Settings
 from llmjudge.providers.models import LLMCall
 from llmjudge.queue.claims import Finish, claim, finish
 from llmjudge.queue.pool import WorkerPool
 from llmjudge.sessions.models import Comparison
-from tests.conftest import ADMIN_TOKEN
 from tests.integration.test_sessions import (
     FAST_SIMULATOR,
     create,
@@ -27,15 +25,8 @@ from tests.integration.test_sessions import (
     wait_status,
 )
 
-
-@pytest.fixture(scope="module")
-def settings(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return Settings(
-        database_url=db_url,
-        data_dir=tmp_path_factory.mktemp("data"),
-        admin_token=ADMIN_TOKEN,
-        workers_enabled=False,
-    )
+# The tests play the workers or start their own pools: no pool inside the app.
+IN_PROCESS_WORKERS = False
 
 
 @pytest.fixture(scope="module")

@@ -14,24 +14,15 @@ from fastapi import FastAPI
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from llmjudge.config import Settings
 from llmjudge.queue.claims import Claimed, Finish, claim, finish, renew, running_sessions
 from llmjudge.sessions import service
 from llmjudge.sessions.models import Comparison, JudgeSession
 from llmjudge.sessions.pairing import PlanOptions, ThreadRef, build_plan_arrays
 from llmjudge.sessions.schemas import SessionIn
-from tests.conftest import ADMIN_TOKEN
 from tests.integration.test_sessions import seed_threads
 
-
-@pytest.fixture(scope="module")
-def settings(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return Settings(
-        database_url=db_url,
-        data_dir=tmp_path_factory.mktemp("data"),
-        admin_token=ADMIN_TOKEN,
-        workers_enabled=False,
-    )
+# The tests play the workers or start their own pools: no pool inside the app.
+IN_PROCESS_WORKERS = False
 
 
 @pytest.fixture(scope="module")

@@ -295,6 +295,23 @@ async def _free_name(db: AsyncSession, base: str) -> str:
     return f"{base} ({n})"
 
 
+async def _add_with_first_version(
+    db: AsyncSession, persona: Persona, judge_prompt: str, rationale: str
+) -> None:
+    """Store a new persona with its judge prompt as human version 1 (not yet committed)."""
+    db.add(persona)
+    await db.flush()
+    db.add(
+        JudgePromptVersion(
+            persona_id=persona.id,
+            version=1,
+            text=judge_prompt,
+            created_by="human",
+            rationale=rationale,
+        )
+    )
+
+
 async def create_persona(
     *, db: AsyncSession, data: PersonaIn, template_key: str | None = None
 ) -> PersonaOut:
@@ -304,16 +321,11 @@ async def create_persona(
     p = Persona(
         **data.model_dump(exclude={"judge_prompt"}), current_version=1, template_key=template_key
     )
-    db.add(p)
-    await db.flush()
-    db.add(
-        JudgePromptVersion(
-            persona_id=p.id,
-            version=1,
-            text=data.judge_prompt,
-            created_by="human",
-            rationale="initial prompt" + (f" (template {template_key})" if template_key else ""),
-        )
+    await _add_with_first_version(
+        db,
+        p,
+        data.judge_prompt,
+        "initial prompt" + (f" (template {template_key})" if template_key else ""),
     )
     await db.commit()
     return await get_persona(db=db, persona_id=p.id)
@@ -425,16 +437,11 @@ async def clone_persona(
         iteration_timeout_s=src.iteration_timeout_s,
         template_key=src.template_key,
     )
-    db.add(copy)
-    await db.flush()
-    db.add(
-        JudgePromptVersion(
-            persona_id=copy.id,
-            version=1,
-            text=src_out.judge_prompt,
-            created_by="human",
-            rationale=f"cloned from {src.name!r} version {src.current_version}",
-        )
+    await _add_with_first_version(
+        db,
+        copy,
+        src_out.judge_prompt,
+        f"cloned from {src.name!r} version {src.current_version}",
     )
     pairs = (
         await db.scalars(

@@ -17,8 +17,10 @@ from tests.integration.test_sessions_pool import (  # noqa: F401 - fixtures
     judge_calls,
     make_pool,
     pillars,
-    settings,
 )
+
+# The tests start their own pools: no pool inside the app.
+IN_PROCESS_WORKERS = False
 
 
 async def slow_judge(client: httpx.AsyncClient, name: str, latency_ms: float) -> tuple[int, int]:

@@ -74,8 +74,6 @@ async def test_the_only_worker_killed_then_replaced(
             sid = await create_session(
                 client,
                 pillar_ids=pillars,
-                comparison_mode="round_robin",
-                worker_count=8,
                 judge_model_id=judge.model_id,
             )
 
@@ -130,7 +128,6 @@ async def test_postgres_restarted_mid_session(tmp_path: Path) -> None:
             sid = await create_session(
                 client,
                 pillar_ids=pillar_ids,
-                comparison_mode="round_robin",
                 worker_count=16,
                 judge_model_id=judge.model_id,
             )
@@ -178,8 +175,6 @@ async def test_a_storm_of_429_with_retry_after(
             sid = await create_session(
                 client,
                 pillar_ids=pillars,
-                comparison_mode="round_robin",
-                worker_count=8,
                 judge_model_id=judge.model_id,
             )
             out = await wait_ended(app, sid)
@@ -216,8 +211,6 @@ async def test_a_storm_of_500_absorbed_then_one_that_outlasts_every_retry(
             first = await create_session(
                 client,
                 pillar_ids=pillars,
-                comparison_mode="round_robin",
-                worker_count=8,
                 judge_model_id=judge.model_id,
             )
             out = await wait_ended(app, first)
@@ -238,9 +231,7 @@ async def test_a_storm_of_500_absorbed_then_one_that_outlasts_every_retry(
             second = await create_session(
                 client,
                 pillar_ids=pillars[:2],
-                comparison_mode="round_robin",
                 position_swap=False,
-                worker_count=8,
                 judge_model_id=judge.model_id,
             )
             out = await wait_ended(app, second)
@@ -275,8 +266,6 @@ async def test_streams_cut_half_way_are_judged_again(
             sid = await create_session(
                 client,
                 pillar_ids=pillars,
-                comparison_mode="round_robin",
-                worker_count=8,
                 judge_model_id=judge.model_id,
             )
             out = await wait_ended(app, sid)

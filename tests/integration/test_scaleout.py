@@ -120,7 +120,15 @@ async def seed_marked_threads(
 
 
 async def create_session(client: httpx.AsyncClient, **body: Any) -> int:
-    base = {"session_name": "scale", "criteria": CRITERIA, "auto_start": True}
+    """A started round-robin session judged 8 at a time per process, unless `body` says
+    otherwise."""
+    base = {
+        "session_name": "scale",
+        "criteria": CRITERIA,
+        "auto_start": True,
+        "comparison_mode": "round_robin",
+        "worker_count": 8,
+    }
     r = await client.post("/api/sessions", json=base | body)
     assert r.status_code == 201, r.text
     return r.json()["id"]
@@ -305,8 +313,6 @@ async def test_three_worker_processes_judge_each_comparison_once(
             sid = await create_session(
                 client,
                 pillar_ids=pillars,
-                comparison_mode="round_robin",
-                worker_count=8,
                 judge_model_id=judge.model_id,
             )
             out = await wait_ended(app, sid)
@@ -355,8 +361,6 @@ async def test_a_worker_killed_mid_run_loses_nothing(
                 sid = await create_session(
                     client,
                     pillar_ids=pillars,
-                    comparison_mode="round_robin",
-                    worker_count=8,
                     judge_model_id=judge.model_id,
                 )
 

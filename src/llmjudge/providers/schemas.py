@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
 
 from llmjudge.providers.models import MAX_CONCURRENCY
 
 Kind = Literal["openai", "anthropic", "gemini", "simulator"]
-
-_NAME = Field(min_length=1, max_length=200)
 
 
 def _strip_name(v: str | None) -> str | None:
@@ -38,6 +36,11 @@ def _check_url(v: str | None) -> str | None:
     return v.rstrip("/")
 
 
+# Validated the same way wherever a name or base URL comes in (create and patch).
+Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_strip_name)]
+BaseUrl = Annotated[str, Field(max_length=2000), AfterValidator(_check_url)]
+
+
 class ProviderIn(BaseModel):
     """A provider. ``base_url`` may point anywhere the server can reach, including internal
     hosts (that is how vLLM, Ollama or LM Studio are used): only trusted administrators should
@@ -45,10 +48,10 @@ class ProviderIn(BaseModel):
     key) there."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str = _NAME
+    name: Name
     kind: Kind
-    base_url: str | None = Field(
-        default=None, max_length=2000, description="unset = the provider's public endpoint"
+    base_url: BaseUrl | None = Field(
+        default=None, description="unset = the provider's public endpoint"
     )
     api_key: SecretStr | None = Field(default=None, description="write-only; stored encrypted")
     rpm: int | None = Field(default=None, gt=0, description="requests per minute")
@@ -62,25 +65,15 @@ class ProviderIn(BaseModel):
         "OpenAI auth_header/query...); never put secrets here",
     )
 
-    @field_validator("name")
-    @classmethod
-    def strip_name(cls, v: str | None) -> str | None:
-        return _strip_name(v)
-
-    @field_validator("base_url")
-    @classmethod
-    def check_url(cls, v: str | None) -> str | None:
-        return _check_url(v)
-
 
 class ProviderPatch(BaseModel):
     """Only the fields sent change. ``api_key``: a new key, or null / "" to remove it.
     ``base_url``, ``rpm``, ``tpm``: null clears them."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str | None = Field(default=None, min_length=1, max_length=200)
+    name: Name | None = None
     kind: Kind | None = None
-    base_url: str | None = Field(default=None, max_length=2000)
+    base_url: BaseUrl | None = None
     api_key: SecretStr | None = None
     rpm: int | None = Field(default=None, gt=0)
     tpm: int | None = Field(default=None, gt=0)
@@ -88,16 +81,6 @@ class ProviderPatch(BaseModel):
     timeout_s: float | None = Field(default=None, gt=0, le=3600)
     max_retries: int | None = Field(default=None, ge=0, le=20)
     settings: dict[str, Any] | None = None
-
-    @field_validator("name")
-    @classmethod
-    def strip_name(cls, v: str | None) -> str | None:
-        return _strip_name(v)
-
-    @field_validator("base_url")
-    @classmethod
-    def check_url(cls, v: str | None) -> str | None:
-        return _check_url(v)
 
 
 class ProviderOut(BaseModel):
@@ -122,17 +105,12 @@ class ProviderOut(BaseModel):
 class ModelIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     provider_id: int
-    name: str = Field(min_length=1, max_length=200, description="display name, unique")
+    name: Name = Field(description="display name, unique")
     model: str = Field(min_length=1, max_length=300, description="the provider's model id")
     input_price_per_million: float = Field(default=0.0, ge=0, description="USD")
     output_price_per_million: float = Field(default=0.0, ge=0, description="USD")
     context_window: int | None = Field(default=None, gt=0)
     default_temperature: float | None = Field(default=None, ge=0, le=2)
-
-    @field_validator("name")
-    @classmethod
-    def strip_name(cls, v: str | None) -> str | None:
-        return _strip_name(v)
 
 
 class ModelPatch(BaseModel):
@@ -140,17 +118,12 @@ class ModelPatch(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     provider_id: int | None = None
-    name: str | None = Field(default=None, min_length=1, max_length=200)
+    name: Name | None = None
     model: str | None = Field(default=None, min_length=1, max_length=300)
     input_price_per_million: float | None = Field(default=None, ge=0)
     output_price_per_million: float | None = Field(default=None, ge=0)
     context_window: int | None = Field(default=None, gt=0)
     default_temperature: float | None = Field(default=None, ge=0, le=2)
-
-    @field_validator("name")
-    @classmethod
-    def strip_name(cls, v: str | None) -> str | None:
-        return _strip_name(v)
 
 
 class ModelOut(BaseModel):

@@ -17,15 +17,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmjudge.personas.models import PersonaIteration
-from llmjudge.personas.pages import (
-    diff_rows,
-    metric_cards,
-    review_order,
-    review_state,
-    settings_changes,
-)
+from llmjudge.personas.pages.progress import metric_cards
+from llmjudge.personas.pages.prompts import diff_rows
+from llmjudge.personas.pages.settings import settings_changes
+from llmjudge.personas.prompt_versions import prompt_diff
+from llmjudge.personas.review import review_order, review_state
 from llmjudge.personas.schemas import DecisionOut, MetricsOut
-from llmjudge.personas.service import get_persona, prompt_diff
+from llmjudge.personas.service import get_persona
 from llmjudge.providers.simulator import normalise
 
 HX = {"HX-Request": "true"}

@@ -13,18 +13,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmjudge.csvsafe import safe_cell
-from llmjudge.personas.service import parse_pairs_csv, prompt_diff
-from llmjudge.personas.templates import TEMPLATES
-from llmjudge.personas.training import (
-    Stopped,
-    decide,
-    deciding_f1,
+from llmjudge.personas.convergence import decide, deciding_f1, split_metrics
+from llmjudge.personas.loop import Stopped, run_bounded
+from llmjudge.personas.pairs import parse_pairs_csv
+from llmjudge.personas.prompt_versions import prompt_diff
+from llmjudge.personas.replies import (
     missing_placeholders,
     parse_engineer_reply,
     parse_judge_reply,
-    run_bounded,
-    split_metrics,
 )
+from llmjudge.personas.templates import TEMPLATES
 
 text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
 cell = text.filter(lambda s: s.strip() != "")

@@ -26,10 +26,11 @@ from llmjudge.errors import Conflict, Invalid, NotFound
 from llmjudge.events.hub import EventHub
 from llmjudge.personas import service
 from llmjudge.personas.gate import corrected_pass_rate
+from llmjudge.personas.loop import LLM
 from llmjudge.personas.models import Persona, PersonaDecision, PersonaIteration
+from llmjudge.personas.replies import JUDGE_SCHEMA, parse_judge_reply
 from llmjudge.personas.schemas import MetricsOut, PersonaOut
 from llmjudge.personas.templates import render_judge_prompt
-from llmjudge.personas.training import JUDGE_SCHEMA, LLM, parse_judge_reply
 from llmjudge.providers.models import LLMCall
 from llmjudge.sessions import service as sessions
 from llmjudge.sessions.schemas import SessionIn, SessionOut
@@ -548,6 +549,18 @@ async def summaries(*, db: AsyncSession, ids: Sequence[int] | None = None) -> li
             )
         )
     return out
+
+
+def matching(
+    rows: Sequence[PersonaSummary], *, status: str | None = None, q: str | None = None
+) -> list[PersonaSummary]:
+    """The list page's filter: one status, and a case-insensitive part of the name."""
+    needle = (q or "").strip().casefold()
+    return [
+        r
+        for r in rows
+        if (not status or r.status == status) and (not needle or needle in r.name.casefold())
+    ]
 
 
 def _metrics(m: dict[str, Any] | None) -> MetricsOut | None:

@@ -32,7 +32,6 @@ STEP_WORDS = {
     "optimising": "rewriting the judge prompt",
     "done": "finished",
 }
-# Unchanged lines shown around each change in a prompt diff.
 CREATE_FIELDS = (
     "name",
     "description",

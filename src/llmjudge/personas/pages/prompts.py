@@ -19,6 +19,7 @@ from llmjudge.web import is_htmx, render
 router = APIRouter(include_in_schema=False)
 
 
+# Unchanged lines shown around each change in a prompt diff.
 DIFF_CONTEXT = 3
 
 

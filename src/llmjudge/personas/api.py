@@ -16,7 +16,6 @@ from llmjudge.catalog.schemas import RowError
 from llmjudge.db.engine import DbSession
 from llmjudge.events.sse import sse_response
 from llmjudge.personas import estimate as estimates
-from llmjudge.personas import evaluate as ev
 from llmjudge.personas import iterations as iteration_service
 from llmjudge.personas import pairs as pair_service
 from llmjudge.personas import prompt_versions, reports, review, service, training_control
@@ -46,6 +45,7 @@ from llmjudge.personas.schemas import (
     TemplateOut,
     TrainingStatusOut,
 )
+from llmjudge.personas.summaries import PersonaSummary, matching, summaries
 from llmjudge.personas.templates import TEMPLATES
 from llmjudge.personas.training import TrainingRunner
 
@@ -89,15 +89,15 @@ async def create_persona(data: PersonaIn, db: DbSession) -> PersonaOut:
     return await service.create_persona(db=db, data=data)
 
 
-@router.get("/summaries", response_model=list[ev.PersonaSummary])
+@router.get("/summaries", response_model=list[PersonaSummary])
 async def list_summaries(
     db: DbSession,
     status: PersonaStatus | None = None,
     q: Annotated[str | None, Query(max_length=200, description="part of the name")] = None,
-) -> list[ev.PersonaSummary]:
+) -> list[PersonaSummary]:
     """Personas with their latest metrics, iteration count and training cost, by name,
     filtered by status and a case-insensitive part of the name (the personas page)."""
-    return ev.matching(await ev.summaries(db=db), status=status, q=q)
+    return matching(await summaries(db=db), status=status, q=q)
 
 
 @router.get("/templates", response_model=list[TemplateOut])

@@ -12,7 +12,6 @@ from pydantic import ValidationError
 
 from llmjudge.db.engine import DbSession
 from llmjudge.errors import Conflict, Invalid, NotFound
-from llmjudge.personas import evaluate as ev
 from llmjudge.personas import service
 from llmjudge.personas.gate_api import parse_ids
 from llmjudge.personas.models import PERSONA_STATUSES
@@ -27,6 +26,7 @@ from llmjudge.personas.pages.common import (
     validation_messages,
 )
 from llmjudge.personas.schemas import FromTemplateIn, PersonaIn
+from llmjudge.personas.summaries import matching, summaries
 from llmjudge.personas.templates import TEMPLATES
 from llmjudge.web import is_htmx, render
 
@@ -65,8 +65,8 @@ async def personas_page(
     status: Annotated[str | None, Query(max_length=20)] = None,
     q: Annotated[str | None, Query(max_length=200)] = None,
 ):
-    rows = await ev.summaries(db=db)
-    shown = ev.matching(rows, status=status, q=q)
+    rows = await summaries(db=db)
+    shown = matching(rows, status=status, q=q)
     ctx = {
         "rows": shown,
         "total": len(rows),
@@ -154,7 +154,7 @@ async def compare_page(
     except HTTPException as e:
         rows, error = [], str(e.detail)
     else:
-        rows, error = await ev.summaries(db=db, ids=wanted), None
+        rows, error = await summaries(db=db, ids=wanted), None
     return render(
         request,
         "personas/compare.html",
@@ -163,5 +163,5 @@ async def compare_page(
         error=error,
         metrics=METRICS,
         labels=METRIC_LABELS,
-        all_personas=await ev.summaries(db=db),
+        all_personas=await summaries(db=db),
     )

@@ -525,9 +525,7 @@ def elo_scale(
     intervals transform with their estimate; a baseline's own interval is then zero
     wide, as it is the reference."""
     theta = np.asarray(theta, dtype=np.float64)
-    anchor = (
-        theta.mean(axis=-1, keepdims=True) if baseline is None else theta[..., baseline, None]
-    )
+    anchor = theta.mean(axis=-1, keepdims=True) if baseline is None else theta[..., baseline, None]
     return base + ELO_SCALE * (theta - anchor)
 
 

@@ -81,9 +81,7 @@ def pair_style_covariates(
     """
     fa, fb = features[a], features[b]
     length_sum = fa[:, 0] + fb[:, 0]
-    length = np.divide(
-        fa[:, 0] - fb[:, 0], length_sum, out=np.zeros(a.size), where=length_sum > 0
-    )
+    length = np.divide(fa[:, 0] - fb[:, 0], length_sum, out=np.zeros(a.size), where=length_sum > 0)
     density = (fa[:, 1:] - fb[:, 1:]) / (fa[:, 1:] + fb[:, 1:] + 1.0)
     columns = [length[:, None], density]
     if metadata is not None:
@@ -162,9 +160,7 @@ def fit_style_bradley_terry(
         prob = expit(eta)
         grad = transpose(w * (prob - y)) + penalty * params
         h = w * prob * (1.0 - prob)
-        diag = np.concatenate(
-            [np.bincount(a, h, n) + np.bincount(b, h, n), h @ (x * x)]
-        ) + penalty
+        diag = np.concatenate([np.bincount(a, h, n) + np.bincount(b, h, n), h @ (x * x)]) + penalty
         hess = LinearOperator(
             (n + k, n + k),
             matvec=lambda v, h=h: transpose(h * linear(v)) + penalty * v,

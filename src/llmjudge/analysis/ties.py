@@ -27,7 +27,7 @@ from llmjudge.analysis.ratings import DEFAULT_LEVEL, DEFAULT_PRIOR
 @dataclass(frozen=True, eq=False)
 class DavidsonFit:
     theta: np.ndarray  # (players,) centred natural logits
-    nu: float  # tie parameter; 0 when no verdict was a tie
+    nu: float  # tie parameter; 0 when no verdict was a tie, inf when every one was
     nu_low: float | None  # Wald interval on log nu at `level`, mapped back
     nu_high: float | None
     level: float
@@ -74,6 +74,9 @@ def fit_davidson(
     total_ties, total = float(t.sum()), float(games.sum())
     if n == 0 or total == 0:
         return DavidsonFit(np.zeros(n), 0.0, None, None, level, total_ties, total)
+    if total_ties == total:
+        # only ties: the likelihood grows without bound in nu and says nothing of theta
+        return DavidsonFit(np.zeros(n), math.inf, None, None, level, total_ties, total)
     no_ties = total_ties == 0.0
     # log nu starts at the value that matches the tie rate between equals
     rate = min(max(total_ties / total, 1e-6), 1 - 1e-6)
@@ -104,8 +107,9 @@ def fit_davidson(
         cross = np.bincount(lo, h_dl, n) - np.bincount(hi, h_dl, n)
         h_ll = float(np.sum(games * p_t * (1.0 - p_t))) + (1.0 if fixed else 0.0)
 
-        def matvec(v: np.ndarray, h_dd: np.ndarray = h_dd, cross: np.ndarray = cross,
-                   h_ll: float = h_ll) -> np.ndarray:
+        def matvec(
+            v: np.ndarray, h_dd: np.ndarray = h_dd, cross: np.ndarray = cross, h_ll: float = h_ll
+        ) -> np.ndarray:
             vt, vl = v[:n], v[n]
             u = h_dd * (vt[lo] - vt[hi])
             out_t = np.bincount(lo, u, n) - np.bincount(hi, u, n) + prior * vt
@@ -113,9 +117,7 @@ def fit_davidson(
                 return np.concatenate([out_t, [vl]])
             return np.concatenate([out_t + cross * vl, [cross @ vt + h_ll * vl]])
 
-        diag = np.concatenate(
-            [np.bincount(lo, h_dd, n) + np.bincount(hi, h_dd, n) + prior, [h_ll]]
-        )
+        diag = np.concatenate([np.bincount(lo, h_dd, n) + np.bincount(hi, h_dd, n) + prior, [h_ll]])
         if fixed:
             grad[n] = 0.0
         op = LinearOperator((n + 1, n + 1), matvec=matvec, dtype=np.float64)

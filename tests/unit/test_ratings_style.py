@@ -204,3 +204,21 @@ def test_style_fit_is_invariant_to_row_order_and_relabelling(seed: int) -> None:
     np.testing.assert_allclose(again.coef_se, fit.coef_se, atol=1e-6)
     assert fit.theta.shape == (n,) and fit.coef.shape == fit.coef_se.shape == (2,)
     assert fit.comparisons == m
+
+
+def test_confounding_flags_covariates_that_only_say_who_plays() -> None:
+    # pillars as players: thread styles vary within a pillar, every coefficient identified
+    _, a, b, s, raw, cluster = planted(5, m=3_000)
+    fit = style_control(a, b, s, 6, raw, NAMES, cluster)
+    assert fit.identified.all() and np.all(fit.confounding < 0.5)
+    # threads as players with one text each: density differences are nearly d_a - d_b
+    rng = np.random.default_rng(6)
+    n, m = 40, 6_000
+    features = np.column_stack([rng.lognormal(6.0, 0.7, n), rng.random((n, 3)) * 0.01])
+    ta = rng.integers(0, n, m)
+    tb = (ta + rng.integers(1, n, m)) % n
+    raw_t = pair_style_covariates(features, ta, tb)
+    st_ = rng.choice([0.0, 1.0], m)
+    thread_fit = style_control(ta, tb, st_, n, raw_t, NAMES, np.arange(m))
+    assert not thread_fit.identified[1:].any()
+    assert np.all(thread_fit.confounding[1:] > 0.99)

@@ -20,11 +20,11 @@ Numeric thread metadata enters as the difference meta_a - meta_b, z-scored the s
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse.linalg import LinearOperator, cg
+from scipy.sparse import csr_array, diags_array
 from scipy.special import expit
 
 from llmjudge.analysis.ratings import (
@@ -37,6 +37,7 @@ from llmjudge.analysis.ratings import (
 )
 
 STYLE_FEATURES: tuple[str, ...] = ("length", "headers", "list_items", "bold")
+MAX_CONFOUNDING = 0.99
 COEF_PRIOR = 1e-9  # keeps a constant (all-zero) covariate column from making H singular
 
 _HEADER = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+\S", re.MULTILINE)
@@ -107,6 +108,94 @@ class StyleFit:
     level: float
     bootstrap_rounds: int
     comparisons: int
+    # (k,) share of each covariate absorbed by the strengths (1 - S_jj / D_jj); above
+    # MAX_CONFOUNDING its coefficient is not identified and must not be reported
+    confounding: np.ndarray
+
+    @property
+    def identified(self) -> np.ndarray:
+        return self.confounding < MAX_CONFOUNDING
+
+
+def _block_pcg(
+    matmat: Callable[[np.ndarray], np.ndarray],
+    rhs: np.ndarray,
+    diag: np.ndarray,
+    *,
+    rtol: float,
+    maxiter: int = 2_000,
+) -> np.ndarray:
+    """Jacobi-preconditioned conjugate gradients on several right-hand sides at once
+    (columns of `rhs`, each its own CG): one sparse x dense product per iteration serves
+    them all, which is several times faster than one sparse product per column."""
+    x = np.zeros_like(rhs)
+    r = rhs.copy()
+    z = r / diag[:, None]
+    p = z.copy()
+    rz = np.sum(r * z, axis=0)
+    stop = rtol * np.sqrt(np.sum(rhs * rhs, axis=0))
+    for _ in range(maxiter):
+        active = np.sqrt(np.sum(r * r, axis=0)) > stop
+        if not active.any():
+            break
+        q = matmat(p)
+        pq = np.sum(p * q, axis=0)
+        alpha = np.where(active & (pq > 0), rz / np.where(pq > 0, pq, 1.0), 0.0)
+        x += alpha * p
+        r -= alpha * q
+        z = r / diag[:, None]
+        rz_new = np.sum(r * z, axis=0)
+        beta = np.where(active, rz_new / np.where(rz > 0, rz, 1.0), 0.0)
+        p = z + beta * p
+        rz = rz_new
+    return x
+
+
+@dataclass(frozen=True, eq=False)
+class _Curvature:
+    """The Hessian [[L, C], [C', D]] of the style fit at one point, split so that only
+    the thread block L (a sparse weighted Laplacian) is ever solved iteratively: the
+    covariate block is small (k x k) and handled through its Schur complement."""
+
+    laplacian: csr_array
+    diag: np.ndarray  # of L, for the preconditioner
+    cross: np.ndarray  # C (n, k)
+    solved: np.ndarray  # Y = L^-1 C (n, k)
+    schur: np.ndarray  # S = D - C' Y (k, k)
+    dense: np.ndarray  # D (k, k)
+
+    @property
+    def confounding(self) -> np.ndarray:
+        """(k,) share of each covariate's information absorbed by the strengths,
+        1 - S_jj / D_jj: near 1, the covariate is (almost) a function of who plays
+        and its coefficient is not identified."""
+        return 1.0 - np.diag(self.schur) / np.maximum(np.diag(self.dense), 1e-300)
+
+    def solve_theta(self, rhs: np.ndarray, rtol: float) -> np.ndarray:
+        return _block_pcg(self.laplacian.__matmul__, rhs, self.diag, rtol=rtol)
+
+
+def _curvature(
+    pairs: PairIndex,
+    a: np.ndarray,
+    b: np.ndarray,
+    x: np.ndarray,
+    h: np.ndarray,
+    prior: float,
+    rtol: float,
+) -> _Curvature:
+    n, k = pairs.n_players, x.shape[1]
+    h_pair = np.bincount(pairs.row_pair, h, pairs.lo.size)
+    diag = np.bincount(pairs.lo, h_pair, n) + np.bincount(pairs.hi, h_pair, n) + prior
+    off = csr_array((-h_pair[pairs.entry_pair], pairs.indices, pairs.indptr), shape=(n, n))
+    laplacian = (off + diags_array(diag)).tocsr()
+    hx = h[:, None] * x
+    cross = np.empty((n, k))
+    for j in range(k):
+        cross[:, j] = np.bincount(a, hx[:, j], n) - np.bincount(b, hx[:, j], n)
+    dense = x.T @ hx + COEF_PRIOR * np.eye(k)
+    solved = _block_pcg(laplacian.__matmul__, cross, diag, rtol=rtol) if k else cross
+    return _Curvature(laplacian, diag, cross, solved, dense - cross.T @ solved, dense)
 
 
 def fit_style_bradley_terry(
@@ -121,70 +210,67 @@ def fit_style_bradley_terry(
     init: tuple[np.ndarray, np.ndarray] | None = None,
     tol: float = 1e-7,
     max_iter: int = 100,
-    cg_rtol: float = 1e-8,
+    cg_rtol: float = 1e-9,
+    pairs: PairIndex | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """MAP (theta, beta) of logit P(a wins) = theta_a - theta_b + covariates @ beta.
 
-    Newton's method, the Hessian X^T W X applied matrix-free (bincount for the thread
-    columns, a dense (m, k) product for the covariates) inside Jacobi-preconditioned CG,
-    with Armijo backtracking. theta carries the N(0, 1/prior) prior of the plain fit; beta
-    is unpenalised (bar COEF_PRIOR). Returns theta centred on 0.
+    Newton's method with Armijo backtracking. Each step solves the Hessian system by its
+    Schur complement: k + 1 solves of the sparse thread Laplacian (one block CG), then a
+    k x k dense solve, so near-collinear covariates cost no extra CG iterations. theta
+    carries the N(0, 1/prior) prior of the plain fit; beta is unpenalised (bar
+    COEF_PRIOR). Returns theta centred on 0. Pass `pairs` (PairIndex.build(a, b, ...))
+    to reuse it across bootstrap rounds.
     """
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
     y = np.asarray(score_a, np.float64)
     x = np.asarray(covariates, np.float64).reshape(a.size, -1)
     n, k = n_players, x.shape[1]
     w = np.ones(a.size) if weights is None else np.asarray(weights, np.float64)
-    penalty = np.concatenate([np.full(n, prior), np.full(k, COEF_PRIOR)])
+    if n == 0:
+        return np.zeros(0), np.zeros(k)
+    pairs = PairIndex.build(a, b, y, n) if pairs is None else pairs
     if init is None:
         # the plain fit is cheap (pair totals) and lands theta close to the optimum
-        pairs = PairIndex.build(a, b, y, n)
         wins, games = pairs.totals(w)
-        params = np.concatenate([fit_bradley_terry(pairs, wins, games, prior=prior), np.zeros(k)])
+        theta, beta = fit_bradley_terry(pairs, wins, games, prior=prior), np.zeros(k)
     else:
-        params = np.concatenate([init[0], init[1]]).astype(np.float64)
+        theta, beta = (np.array(v, dtype=np.float64) for v in init)
 
-    def linear(v: np.ndarray) -> np.ndarray:
-        return v[a] - v[b] + x @ v[n:]
-
-    def transpose(u: np.ndarray) -> np.ndarray:
-        return np.concatenate([np.bincount(a, u, n) - np.bincount(b, u, n), u @ x])
-
-    def objective(eta: np.ndarray, p: np.ndarray) -> float:
+    def objective(t: np.ndarray, c: np.ndarray) -> tuple[float, np.ndarray]:
+        eta = t[a] - t[b] + x @ c
         softplus = np.maximum(eta, 0.0) + np.log1p(np.exp(-np.abs(eta)))
-        return float(np.sum(w * (softplus - y * eta)) + 0.5 * np.sum(penalty * p * p))
+        value = np.sum(w * (softplus - y * eta)) + 0.5 * (prior * t @ t + COEF_PRIOR * c @ c)
+        return float(value), eta
 
-    eta = linear(params)
-    value = objective(eta, params)
+    value, eta = objective(theta, beta)
     for _ in range(max_iter):
         prob = expit(eta)
-        grad = transpose(w * (prob - y)) + penalty * params
+        r = w * (prob - y)
+        g_theta = np.bincount(a, r, n) - np.bincount(b, r, n) + prior * theta
+        g_beta = r @ x + COEF_PRIOR * beta
         h = w * prob * (1.0 - prob)
-        diag = np.concatenate([np.bincount(a, h, n) + np.bincount(b, h, n), h @ (x * x)]) + penalty
-        hess = LinearOperator(
-            (n + k, n + k),
-            matvec=lambda v, h=h: transpose(h * linear(v)) + penalty * v,
-            dtype=np.float64,
-        )
-        jacobi = LinearOperator((n + k, n + k), matvec=lambda v, d=diag: v / d, dtype=np.float64)
-        step, _ = cg(hess, -grad, M=jacobi, rtol=cg_rtol, maxiter=1_000)
-        if np.max(np.abs(step), initial=0.0) < tol:
-            params += step
+        curv = _curvature(pairs, a, b, x, h, prior, cg_rtol)
+        base = curv.solve_theta(g_theta[:, None], cg_rtol)[:, 0]
+        # Schur complement: S d_beta = C' L^-1 g_theta - g_beta, then back-substitute
+        d_beta = np.linalg.solve(curv.schur, curv.cross.T @ base - g_beta)
+        d_theta = -base - curv.solved @ d_beta
+        size = max(np.max(np.abs(d_theta), initial=0.0), np.max(np.abs(d_beta), initial=0.0))
+        if size < tol:
+            theta, beta = theta + d_theta, beta + d_beta
             break
-        slope = float(grad @ step)
+        slope = float(g_theta @ d_theta + g_beta @ d_beta)
         t = 1.0
         while t >= 1e-6:
-            candidate = params + t * step
-            new_eta = linear(candidate)
-            new_value = objective(new_eta, candidate)
+            cand_theta, cand_beta = theta + t * d_theta, beta + t * d_beta
+            new_value, new_eta = objective(cand_theta, cand_beta)
             if new_value <= value + 1e-4 * t * slope:
-                params, value, eta = candidate, new_value, new_eta
+                theta, beta, value, eta = cand_theta, cand_beta, new_value, new_eta
                 break
             t *= 0.5
         else:
             break
-    theta = params[:n]
-    return theta - theta.mean(), params[n:].copy()
+    return theta - theta.mean(), beta
 
 
 def style_coef_sandwich(
@@ -199,12 +285,16 @@ def style_coef_sandwich(
     *,
     weights: np.ndarray | None = None,
     prior: float = DEFAULT_PRIOR,
+    pairs: PairIndex | None = None,
+    confounding: np.ndarray | None = None,
 ) -> np.ndarray:
-    """(k,) cluster-robust standard errors of the covariate coefficients.
+    """(k,) cluster-robust standard errors of the covariate coefficients; fills
+    `confounding` (k,), when given, with _Curvature.confounding at the fit.
 
-    Needs only the k covariate rows of H^-1 (k conjugate-gradient solves), not the
-    (players + k)^2 inverse: var_j = C/(C-1) * sum over clusters of (e_j' H^-1 s_c)^2,
-    and e_j' H^-1 s_c = sum over the cluster's rows of (x_i . H^-1 e_j) * r_i.
+    Needs only the k covariate rows of H^-1, which the Schur complement gives directly:
+    rows = S^-1 [-Y', I] with Y = L^-1 C (one block CG). Then var_j = C/(C-1) * sum over
+    clusters of (row_j . s_c)^2, and row_j . s_c = sum over the cluster's rows of
+    (x_i . row_j) * r_i: no (players + k)^2 matrix anywhere.
     """
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
     x = np.asarray(covariates, np.float64).reshape(a.size, -1)
@@ -212,30 +302,23 @@ def style_coef_sandwich(
     w = np.ones(a.size) if weights is None else np.asarray(weights, np.float64)
     clusters = np.asarray(clusters, np.int64)
     n_clusters = int(clusters.max()) + 1 if clusters.size else 0
-    if k == 0 or n_clusters < 2:
+    if k == 0 or n == 0 or n_clusters < 2:
         return np.full(k, np.nan)
+    y = np.asarray(score_a, np.float64)
+    pairs = PairIndex.build(a, b, y, n) if pairs is None else pairs
     prob = expit(theta[a] - theta[b] + x @ beta)
-    r = w * (np.asarray(score_a, np.float64) - prob)
-    h = w * prob * (1.0 - prob)
-    penalty = np.concatenate([np.full(n, prior), np.full(k, COEF_PRIOR)])
-
-    def linear(v: np.ndarray) -> np.ndarray:
-        return v[a] - v[b] + x @ v[n:]
-
-    def matvec(v: np.ndarray) -> np.ndarray:
-        u = h * linear(v)
-        return np.concatenate([np.bincount(a, u, n) - np.bincount(b, u, n), u @ x]) + penalty * v
-
-    hess = LinearOperator((n + k, n + k), matvec=matvec, dtype=np.float64)
-    diag = np.concatenate([np.bincount(a, h, n) + np.bincount(b, h, n), h @ (x * x)]) + penalty
-    jacobi = LinearOperator((n + k, n + k), matvec=lambda v: v / diag, dtype=np.float64)
+    r = w * (y - prob)
+    curv = _curvature(pairs, a, b, x, w * prob * (1.0 - prob), prior, 1e-10)
+    s_inv = np.linalg.inv(curv.schur)
+    rows_theta = -curv.solved @ s_inv  # (n, k): theta part of each covariate row of H^-1
+    # x_i . row_j for every comparison i and covariate j
+    projected = rows_theta[a] - rows_theta[b] + x @ s_inv
     out = np.empty(k)
     for j in range(k):
-        unit = np.zeros(n + k)
-        unit[n + j] = 1.0
-        row, _ = cg(hess, unit, M=jacobi, rtol=1e-10, maxiter=5_000)
-        per_cluster = np.bincount(clusters, linear(row) * r, n_clusters)
+        per_cluster = np.bincount(clusters, projected[:, j] * r, n_clusters)
         out[j] = np.sqrt(np.sum(per_cluster**2) * n_clusters / (n_clusters - 1))
+    if confounding is not None:
+        confounding[:] = curv.confounding
     return out
 
 
@@ -260,6 +343,11 @@ def style_control(
     (as in ratings.cluster_bootstrap_bradley_terry) for percentile intervals of both the
     controlled strengths and the coefficients.
 
+    Which players: style is identified only where it varies for a given player. With
+    pillars as players (threads' answers vary within a pillar) it is; with threads as
+    players and one text per thread, a density difference is almost d_a - d_b, a
+    function of who plays, and `confounding` goes to 1 (see StyleFit.identified).
+
     Inputs are parallel (m,) arrays; `clusters` (m,) ids from ratings.comparison_clusters.
     Pass the same rows in any order: the fit, its intervals at a fixed seed excepted,
     does not depend on it.
@@ -268,10 +356,25 @@ def style_control(
     z, mean, std = zscore(np.asarray(raw_covariates, np.float64).reshape(a.size, -1))
     if len(names) != z.shape[1]:
         raise ValueError("one name per covariate column")
-    theta, beta = fit_style_bradley_terry(a, b, score_a, n_players, z, weights=weights, prior=prior)
+    pairs = PairIndex.build(a, b, np.asarray(score_a, np.float64), n_players)
+    theta, beta = fit_style_bradley_terry(
+        a, b, score_a, n_players, z, weights=weights, prior=prior, pairs=pairs
+    )
     clusters = np.unique(np.asarray(clusters), return_inverse=True)[1].ravel()
+    confounding = np.full(z.shape[1], np.nan)
     se = style_coef_sandwich(
-        a, b, score_a, n_players, z, theta, beta, clusters, weights=weights, prior=prior
+        a,
+        b,
+        score_a,
+        n_players,
+        z,
+        theta,
+        beta,
+        clusters,
+        weights=weights,
+        prior=prior,
+        pairs=pairs,
+        confounding=confounding,
     )
     coef_low, coef_high = normal_interval(beta, se, level)
     theta_low = theta_high = None
@@ -293,7 +396,8 @@ def style_control(
                 prior=prior,
                 init=(theta, beta),
                 tol=1e-4,
-                cg_rtol=1e-4,
+                cg_rtol=1e-5,
+                pairs=pairs,
             )
         theta_low, theta_high = percentile_interval(thetas, level)
         coef_low, coef_high = percentile_interval(betas, level)
@@ -311,4 +415,5 @@ def style_control(
         level=level,
         bootstrap_rounds=bootstrap_rounds,
         comparisons=int(a.size),
+        confounding=confounding,
     )

@@ -256,7 +256,8 @@ def test_relabelling_players_permutes_fit_and_sandwich(
     # row order: the sandwich is a sum over rows and clusters
     order = np.random.default_rng(seed + 1).permutation(a.size)
     se_o = sandwich_bradley_terry(a[order], b[order], s[order], 6, theta, cluster[order])
-    np.testing.assert_allclose(se_o, se, atol=1e-8)
+    # sqrt of a variance at round-off level (a player with no information) is ~1e-8
+    np.testing.assert_allclose(se_o, se, rtol=1e-6, atol=1e-6)
 
 
 @settings(max_examples=20, deadline=None)

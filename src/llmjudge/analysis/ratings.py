@@ -17,12 +17,12 @@ Scores are reported on the Elo scale: 1500 + 400 * log10(strength), centred on 1
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.sparse import csr_array
+from scipy.sparse import csr_array, diags_array
 from scipy.sparse.linalg import LinearOperator, cg
 from scipy.special import expit
 from scipy.stats import norm
@@ -126,6 +126,14 @@ class PairIndex:
             entry_pair=entry % keys.size,
         )
 
+    def laplacian(self, h: np.ndarray, prior: float) -> tuple[csr_array, np.ndarray]:
+        """(L, diag L): the weighted graph Laplacian with weight h per pair plus prior * I,
+        the Hessian of every pairwise logit model here in theta."""
+        n = self.n_players
+        diag = np.bincount(self.lo, h, n) + np.bincount(self.hi, h, n) + prior
+        off = csr_array((-h[self.entry_pair], self.indices, self.indptr), shape=(n, n))
+        return (off + diags_array(diag)).tocsr(), diag
+
     def totals(self, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(wins of lo, games) per pair; `weights` counts each outcome (bootstrap)."""
         p = self.lo.size
@@ -133,6 +141,40 @@ class PairIndex:
         wins = np.bincount(self.row_pair, weights=lo_weights, minlength=p)
         games = np.bincount(self.row_pair, weights=weights, minlength=p).astype(np.float64)
         return wins, games
+
+
+def block_pcg(
+    matmat: Callable[[np.ndarray], np.ndarray],
+    rhs: np.ndarray,
+    diag: np.ndarray,
+    *,
+    rtol: float,
+    maxiter: int = 2_000,
+) -> np.ndarray:
+    """Jacobi-preconditioned conjugate gradients on several right-hand sides at once
+    (columns of `rhs`, each its own CG): one sparse x dense product per iteration serves
+    them all, which is several times faster than one sparse product per column."""
+    x = np.zeros_like(rhs)
+    r = rhs.copy()
+    z = r / diag[:, None]
+    p = z.copy()
+    rz = np.sum(r * z, axis=0)
+    stop = rtol * np.sqrt(np.sum(rhs * rhs, axis=0))
+    for _ in range(maxiter):
+        active = np.sqrt(np.sum(r * r, axis=0)) > stop
+        if not active.any():
+            break
+        q = matmat(p)
+        pq = np.sum(p * q, axis=0)
+        alpha = np.where(active & (pq > 0), rz / np.where(pq > 0, pq, 1.0), 0.0)
+        x += alpha * p
+        r -= alpha * q
+        z = r / diag[:, None]
+        rz_new = np.sum(r * z, axis=0)
+        beta = np.where(active, rz_new / np.where(rz > 0, rz, 1.0), 0.0)
+        p = z + beta * p
+        rz = rz_new
+    return x
 
 
 def fit_bradley_terry(

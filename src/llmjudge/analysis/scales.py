@@ -26,14 +26,16 @@ def nice_step(span: float, target: int) -> float:
 def nice_bin_edges(values: np.ndarray, target_bins: int = 10) -> np.ndarray:
     """Round bin edges covering all finite `values` with at most `target_bins` bins (two
     when one round step spans the data but they straddle an edge). One distinct value
-    gets one bin of width 1 from its floor; no finite values, no edges."""
+    (to float resolution) gets one integer-aligned bin of width 1, or 2 if it straddles
+    an integer; no finite values, no edges."""
     v = np.asarray(values, np.float64)
     v = v[np.isfinite(v)]
     if v.size == 0:
         return np.empty(0)
     lo, hi = float(v.min()), float(v.max())
     if hi - lo <= 1e-12 * max(1.0, abs(lo), abs(hi)):
-        return np.array([math.floor(lo), math.floor(lo) + 1.0])
+        start = math.floor(lo)
+        return np.array([start, max(start + 1.0, math.ceil(hi))], dtype=np.float64)
     target = max(target_bins, 1)
     step = nice_step(hi - lo, target)
     while True:

@@ -20,17 +20,18 @@ Numeric thread metadata enters as the difference meta_a - meta_b, z-scored the s
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import csr_array, diags_array
+from scipy.sparse import csr_array
 from scipy.special import expit
 
 from llmjudge.analysis.ratings import (
     DEFAULT_LEVEL,
     DEFAULT_PRIOR,
     PairIndex,
+    block_pcg,
     fit_bradley_terry,
     normal_interval,
     percentile_interval,
@@ -117,40 +118,6 @@ class StyleFit:
         return self.confounding < MAX_CONFOUNDING
 
 
-def _block_pcg(
-    matmat: Callable[[np.ndarray], np.ndarray],
-    rhs: np.ndarray,
-    diag: np.ndarray,
-    *,
-    rtol: float,
-    maxiter: int = 2_000,
-) -> np.ndarray:
-    """Jacobi-preconditioned conjugate gradients on several right-hand sides at once
-    (columns of `rhs`, each its own CG): one sparse x dense product per iteration serves
-    them all, which is several times faster than one sparse product per column."""
-    x = np.zeros_like(rhs)
-    r = rhs.copy()
-    z = r / diag[:, None]
-    p = z.copy()
-    rz = np.sum(r * z, axis=0)
-    stop = rtol * np.sqrt(np.sum(rhs * rhs, axis=0))
-    for _ in range(maxiter):
-        active = np.sqrt(np.sum(r * r, axis=0)) > stop
-        if not active.any():
-            break
-        q = matmat(p)
-        pq = np.sum(p * q, axis=0)
-        alpha = np.where(active & (pq > 0), rz / np.where(pq > 0, pq, 1.0), 0.0)
-        x += alpha * p
-        r -= alpha * q
-        z = r / diag[:, None]
-        rz_new = np.sum(r * z, axis=0)
-        beta = np.where(active, rz_new / np.where(rz > 0, rz, 1.0), 0.0)
-        p = z + beta * p
-        rz = rz_new
-    return x
-
-
 @dataclass(frozen=True, eq=False)
 class _Curvature:
     """The Hessian [[L, C], [C', D]] of the style fit at one point, split so that only
@@ -172,7 +139,7 @@ class _Curvature:
         return 1.0 - np.diag(self.schur) / np.maximum(np.diag(self.dense), 1e-300)
 
     def solve_theta(self, rhs: np.ndarray, rtol: float) -> np.ndarray:
-        return _block_pcg(self.laplacian.__matmul__, rhs, self.diag, rtol=rtol)
+        return block_pcg(self.laplacian.__matmul__, rhs, self.diag, rtol=rtol)
 
 
 def _curvature(
@@ -185,16 +152,13 @@ def _curvature(
     rtol: float,
 ) -> _Curvature:
     n, k = pairs.n_players, x.shape[1]
-    h_pair = np.bincount(pairs.row_pair, h, pairs.lo.size)
-    diag = np.bincount(pairs.lo, h_pair, n) + np.bincount(pairs.hi, h_pair, n) + prior
-    off = csr_array((-h_pair[pairs.entry_pair], pairs.indices, pairs.indptr), shape=(n, n))
-    laplacian = (off + diags_array(diag)).tocsr()
+    laplacian, diag = pairs.laplacian(np.bincount(pairs.row_pair, h, pairs.lo.size), prior)
     hx = h[:, None] * x
     cross = np.empty((n, k))
     for j in range(k):
         cross[:, j] = np.bincount(a, hx[:, j], n) - np.bincount(b, hx[:, j], n)
     dense = x.T @ hx + COEF_PRIOR * np.eye(k)
-    solved = _block_pcg(laplacian.__matmul__, cross, diag, rtol=rtol) if k else cross
+    solved = block_pcg(laplacian.__matmul__, cross, diag, rtol=rtol) if k else cross
     return _Curvature(laplacian, diag, cross, solved, dense - cross.T @ solved, dense)
 
 

@@ -9,7 +9,7 @@ ties; larger nu means the judge calls more ties between equals (P(tie | equal) =
 nu / (2 + nu)). The alternative "a tie is half a win" is ratings.bradley_terry.
 
 The fit works on pair totals (wins of lo, wins of hi, ties) and is Newton's method on
-(theta, log nu) with the Hessian applied matrix-free (bincount over pairs) inside CG.
+(theta, log nu), solved through the Schur complement of the sparse thread Laplacian.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse.linalg import LinearOperator, cg
+from scipy.sparse import csr_array
 from scipy.stats import norm
 
-from llmjudge.analysis.ratings import DEFAULT_LEVEL, DEFAULT_PRIOR
+from llmjudge.analysis.ratings import DEFAULT_LEVEL, DEFAULT_PRIOR, PairIndex, block_pcg
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,20 +35,6 @@ class DavidsonFit:
     comparisons: float  # weighted count of verdicts
 
 
-def _pair_totals(
-    a: np.ndarray, b: np.ndarray, score_a: np.ndarray, n: int, weights: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    lo, hi = np.minimum(a, b), np.maximum(a, b)
-    keys, pair = np.unique(lo * n + hi, return_inverse=True)
-    pair = pair.ravel()
-    lo_score = np.where(a == lo, score_a, 1.0 - score_a)
-    p = keys.size
-    lo_wins = np.bincount(pair, weights * (lo_score == 1.0), p)
-    hi_wins = np.bincount(pair, weights * (lo_score == 0.0), p)
-    ties = np.bincount(pair, weights * (lo_score == 0.5), p)
-    return keys // n, keys % n, lo_wins, hi_wins, ties
-
-
 def fit_davidson(
     a: np.ndarray,
     b: np.ndarray,
@@ -58,29 +44,37 @@ def fit_davidson(
     weights: np.ndarray | None = None,
     prior: float = DEFAULT_PRIOR,
     level: float = DEFAULT_LEVEL,
-    tol: float = 1e-8,
+    tol: float = 1e-7,
     max_iter: int = 200,
+    pairs: PairIndex | None = None,
 ) -> DavidsonFit:
     """Maximum a posteriori theta (prior as in the plain fit) and maximum likelihood nu.
 
-    `score_a` is 1 / 0 / 0.5 (tie) per verdict; `weights` counts each verdict.
+    `score_a` is 1 / 0 / 0.5 (tie) per verdict; `weights` counts each verdict. Each
+    Newton step solves the (theta, log nu) system by its Schur complement: one block CG
+    on the sparse thread Laplacian for two right-hand sides, then a scalar.
     """
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
     s = np.asarray(score_a, np.float64)
     w = np.ones(a.size) if weights is None else np.asarray(weights, np.float64)
     n = n_players
-    lo, hi, w_lo, w_hi, t = _pair_totals(a, b, s, max(n, 1), w)
+    if n == 0 or a.size == 0:
+        return DavidsonFit(np.zeros(n), 0.0, None, None, level, 0.0, float(w.sum()))
+    pairs = PairIndex.build(a, b, s, n) if pairs is None else pairs
+    lo, hi, p = pairs.lo, pairs.hi, pairs.lo.size
+    w_lo = np.bincount(pairs.row_pair, w * (pairs.lo_score == 1.0), p)
+    w_hi = np.bincount(pairs.row_pair, w * (pairs.lo_score == 0.0), p)
+    t = np.bincount(pairs.row_pair, w * (pairs.lo_score == 0.5), p)
     games = w_lo + w_hi + t
     total_ties, total = float(t.sum()), float(games.sum())
-    if n == 0 or total == 0:
-        return DavidsonFit(np.zeros(n), 0.0, None, None, level, total_ties, total)
     if total_ties == total:
         # only ties: the likelihood grows without bound in nu and says nothing of theta
         return DavidsonFit(np.zeros(n), math.inf, None, None, level, total_ties, total)
     no_ties = total_ties == 0.0
-    # log nu starts at the value that matches the tie rate between equals
+    # log nu starts where it matches the tie rate between equals; without ties nu is
+    # pinned at 0 (the fit is plain Bradley-Terry)
     rate = min(max(total_ties / total, 1e-6), 1 - 1e-6)
-    lam = -50.0 if no_ties else math.log(2.0 * rate / (1.0 - rate))
+    lam = -math.inf if no_ties else math.log(2.0 * rate / (1.0 - rate))
     theta = np.zeros(n)
 
     def parts(th: np.ndarray, lm: float) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
@@ -88,77 +82,54 @@ def fit_davidson(
         # log D stably: D = e^half + e^-half + e^lam
         top = np.maximum(np.abs(half), lm)
         log_d = top + np.log(np.exp(half - top) + np.exp(-half - top) + np.exp(lm - top))
-        value = float(
-            np.sum(games * log_d - (w_lo - w_hi) * half - t * lm) + 0.5 * prior * np.sum(th * th)
-        )
-        return value, np.exp(half - log_d), np.exp(-half - log_d), np.exp(lm - log_d)
+        value = np.sum(games * log_d - (w_lo - w_hi) * half) - (0.0 if no_ties else total_ties * lm)
+        value += 0.5 * prior * th @ th
+        return float(value), np.exp(half - log_d), np.exp(-half - log_d), np.exp(lm - log_d)
 
-    value, p_w, p_l, p_t = parts(theta, lam)
-    fixed = 1 if no_ties else 0  # without ties nu is pinned at 0: fit theta only
-    for _ in range(max_iter):
-        # gradient of the negative log posterior w.r.t. d = theta_lo - theta_hi, and lam
-        g_d = 0.5 * (games * (p_w - p_l) - (w_lo - w_hi))
-        grad = np.concatenate(
-            [np.bincount(lo, g_d, n) - np.bincount(hi, g_d, n) + prior * theta, [0.0]]
-        )
-        grad[n] = float(np.sum(games * p_t) - total_ties)
+    def curvature(
+        p_w: np.ndarray, p_l: np.ndarray, p_t: np.ndarray
+    ) -> tuple[csr_array, np.ndarray, np.ndarray, float]:
         h_dd = games * (0.25 * (p_w + p_l) - 0.25 * (p_w - p_l) ** 2)
         h_dl = -0.5 * games * (p_w - p_l) * p_t
+        laplacian, diag = pairs.laplacian(h_dd, prior)
         cross = np.bincount(lo, h_dl, n) - np.bincount(hi, h_dl, n)
-        h_ll = float(np.sum(games * p_t * (1.0 - p_t))) + (1.0 if fixed else 0.0)
+        return laplacian, diag, cross, float(np.sum(games * p_t * (1.0 - p_t)))
 
-        def matvec(
-            v: np.ndarray, h_dd: np.ndarray = h_dd, cross: np.ndarray = cross, h_ll: float = h_ll
-        ) -> np.ndarray:
-            vt, vl = v[:n], v[n]
-            u = h_dd * (vt[lo] - vt[hi])
-            out_t = np.bincount(lo, u, n) - np.bincount(hi, u, n) + prior * vt
-            if fixed:
-                return np.concatenate([out_t, [vl]])
-            return np.concatenate([out_t + cross * vl, [cross @ vt + h_ll * vl]])
-
-        diag = np.concatenate([np.bincount(lo, h_dd, n) + np.bincount(hi, h_dd, n) + prior, [h_ll]])
-        if fixed:
-            grad[n] = 0.0
-        op = LinearOperator((n + 1, n + 1), matvec=matvec, dtype=np.float64)
-        jac = LinearOperator((n + 1, n + 1), matvec=lambda v, d=diag: v / d, dtype=np.float64)
-        step, _ = cg(op, -grad, M=jac, rtol=1e-10, maxiter=2_000)
-        if np.max(np.abs(step)) < tol:
-            theta, lam = theta + step[:n], lam + step[n]
+    value, p_w, p_l, p_t = parts(theta, lam)
+    for _ in range(max_iter):
+        g_d = 0.5 * (games * (p_w - p_l) - (w_lo - w_hi))
+        g_theta = np.bincount(lo, g_d, n) - np.bincount(hi, g_d, n) + prior * theta
+        g_lam = 0.0 if no_ties else float(np.sum(games * p_t) - total_ties)
+        laplacian, diag, cross, h_ll = curvature(p_w, p_l, p_t)
+        solved = block_pcg(laplacian.__matmul__, np.column_stack([g_theta, cross]), diag, rtol=1e-9)
+        if no_ties:
+            d_lam, d_theta = 0.0, -solved[:, 0]
+        else:
+            # Schur complement of the theta block: a scalar equation for log nu
+            d_lam = (cross @ solved[:, 0] - g_lam) / (h_ll - cross @ solved[:, 1])
+            d_theta = -solved[:, 0] - solved[:, 1] * d_lam
+        if max(np.max(np.abs(d_theta)), abs(d_lam)) < tol:
+            theta, lam = theta + d_theta, lam + d_lam
             value, p_w, p_l, p_t = parts(theta, lam)
             break
-        slope = float(grad @ step)
-        t_step = 1.0
-        while t_step >= 1e-8:
-            cand_t, cand_l = theta + t_step * step[:n], lam + t_step * step[n]
+        slope = float(g_theta @ d_theta + g_lam * d_lam)
+        step = 1.0
+        while step >= 1e-8:
+            cand_t, cand_l = theta + step * d_theta, lam + step * d_lam
             new = parts(cand_t, cand_l)
-            if new[0] <= value + 1e-4 * t_step * slope:
+            if new[0] <= value + 1e-4 * step * slope:
                 theta, lam = cand_t, cand_l
                 value, p_w, p_l, p_t = new
                 break
-            t_step *= 0.5
+            step *= 0.5
         else:
             break
     if no_ties:
         return DavidsonFit(theta - theta.mean(), 0.0, None, None, level, 0.0, total)
-    # Wald interval on log nu: its variance is 1 / the Schur complement of the theta block
-    h_dd = games * (0.25 * (p_w + p_l) - 0.25 * (p_w - p_l) ** 2)
-    h_dl = -0.5 * games * (p_w - p_l) * p_t
-    cross = np.bincount(lo, h_dl, n) - np.bincount(hi, h_dl, n)
-    diag = np.bincount(lo, h_dd, n) + np.bincount(hi, h_dd, n) + prior
-
-    def theta_block(v: np.ndarray) -> np.ndarray:
-        u = h_dd * (v[lo] - v[hi])
-        return np.bincount(lo, u, n) - np.bincount(hi, u, n) + prior * v
-
-    solved, _ = cg(
-        LinearOperator((n, n), matvec=theta_block, dtype=np.float64),
-        cross,
-        M=LinearOperator((n, n), matvec=lambda v: v / diag, dtype=np.float64),
-        rtol=1e-10,
-        maxiter=2_000,
-    )
-    schur = float(np.sum(games * p_t * (1.0 - p_t)) - cross @ solved)
+    # Wald interval on log nu: its variance is 1 / the Schur complement at the optimum
+    laplacian, diag, cross, h_ll = curvature(p_w, p_l, p_t)
+    solved = block_pcg(laplacian.__matmul__, cross[:, None], diag, rtol=1e-10)[:, 0]
+    schur = h_ll - float(cross @ solved)
     z = float(norm.ppf(0.5 + level / 2.0))
     se = 1.0 / math.sqrt(schur) if schur > 0 else math.inf
     return DavidsonFit(

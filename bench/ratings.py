@@ -32,6 +32,7 @@ from llmjudge.analysis.leaderboard import leaderboard
 from llmjudge.analysis.outcomes import Outcome, OutcomeTable
 from llmjudge.analysis.performance import thread_performance
 from llmjudge.analysis.position import position_swap_analysis
+from llmjudge.analysis.rating_report import rating_report
 from llmjudge.analysis.ratings import (
     PairIndex,
     bootstrap_bradley_terry,
@@ -354,6 +355,8 @@ def main() -> None:
     names = {p: f"pillar {p}" for p in range(10)}
     t_board, _ = timed(lambda: leaderboard(small_table, pillar_of, names, bootstrap_rounds=100))
     row("leaderboard 1k/100k, 100 bootstrap rounds", t_board)
+    t_report, _ = timed(lambda: rating_report(small_table, bootstrap_rounds=100))
+    row("rating_report 1k/100k, 100 clustered rounds", t_report, "swap twins as clusters")
     t_perf, _ = timed(lambda: thread_performance(table, pillar_of, dict.fromkeys(range(10), 1_000)))
     row("thread_performance 10k/1M", t_perf)
     t_pos, _ = timed(lambda: position_swap_analysis(small_table, max_pairs=100))

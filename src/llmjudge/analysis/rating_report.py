@@ -120,21 +120,14 @@ def rating_report(
     pairs = PairIndex.build(table.a, table.b, table.score_a, n)
     nu = nu_low = nu_high = None
 
-    def fit(row_weights: np.ndarray, init: np.ndarray | None = None) -> np.ndarray:
-        if tie_model == "davidson":
-            return fit_davidson(
-                table.a, table.b, table.score_a, n, weights=row_weights, prior=prior
-            ).theta
-        wins, games = pairs.totals(row_weights)
-        if init is None:
-            return fit_bradley_terry(pairs, wins, games, prior=prior)
-        return fit_bradley_terry(pairs, wins, games, prior=prior, init=init, tol=1e-4, cg_rtol=1e-3)
-
     if tie_model == "davidson":
-        dav = fit_davidson(table.a, table.b, table.score_a, n, weights=w, prior=prior, level=level)
+        dav = fit_davidson(
+            table.a, table.b, table.score_a, n, weights=w, prior=prior, level=level, pairs=pairs
+        )
         theta, nu, nu_low, nu_high = dav.theta, dav.nu, dav.nu_low, dav.nu_high
     else:
-        theta = fit(w)
+        wins, games = pairs.totals(w)
+        theta = fit_bradley_terry(pairs, wins, games, prior=prior)
     scores = elo_scale(theta, base=base, baseline=baseline)
     samples: np.ndarray | None = None
     low = high = None
@@ -152,7 +145,15 @@ def rating_report(
                 counts = np.bincount(
                     rng.integers(0, cluster_count, cluster_count), minlength=cluster_count
                 )
-                raw[i] = fit(w * counts[ids])
+                raw[i] = fit_davidson(
+                    table.a,
+                    table.b,
+                    table.score_a,
+                    n,
+                    weights=w * counts[ids],
+                    prior=prior,
+                    pairs=pairs,
+                ).theta
         samples = elo_scale(raw, base=base, baseline=baseline)
         low, high = percentile_interval(samples, level)
     elif n and interval == "sandwich":

@@ -1,4 +1,6 @@
 """Benchmark: vectorised Bradley-Terry, Elo and bootstrap against baselines in the same run.
+Also the rigor layer (cluster bootstrap, sandwich errors, style control, Davidson ties),
+each timed with its ratio to the plain fit measured in the same run.
 
 Run: .venv/bin/python bench/ratings.py [--skip-choix-10k]
 
@@ -30,12 +32,23 @@ from llmjudge.analysis.leaderboard import leaderboard
 from llmjudge.analysis.outcomes import Outcome, OutcomeTable
 from llmjudge.analysis.performance import thread_performance
 from llmjudge.analysis.position import position_swap_analysis
+from llmjudge.analysis.rating_report import rating_report
 from llmjudge.analysis.ratings import (
     PairIndex,
     bootstrap_bradley_terry,
+    cluster_bootstrap_bradley_terry,
     elo_array,
     fit_bradley_terry,
+    sandwich_bradley_terry,
 )
+from llmjudge.analysis.style import (
+    answer_features,
+    fit_style_bradley_terry,
+    pair_style_covariates,
+    style_coef_sandwich,
+    zscore,
+)
+from llmjudge.analysis.ties import fit_davidson
 
 TOL = 1e-6  # logits, for every method
 
@@ -150,6 +163,106 @@ def row(name: str, seconds: float, note: str = "") -> None:
     print(f"  {name:<44} {seconds:>10.3f} s  {note}")
 
 
+def synthetic_answers(count: int, seed: int) -> list[str]:
+    """Markdown-ish answers of varied length: headers, list items, bold spans."""
+    rng = np.random.default_rng(seed)
+    parts = ["## Heading\n", "- a list item\n", "Some **bold** words here. ", "Plain prose. "]
+    return [
+        "".join(parts[k] for k in rng.integers(0, 4, int(rng.integers(5, 60))))
+        for _ in range(count)
+    ]
+
+
+def rigor(
+    big: tuple[np.ndarray, np.ndarray, np.ndarray],
+    small: tuple[np.ndarray, np.ndarray, np.ndarray],
+    t_plain_big: float,
+    t_plain_small: float,
+    t_iid_boot_big: float,
+    theta_big: np.ndarray,
+    theta_small: np.ndarray,
+) -> None:
+    a, b, s = big
+    n = 10_000
+    print("Honest intervals, style control, ties: 10,000 threads / 1,000,000 comparisons")
+    print(f"  (ratios are to the plain fit above, {t_plain_big:.3f} s, in this run)")
+    # each comparison and its swap twin form a cluster, as a session with swaps makes
+    clusters = np.arange(a.size) // 2
+    pairs = PairIndex.build(a, b, s, n)
+    t_cluster, _ = timed(
+        lambda: cluster_bootstrap_bradley_terry(pairs, theta_big, clusters, rounds=10, seed=0)
+    )
+    row(
+        "cluster bootstrap, 10 rounds",
+        t_cluster,
+        f"{t_cluster / t_plain_big:.1f}x the plain fit; "
+        f"{t_cluster / t_iid_boot_big:.2f}x the i.i.d. bootstrap",
+    )
+    t_sandwich, _ = timed(
+        lambda: sandwich_bradley_terry(a, b, s, n, theta_big, clusters, probes=20)
+    )
+    row(
+        "sandwich SE, 20 probes (n > 2,000)",
+        t_sandwich,
+        f"{t_sandwich / t_plain_big:.1f}x the plain fit",
+    )
+    texts = synthetic_answers(n, seed=3)
+    t_features, features = timed(lambda: answer_features(texts))
+    row("answer_features, 10,000 answers", t_features, "once, at import")
+    z, _, _ = zscore(pair_style_covariates(features, a, b))
+    t_style, (theta, beta) = timed(lambda: fit_style_bradley_terry(a, b, s, n, z))
+    row(
+        "style control fit, 4 covariates",
+        t_style,
+        f"{t_style / t_plain_big:.1f}x the plain fit",
+    )
+    t_style_se, _ = timed(
+        lambda: style_coef_sandwich(a, b, s, n, z, theta, beta, clusters, pairs=pairs)
+    )
+    row("style coefficients' sandwich SE", t_style_se, f"{t_style_se / t_plain_big:.1f}x")
+    t_style_boot, _ = timed(
+        lambda: [
+            fit_style_bradley_terry(
+                a,
+                b,
+                s,
+                n,
+                z,
+                weights=np.bincount(
+                    np.random.default_rng(r).integers(0, a.size // 2, a.size // 2),
+                    minlength=a.size // 2,
+                )[clusters].astype(float),
+                init=(theta, beta),
+                tol=1e-4,
+                cg_rtol=1e-5,
+                pairs=pairs,
+            )
+            for r in range(3)
+        ]
+    )
+    row(
+        "style control, 3 cluster-bootstrap rounds",
+        t_style_boot,
+        f"{t_style_boot / 3 / t_plain_big:.1f}x the plain fit per round",
+    )
+    tied = np.where(np.random.default_rng(4).random(a.size) < 0.15, 0.5, s)
+    t_davidson, fit = timed(lambda: fit_davidson(a, b, tied, n))
+    row(
+        "Davidson tie model (15% ties)",
+        t_davidson,
+        f"{t_davidson / t_plain_big:.1f}x the plain fit; nu = {fit.nu:.3f}",
+    )
+    sa, sb, ss = small
+    t_dense, _ = timed(
+        lambda: sandwich_bradley_terry(sa, sb, ss, 1_000, theta_small, np.arange(sa.size) // 2)
+    )
+    row(
+        "sandwich SE exact (dense), 1,000 / 100,000",
+        t_dense,
+        f"{t_dense / t_plain_small:.1f}x the plain fit at 1k",
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-choix-10k", action="store_true")
@@ -226,6 +339,8 @@ def main() -> None:
     t_boot_big, _ = timed(lambda: bootstrap_bradley_terry(pairs_big, theta_big, rounds=10, seed=0))
     row("10 rounds, 10,000 threads / 1,000,000", t_boot_big)
 
+    rigor(big, small, t_ours_big, t_ours_small, t_boot_big, theta_big, theta_small)
+
     print("Whole analyses")
     half = 50_000  # each comparison and its swapped twin
     small_table = OutcomeTable.from_columns(
@@ -240,6 +355,8 @@ def main() -> None:
     names = {p: f"pillar {p}" for p in range(10)}
     t_board, _ = timed(lambda: leaderboard(small_table, pillar_of, names, bootstrap_rounds=100))
     row("leaderboard 1k/100k, 100 bootstrap rounds", t_board)
+    t_report, _ = timed(lambda: rating_report(small_table, bootstrap_rounds=100))
+    row("rating_report 1k/100k, 100 clustered rounds", t_report, "swap twins as clusters")
     t_perf, _ = timed(lambda: thread_performance(table, pillar_of, dict.fromkeys(range(10), 1_000)))
     row("thread_performance 10k/1M", t_perf)
     t_pos, _ = timed(lambda: position_swap_analysis(small_table, max_pairs=100))

@@ -225,8 +225,8 @@ class Budget:
 @dataclass(frozen=True)
 class StopRule:
     """What the session watches. ``ranking``: every adjacent pair separated at
-    ``confidence``, or the mean rank-interval width shrank by less than ``tolerance``
-    (relative) over the last ``stable_rounds`` rounds. ``top_k``: the current top ``k``
+    ``confidence``, or the mean rank-interval width (:func:`rank_width`) moved by less than
+    ``tolerance * (n - 1)`` ranks in each of the last ``stable_rounds`` rounds. ``top_k``: the current top ``k``
     each separated from every other player at ``confidence``. ``budget``: spend it all.
     The budget always applies. ``min_games``: no rule but ``budget`` stops while a player
     has fewer comparisons (fail closed)."""
@@ -234,8 +234,8 @@ class StopRule:
     kind: RuleKind = "ranking"
     confidence: float = 0.95
     k: int = 5
-    stable_rounds: int = 3
-    tolerance: float = 0.05
+    stable_rounds: int = 2
+    tolerance: float = 0.01
     min_games: int = 3
     budget: Budget = Budget()
 
@@ -291,7 +291,9 @@ def _separated_top(state: AdaptiveState, k: int, confidence: float) -> int:
     i = np.repeat(top, rest.size)
     j = np.tile(rest, top.size)
     z = (state.theta[i] - state.theta[j]) / np.sqrt(state.diff_var(i, j))
-    return int(np.sum(z.reshape(top.size, rest.size).min(axis=1) >= _z(confidence, two_sided=False)))
+    return int(
+        np.sum(z.reshape(top.size, rest.size).min(axis=1) >= _z(confidence, two_sided=False))
+    )
 
 
 def check_stop(
@@ -303,8 +305,9 @@ def check_stop(
 ) -> StopDecision:
     """Whether to stop now. ``spent``: judge calls made (finished or not: they are paid
     for). ``width_history``: :func:`rank_width` after each earlier round, oldest first,
-    including this round's last (the ``ranking`` rule compares the latest
-    ``stable_rounds + 1`` of them)."""
+    the latest last (the ``ranking`` rule compares the latest ``stable_rounds + 1``).
+    The rule's pace depends on round sizes: use the same batch schedule as the estimate
+    (:func:`~llmjudge.sessions.adaptive_sim.default_batch_size`)."""
     remaining = rule.budget.remaining(spent)
     spent_text = rule.budget.describe(spent)
     out_of_budget = remaining is not None and remaining <= 0
@@ -332,16 +335,14 @@ def check_stop(
         total = state.n - 1
         done = _separated_adjacent(state, rule.confidence)
         widths = list(width_history)
-        window = widths[-(rule.stable_rounds + 1) :]
         stable_for = 0
-        # rounds in a row, counted back from now, whose width barely moved; intervals
-        # spanning half the field say nothing yet (they saturate at n - 1 early on)
-        if window and window[-1] < 0.5 * (state.n - 1):
-            ref = window[-1]
-            for old in reversed(window[:-1]):
-                if old - ref > rule.tolerance * max(old, 1e-9):
-                    break
-                stable_for += 1
+        # rounds in a row, counted back from now, in which the mean width moved by less
+        # than tolerance * (n - 1) ranks; intervals spanning half the field say nothing
+        # yet (they saturate at n - 1 early on, and saturated widths do not move)
+        if widths and widths[-1] < 0.5 * (state.n - 1):
+            step = np.abs(np.diff(widths[-(rule.stable_rounds + 1) :]))[::-1]
+            moved = step > rule.tolerance * (state.n - 1)
+            stable_for = int(np.argmax(moved)) if moved.any() else int(step.size)
         met = done == total or stable_for >= rule.stable_rounds
         progress = (
             f"adjacent pairs separated at {pct}: {done} of {total}; rank intervals "
@@ -517,7 +518,7 @@ def select_batch(
         allowed = np.asarray(allowed, dtype=bool)
         if allowed.shape != (n, n):
             raise ValueError("allowed must be an (n, n) matrix")
-        allowed = allowed & allowed.T
+        allowed = allowed | allowed.T  # either triangle may say so
         np.fill_diagonal(allowed, False)
         n_pairs_field = int(np.count_nonzero(np.triu(allowed, 1)))
     else:
@@ -601,7 +602,8 @@ def select_batch(
     lo, hi = keys // n, keys % n
     flip = rng.random(keys.size) < 0.5  # random order: position bias averages out
     a, b = np.where(flip, hi, lo), np.where(flip, lo, hi)
-    propensity = np.where(src == SOURCE_RANDOM, min(1.0, n_random / max(n_pairs_field, 1)), 1.0)
+    uniform = src == SOURCE_RANDOM  # the epsilon share plus any fill: all uniform draws
+    propensity = np.where(uniform, min(1.0, uniform.sum() / max(n_pairs_field, 1)), 1.0)
     group = np.arange(keys.size, dtype=np.int64)
     if position == "both":
         twins = group

@@ -57,9 +57,12 @@ def judge(
     return np.where(np.abs(d) < model.tie_band, 0.5, (d > 0).astype(np.float64))
 
 
-def default_batch_size(n: int) -> int:
-    """About one comparison per player per round, at least 16."""
-    return max(16, n // 2)
+def default_batch_size(n: int, spent: int = 0) -> int:
+    """About one comparison per player per round (at least 16), growing with the spend
+    (an eighth of it) so a long run refits O(log) times, not O(spent / n) times: the
+    stopping point overshoots by at most an eighth. Use the same in the live engine so
+    the estimate matches the runs."""
+    return max(16, n // 2, spent // 8)
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,12 +93,12 @@ def simulate_session(
     selection_rule: StopRule | None = None,
 ) -> SimRun:
     """Run an adaptive session against simulated judges until the rule or the budget
-    stops it, or ``max_comparisons`` (default: a full free-for-all) is reached.
+    stops it, or ``max_comparisons`` (default: a full free-for-all) is reached. Rounds
+    are ``batch_size`` judge calls, default :func:`default_batch_size`.
     ``on_round(state, spent)`` is called after each round's refit. ``selection_rule``
     shapes pair selection when it should differ from the stopping rule (the bench)."""
     quality = np.asarray(quality, dtype=np.float64)
     n = quality.size
-    size = batch_size or default_batch_size(n)
     cap = max_comparisons if max_comparisons is not None else free_for_all_comparisons(n)
     seeds = np.random.SeedSequence(seed)
     judge_rng = np.random.default_rng(seeds.spawn(1)[0])
@@ -111,6 +114,7 @@ def simulate_session(
         room = cap - spent
         if decision.remaining is not None:
             room = min(room, decision.remaining)
+        size = batch_size or default_batch_size(n, spent)
         batch = select_batch(
             state,
             min(size, room),

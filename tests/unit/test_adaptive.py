@@ -378,7 +378,7 @@ def test_estimate_is_labelled_seeded_and_fast() -> None:
     # one order plus a few twins costs less than both orders for the same pairs
     assert estimate.median < estimate.both_orders_equivalent
     assert estimate == estimate_comparisons(100, rule, runs=3, seed=2)
-    assert elapsed < 10.0, f"estimate took {elapsed:.1f} s"  # generous: shared CPUs
+    assert elapsed < 5.0, f"estimate took {elapsed:.1f} s"  # generous: shared CPUs
 
 
 def test_pillar_prompt_keys_are_shared_keys() -> None:
@@ -396,3 +396,16 @@ def test_pillar_prompt_keys_are_shared_keys() -> None:
     state = fit_state(4, np.empty(0, int), np.empty(0, int), np.empty(0))
     batch = select_batch(state, 6, allowed=allowed, swap_share=0.0)
     assert np.all(pillar_prompt_keys(batch.a, batch.b, answered) >= 0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(2, 25), k=st.integers(1, 30), seed=st.integers(0, 1000))
+def test_top_k_selection_and_rule_for_any_k(n: int, k: int, seed: int) -> None:
+    state = fit_state(n, *_random_outcomes(n, 4 * n, seed))
+    rule = StopRule(kind="top_k", k=k, min_games=0)
+    batch = select_batch(state, 10, rule=rule, seed=seed, swap_share=0.0)
+    assert (~batch.is_swap).sum() == min(10, n * (n - 1) // 2)
+    decision = check_stop(state, rule, spent=4 * n)
+    assert 0 <= decision.done <= decision.total == min(k, n)
+    if k >= n:  # nobody outside the top: trivially separated
+        assert decision.stop

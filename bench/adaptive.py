@@ -1,0 +1,213 @@
+"""Benchmark: adaptive pair selection against a full free-for-all and random pairs.
+
+Run: .venv/bin/python bench/adaptive.py [--sizes 30 100 300] [--seeds 10 6 3]
+
+Simulated tournaments with a known truth: latent quality per thread ~ N(0, 1), verdicts
+from the simulator's pairwise model (noise 0.5, position bias 0.1, tie band 0.1; see
+``llmjudge.sessions.adaptive_sim.JudgeModel``). Methods, each judging every pair once in a
+random order (no swapped twins, so counts are comparable):
+
+- ``ffa``: the full free-for-all, every pair once (n(n-1)/2 comparisons);
+- ``random``: uniformly random pairs (repeats allowed), prefixes of one stream;
+- ``adaptive``: ``select_batch`` strategy ``information`` for the ``ranking`` rule,
+  batches of n/2, epsilon 0.1; ``adaptive-top10``: the same for ``top_k`` with k = 10;
+- ``swiss``: ``select_batch`` strategy ``swiss`` (neighbours in a posterior draw).
+
+Every method is refitted with the same Bradley-Terry fit (``fit_state``) and scored
+against the truth: Kendall's tau, top-10 precision, and coverage (share of threads whose
+true rank lies in their 95% rank interval from the Laplace intervals). "to ffa tau" is the
+number of comparisons after which the seed-averaged tau first reaches the free-for-all's
+(linear interpolation between checkpoints); ">x" means not reached within x.
+"""
+
+from __future__ import annotations
+
+import os
+
+# one BLAS thread: the per-round Cholesky inverse is small, and threads on busy cores
+# make it 10-100x slower; set before numpy loads
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+
+import numpy as np  # noqa: E402
+from scipy.stats import kendalltau  # noqa: E402
+
+from llmjudge.sessions.adaptive import (  # noqa: E402
+    AdaptiveState,
+    Budget,
+    StopRule,
+    fit_state,
+    free_for_all_comparisons,
+)
+from llmjudge.sessions.adaptive_sim import JudgeModel, judge, simulate_session  # noqa: E402
+
+MODEL = JudgeModel()
+FRACTIONS = (0.1, 0.2, 1 / 3, 0.5, 1.0)  # of the free-for-all's comparisons
+
+
+def scores(state: AdaptiveState, quality: np.ndarray) -> tuple[float, float, float]:
+    """(Kendall tau, top-10 precision, 95% rank-interval coverage) against the truth."""
+    n = quality.size
+    tau = float(kendalltau(state.theta, quality)[0])
+    k = min(10, n)
+    top = np.intersect1d(state.order()[:k], np.argsort(-quality)[:k]).size / k
+    true_rank = np.empty(n, dtype=np.int64)
+    true_rank[np.argsort(-quality)] = np.arange(1, n + 1)
+    best, worst = state.rank_intervals(0.95)
+    coverage = float(np.mean((best <= true_rank) & (true_rank <= worst)))
+    return tau, top, coverage
+
+
+Curve = dict[int, tuple[float, float, float]]  # comparisons -> scores
+
+
+def ffa_run(quality: np.ndarray, rng: np.random.Generator) -> Curve:
+    n = quality.size
+    i, j = np.triu_indices(n, 1)
+    flip = rng.random(i.size) < 0.5
+    a, b = np.where(flip, j, i), np.where(flip, i, j)
+    s = judge(MODEL, quality[a], quality[b], rng)
+    return {int(i.size): scores(fit_state(n, a, b, s), quality)}
+
+
+def random_run(quality: np.ndarray, rng: np.random.Generator, checkpoints: list[int]) -> Curve:
+    n = quality.size
+    m = max(checkpoints)
+    a = rng.integers(0, n, m)
+    b = rng.integers(0, n - 1, m)
+    b += b >= a
+    s = judge(MODEL, quality[a], quality[b], rng)
+    curve, theta = {}, None
+    for c in sorted(checkpoints):
+        state = fit_state(n, a[:c], b[:c], s[:c], init=theta)
+        theta = state.theta
+        curve[c] = scores(state, quality)
+    return curve
+
+
+def session_run(quality: np.ndarray, seed: int, limit: int, rule: StopRule, strategy: str) -> Curve:
+    curve: Curve = {}
+
+    def record(state: AdaptiveState, spent: int) -> None:
+        curve[spent] = scores(state, quality)
+
+    simulate_session(
+        quality,
+        StopRule(kind="budget", budget=Budget(comparisons=limit)),
+        selection_rule=rule,  # shapes the pairs; the budget decides when the run ends
+        seed=seed,
+        model=MODEL,
+        batch_size=max(16, quality.size // 2),  # fixed rounds: a checkpoint every n/2
+        strategy=strategy,  # type: ignore[arg-type]
+        swap_share=0.0,
+        max_comparisons=limit,
+        on_round=record,
+    )
+    return curve
+
+
+def mean_curve(curves: list[Curve]) -> tuple[np.ndarray, np.ndarray]:
+    """Checkpoints common to every seed, and the mean scores there."""
+    common = sorted(set.intersection(*(set(c) for c in curves)))
+    values = np.array([[c[x] for x in common] for c in curves]).mean(axis=0)
+    return np.array(common), values
+
+
+def reach(x: np.ndarray, tau: np.ndarray, target: float) -> float | None:
+    hit = np.flatnonzero(tau >= target)
+    if hit.size == 0:
+        return None
+    k = hit[0]
+    if k == 0:
+        return float(x[0])
+    x0, x1, t0, t1 = x[k - 1], x[k], tau[k - 1], tau[k]
+    return float(x0 + (target - t0) / (t1 - t0) * (x1 - x0))
+
+
+def at(x: np.ndarray, values: np.ndarray, c: float) -> np.ndarray | None:
+    """Scores at c comparisons (interpolated), None beyond the curve."""
+    if c > x[-1] * 1.0001 or c < x[0]:
+        return None
+    return np.array([np.interp(c, x, values[:, m]) for m in range(values.shape[1])])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[30, 100, 300])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[10, 6, 3])
+    args = parser.parse_args()
+    seeds_for = dict(zip(args.sizes, args.seeds + [args.seeds[-1]] * len(args.sizes), strict=False))
+    started = time.perf_counter()
+    summary = []
+    for n in args.sizes:
+        ffa_count = free_for_all_comparisons(n)
+        limit_adaptive = ffa_count
+        grid = sorted({max(n, round(ffa_count * f / 10)) for f in range(1, 21)})
+        lim = limit_adaptive
+        methods: dict[str, Callable[[np.ndarray, int], Curve]] = {
+            "random": lambda q, s, g=grid: random_run(q, np.random.default_rng(s + 7), g),
+            "swiss": lambda q, s, m=lim: session_run(q, s, m, StopRule(), "swiss"),
+            "adaptive": lambda q, s, m=lim: session_run(q, s, m, StopRule(), "information"),
+            "adaptive-top10": lambda q, s, m=lim // 2: session_run(
+                q, s, m, StopRule(kind="top_k", k=10), "information"
+            ),
+        }
+        curves: dict[str, list[Curve]] = {"ffa": [], **{m: [] for m in methods}}
+        times: dict[str, float] = dict.fromkeys(curves, 0.0)
+        for seed in range(seeds_for[n]):
+            quality = np.random.default_rng([n, seed]).standard_normal(n)
+            t = time.perf_counter()
+            curves["ffa"].append(ffa_run(quality, np.random.default_rng([n, seed, 1])))
+            times["ffa"] += time.perf_counter() - t
+            for name, fn in methods.items():
+                t = time.perf_counter()
+                curves[name].append(fn(quality, 1000 * n + seed))
+                times[name] += time.perf_counter() - t
+        _, ffa_vals = mean_curve(curves["ffa"])
+        ffa_tau, ffa_top, ffa_cov = ffa_vals[0]
+        print(
+            f"\n## {n} threads: free-for-all {ffa_count:,} comparisons, {seeds_for[n]} seeds; "
+            f"ffa tau {ffa_tau:.3f}, top-10 {ffa_top:.2f}, coverage {ffa_cov:.2f}"
+        )
+        cols = [f"{f:.0%}" if f != 1 / 3 else "33%" for f in FRACTIONS]
+        print(
+            f"{'method':<15} "
+            + " ".join(f"tau@{c:<4}" for c in cols)
+            + "  top10@33% cov@33%  to ffa tau  to tau .9   s/seed"
+        )
+        for name in curves:
+            if name == "ffa":
+                continue
+            x, vals = mean_curve(curves[name])
+            cells = []
+            for f in FRACTIONS:
+                v = at(x, vals, f * ffa_count)
+                cells.append("   -    " if v is None else f"{v[0]:8.3f}")
+            v33 = at(x, vals, ffa_count / 3)
+            r_ffa, r_09 = reach(x, vals[:, 0], ffa_tau), reach(x, vals[:, 0], 0.9)
+
+            def fmt(r: float | None, x: np.ndarray = x) -> str:
+                return f">{int(x[-1]):,}" if r is None else f"{r:,.0f}"
+
+            top33 = "  -  " if v33 is None else f"{v33[1]:.2f}"
+            cov33 = "  -  " if v33 is None else f"{v33[2]:.2f}"
+            print(
+                f"{name:<15} "
+                + " ".join(cells)
+                + f"  {top33:>9} {cov33:>7}  {fmt(r_ffa):>10}  {fmt(r_09):>9}"
+                + f"  {times[name] / seeds_for[n]:6.1f}"
+            )
+            if name in ("random", "adaptive"):
+                summary.append((n, name, r_ffa, ffa_count))
+    print("\n## comparisons to reach the free-for-all's tau, as a share of its comparisons")
+    for n, name, r, ffa_count in summary:
+        share = "not reached" if r is None else f"{r / ffa_count:.1%}"
+        print(f"{n:>4} threads  {name:<9} {share}")
+    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,14 +1,26 @@
-"""Shared page helpers: the Jinja2 environment and the HTMX request check."""
+"""The web shell's shared helpers: the request-scoped database session, the Jinja2
+environment and the HTMX request check."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Depends, Request
 from fastapi.templating import Jinja2Templates
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.config import get_settings
+
+
+async def get_db(request: Request) -> AsyncIterator[AsyncSession]:
+    """One session per request, from the sessionmaker the app built at start-up."""
+    async with request.app.state.sessionmaker() as session:
+        yield session
+
+
+DbSession = Annotated[AsyncSession, Depends(get_db)]
 
 templates = Jinja2Templates(directory=str(get_settings().templates_dir))
 

@@ -29,9 +29,9 @@ from llmjudge.analysis.schemas import (
     ThreadPerformanceOut,
 )
 from llmjudge.catalog.api import ImportRejected, read_upload
-from llmjudge.db.engine import DbSession
 from llmjudge.errors import Invalid
 from llmjudge.sessions.importing import parse_judgment_file
+from llmjudge.web import DbSession
 
 router = APIRouter(prefix="/api/sessions", tags=["analysis"])
 

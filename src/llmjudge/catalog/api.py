@@ -18,7 +18,7 @@ from llmjudge.catalog.schemas import (
     ThreadPage,
 )
 from llmjudge.config import Settings
-from llmjudge.db.engine import DbSession
+from llmjudge.web import DbSession
 
 router = APIRouter(prefix="/api", tags=["catalog"])
 

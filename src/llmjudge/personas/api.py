@@ -12,7 +12,6 @@ from sse_starlette import EventSourceResponse
 from llmjudge.auth.middleware import CurrentPrincipal
 from llmjudge.catalog.api import read_upload
 from llmjudge.catalog.schemas import RowError
-from llmjudge.db.engine import DbSession
 from llmjudge.events.sse import sse_response
 from llmjudge.personas import service
 from llmjudge.personas.schemas import (
@@ -40,6 +39,7 @@ from llmjudge.personas.schemas import (
 )
 from llmjudge.personas.templates import TEMPLATES
 from llmjudge.personas.training import TrainingRunner, publish
+from llmjudge.web import DbSession
 
 router = APIRouter(prefix="/api/personas", tags=["personas"])
 

@@ -25,7 +25,6 @@ from llmjudge.catalog import service as catalog
 from llmjudge.catalog.api import read_upload
 from llmjudge.catalog.schemas import RowError
 from llmjudge.charts import line_chart
-from llmjudge.db.engine import DbSession
 from llmjudge.errors import Conflict, Invalid, NotFound
 from llmjudge.personas import evaluate as ev
 from llmjudge.personas import service
@@ -46,7 +45,7 @@ from llmjudge.personas.schemas import (
 from llmjudge.personas.templates import TEMPLATES
 from llmjudge.personas.training import publish
 from llmjudge.providers import service as providers
-from llmjudge.web import is_htmx, render
+from llmjudge.web import DbSession, is_htmx, render
 
 router = APIRouter(include_in_schema=False)
 

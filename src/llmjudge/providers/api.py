@@ -13,7 +13,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, status
 
-from llmjudge.db.engine import DbSession
 from llmjudge.providers import service
 from llmjudge.providers.schemas import (
     ConnectionTestIn,
@@ -26,6 +25,7 @@ from llmjudge.providers.schemas import (
     ProviderPatch,
 )
 from llmjudge.providers.service import LLMService
+from llmjudge.web import DbSession
 
 router = APIRouter(prefix="/api", tags=["providers"])
 

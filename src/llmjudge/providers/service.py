@@ -41,6 +41,7 @@ from llmjudge.providers.schemas import (
     ProviderOut,
     ProviderPatch,
 )
+from llmjudge.providers.simulator import SimulatorParams
 from llmjudge.providers.store import PgAccounting, PgCache
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,14 @@ def _model_info(m: LLMModel, p: Provider) -> ModelInfo:
         observed_latency_s=m.observed_latency_s,
         simulated=p.kind == "simulator",
     )
+
+
+def configured_latency_s(kind: str, settings: Mapping[str, Any] | None) -> float | None:
+    """Seconds per call a provider's own configuration promises: a simulator's mean latency;
+    None for real providers, whose latency is only known once observed."""
+    if kind != "simulator":
+        return None
+    return SimulatorParams.from_settings(settings or {}).latency_ms_mean / 1000
 
 
 def ema(previous: float | None, sample: float, alpha: float = LATENCY_EMA_ALPHA) -> float:

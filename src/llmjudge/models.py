@@ -16,6 +16,7 @@ from llmjudge.personas.models import (
     TaskOutput,
 )
 from llmjudge.providers.models import LLMCacheEntry, LLMCall, LLMModel, Provider
+from llmjudge.references.models import ReferenceLabel
 from llmjudge.sessions.models import Comparison, JudgeSession
 
 __all__ = [
@@ -38,4 +39,5 @@ __all__ = [
     "TaskOutput",
     "PersonaIteration",
     "PersonaDecision",
+    "ReferenceLabel",
 ]

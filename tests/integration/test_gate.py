@@ -29,6 +29,7 @@ from llmjudge.personas.gate_cli import (
     gate_over_http,
     read_items,
 )
+from llmjudge.personas.keys import input_hash, prompt_hash
 from llmjudge.personas.models import (
     Persona,
     PersonaDecision,
@@ -37,7 +38,6 @@ from llmjudge.personas.models import (
     TaskOutput,
 )
 from llmjudge.personas.templates import get_template
-from llmjudge.personas.training import input_hash, prompt_hash
 from tests.conftest import REPO
 
 JUDGE_ACCURACY = 0.85  # the simulated judge's TPR and TNR alike

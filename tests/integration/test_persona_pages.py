@@ -17,15 +17,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmjudge.personas.models import PersonaIteration
-from llmjudge.personas.pages import (
-    diff_rows,
-    metric_cards,
-    review_order,
-    review_state,
-    settings_changes,
-)
+from llmjudge.personas.pages.progress import metric_cards
+from llmjudge.personas.pages.prompts import diff_rows
+from llmjudge.personas.pages.settings import settings_changes
+from llmjudge.personas.prompt_versions import prompt_diff
+from llmjudge.personas.review import review_order, review_state
 from llmjudge.personas.schemas import DecisionOut, MetricsOut
-from llmjudge.personas.service import get_persona, prompt_diff
+from llmjudge.personas.service import get_persona
 from llmjudge.providers.simulator import normalise
 
 HX = {"HX-Request": "true"}
@@ -129,6 +127,25 @@ async def test_list_filters_and_searches(
     assert "Draft &lt;persona" in rows.text and "Trained one" not in rows.text
     rows = await client.get("/personas?q=nothing-like-this", headers=HX)
     assert "No persona matches this filter" in rows.text
+
+
+async def test_list_api_twin_filters_like_the_page(
+    client: httpx.AsyncClient, draft: dict[str, Any], trained: dict[str, Any]
+) -> None:
+    everyone = (await client.get("/api/personas/summaries")).json()
+    names = [row["name"] for row in everyone]
+    assert names == sorted(names) and {draft["name"], trained["name"]} <= set(names)
+    only_trained = (await client.get("/api/personas/summaries?status=trained")).json()
+    assert trained["id"] in {row["id"] for row in only_trained}
+    assert all(row["status"] == "trained" for row in only_trained)
+    assert only_trained[0]["holdout"] is not None or only_trained[0]["optimisation"] is not None
+    found = (await client.get("/api/personas/summaries?q=dRaFt")).json()
+    assert [row["id"] for row in found] == [draft["id"]]
+    # The page shows the rows its twin returns.
+    rows = await client.get("/personas?q=dRaFt", headers=HX)
+    assert "Draft &lt;persona" in rows.text and "Trained one" not in rows.text
+    assert (await client.get("/api/personas/summaries?q=nothing-like-this")).json() == []
+    assert (await client.get("/api/personas/summaries?status=bogus")).status_code == 422
 
 
 async def test_new_page_lists_templates_with_example_csv(client: httpx.AsyncClient) -> None:
@@ -297,6 +314,43 @@ async def test_review_navigation_and_later_and_agree_all(
     await client.post(f"/api/personas/{pid}/training/pause")
 
 
+async def test_review_api_twin_matches_the_page(
+    client: httpx.AsyncClient, fast_simulator: None
+) -> None:
+    p = await _from_template(client, "Twin review")
+    pid = p["id"]
+    await client.post(f"/api/personas/{pid}/training/start")
+    await _wait(client, pid, _awaiting)
+    base = f"/api/personas/{pid}/iterations/1"
+    before = [d["id"] for d in (await client.get(f"{base}/decisions?order=stable")).json()]
+    assert len(before) > 3
+    picked = before[1]
+    r = await client.post(f"/api/personas/{pid}/decisions/{picked}/feedback", json={"agrees": True})
+    assert r.status_code == 200, r.text
+    # The stable order does not move a reviewed decision; the work queue puts it last.
+    stable = [d["id"] for d in (await client.get(f"{base}/decisions?order=stable")).json()]
+    queue = [d["id"] for d in (await client.get(f"{base}/decisions")).json()]
+    assert stable == before
+    assert queue[-1] == picked and sorted(queue) == sorted(before)
+    review = (await client.get(f"{base}/review")).json()
+    assert [d["id"] for d in review["decisions"]] == stable
+    assert (review["total"], review["reviewed"], review["agreed"]) == (len(before), 1, 1)
+    assert review["current_id"] == before[0]  # the first undecided
+    assert review["next_pending_id"] == before[2]  # skips the reviewed one
+    page = await client.get(f"/personas/{pid}/review/1", headers=HX)
+    shown = int(re.search(r'data-decision-id="(\d+)"', page.text).group(1))
+    assert shown == review["current_id"]
+    # Asked by name: the reviewed one, with its neighbours, on the page and in the twin.
+    at = (await client.get(f"{base}/review?decision={picked}")).json()
+    assert (at["previous_id"], at["current_id"], at["next_id"]) == tuple(before[:3])
+    page = await client.get(f"/personas/{pid}/review/1?decision={picked}", headers=HX)
+    assert f"?decision={at['previous_id']}" in page.text
+    assert f"?decision={at['next_id']}" in page.text
+    assert (await client.get(f"/api/personas/{pid}/iterations/7/review")).status_code == 404
+    assert (await client.get(f"{base}/decisions?order=bogus")).status_code == 422
+    await client.post(f"/api/personas/{pid}/training/pause")
+
+
 async def test_upload_through_the_page_is_all_or_nothing(
     client: httpx.AsyncClient, draft: dict[str, Any]
 ) -> None:
@@ -418,6 +472,57 @@ def test_review_order_puts_uncertain_first_and_carried_last() -> None:
         _decision(5, judge_confidence=0.2),
     ]
     assert [d.id for d in review_order(ds)] == [5, 3, 1, 4, 2]
+
+
+def test_pending_first_order_puts_unreviewed_first_then_the_same_rule() -> None:
+    ds = [
+        _decision(1, judge_confidence=0.9),
+        _decision(2, carried_forward=True, human_agrees=True, judge_confidence=0.1),
+        _decision(3, judge_confidence=0.2, split="holdout"),
+        _decision(4, human_agrees=False, judge_confidence=0.05),
+        _decision(5, judge_confidence=0.2),
+    ]
+    assert [d.id for d in review_order(ds, "pending_first")] == [5, 3, 1, 4, 2]
+    assert [d.id for d in review_order(ds, "stable")] == [4, 5, 3, 1, 2]
+
+
+_decisions = st.lists(
+    st.tuples(
+        st.sampled_from([None, True, False]),
+        st.one_of(st.none(), st.floats(min_value=0, max_value=1)),
+        st.sampled_from(["optimisation", "holdout"]),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+@given(_decisions, st.data())
+def test_stable_order_never_moves_a_decision_when_it_is_reviewed(
+    rows: list[tuple[bool | None, float | None, str, bool]], data: st.DataObject
+) -> None:
+    ds = [
+        _decision(
+            i,
+            human_agrees=True if carried else agrees,
+            judge_confidence=confidence,
+            split=split,
+            carried_forward=carried,
+        )
+        for i, (agrees, confidence, split, carried) in enumerate(rows, start=1)
+    ]
+    stable = [d.id for d in review_order(ds, "stable")]
+    queue = review_order(ds, "pending_first")
+    reviewed = [d.human_agrees is not None for d in queue]
+    assert reviewed == sorted(reviewed)  # every unreviewed one before every reviewed one
+    # Within the unreviewed ones (never carried forward) both orders agree.
+    assert [d.id for d in queue if d.human_agrees is None] == [
+        i for i in stable if ds[i - 1].human_agrees is None
+    ]
+    i = data.draw(st.integers(min_value=0, max_value=len(ds) - 1))
+    ds[i] = ds[i].model_copy(update={"human_agrees": data.draw(st.booleans())})
+    assert [d.id for d in review_order(ds, "stable")] == stable
 
 
 @given(

@@ -185,6 +185,13 @@ def imports_of(source: str, module: str, *, is_package: bool = False) -> list[Im
     return list(found.values())
 
 
+def is_public(module: str) -> bool:
+    """A domain's public module: ``<domain>.<public name>`` (or inside a public package, such
+    as a ``service/`` split in parts), never anything under ``api`` or ``pages``."""
+    inner = module.split(".")[2:]
+    return bool(inner) and inner[0] in PUBLIC and not {"api", "pages"} & set(inner)
+
+
 def violations_in(source: str, module: str, *, is_package: bool = False) -> list[str]:
     """The rule's violations in one module's source, each as 'module:line -> target: why'."""
     here = layer_of(module)
@@ -209,7 +216,7 @@ def violations_in(source: str, module: str, *, is_package: bool = False) -> list
                 here.kind == "domain"
                 and there.kind == "domain"
                 and there.domain != here.domain
-                and imp.target.rpartition(".")[2] not in PUBLIC
+                and not is_public(imp.target)
             ):
                 why = (
                     f"the {here.domain} domain reaches into {there.domain}'s private "
@@ -307,6 +314,16 @@ def test_every_module_has_a_layer() -> None:
             "llmjudge.sessions.service",
             "from llmjudge.providers.simulator import SimulatorParams\n",
             "reaches into providers's private module",
+        ),
+        (
+            "llmjudge.catalog.service",
+            "from llmjudge.personas.pages.schemas import X\n",
+            "reaches into personas's private module",
+        ),
+        (
+            "llmjudge.catalog.service",
+            "from llmjudge import sessions\n",
+            "reaches into sessions's private module",
         ),
         (
             "llmjudge.personas.service",

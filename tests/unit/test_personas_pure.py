@@ -7,24 +7,24 @@ import asyncio
 import csv
 import io
 import json
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from llmjudge.csvsafe import safe_cell
-from llmjudge.personas.service import parse_pairs_csv, prompt_diff
-from llmjudge.personas.templates import TEMPLATES
-from llmjudge.personas.training import (
-    Stopped,
-    decide,
-    deciding_f1,
+from llmjudge.personas.convergence import decide, deciding_f1, split_metrics
+from llmjudge.personas.loop import Stopped, run_bounded
+from llmjudge.personas.pairs import parse_pairs_csv
+from llmjudge.personas.prompt_versions import prompt_diff
+from llmjudge.personas.replies import (
     missing_placeholders,
     parse_engineer_reply,
     parse_judge_reply,
-    run_bounded,
-    split_metrics,
 )
+from llmjudge.personas.summaries import PersonaSummary, matching
+from llmjudge.personas.templates import TEMPLATES
 
 text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
 cell = text.filter(lambda s: s.strip() != "")
@@ -186,3 +186,50 @@ def test_decide(f1: float, number: int, outcome: str | None) -> None:
     got = decide(metrics, target_f1=0.8, number=number, max_iterations=3)
     assert got[:3] == (f1, "holdout", outcome)
     assert (got[3] is None) == (outcome is None)
+
+
+def _summary(i: int, name: str, status: str) -> PersonaSummary:
+    return PersonaSummary(
+        id=i,
+        name=name,
+        description="",
+        status=status,
+        target_f1=0.8,
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+        iterations=0,
+        scored_iteration=None,
+        prompt_version=1,
+        optimisation=None,
+        holdout=None,
+        cost_usd=0.0,
+    )
+
+
+statuses = st.sampled_from(["draft", "training", "paused", "trained", "incomplete"])
+
+
+@given(
+    st.lists(st.tuples(st.text(max_size=12), statuses), max_size=15),
+    st.one_of(st.none(), statuses),
+    st.one_of(st.none(), st.text(max_size=4)),
+)
+def test_list_filter_keeps_exactly_the_matching_rows_in_order(
+    rows: list[tuple[str, str]], status: str | None, q: str | None
+) -> None:
+    summaries = [_summary(i, name, s) for i, (name, s) in enumerate(rows)]
+    got = matching(summaries, status=status, q=q)
+    needle = (q or "").strip().casefold()
+    expected = [
+        r.id
+        for r in summaries
+        if (status is None or r.status == status) and needle in r.name.casefold()
+    ]
+    assert [r.id for r in got] == expected
+    assert matching(summaries) == summaries  # no filter: everyone
+
+
+def test_list_filter_ignores_case_and_outer_spaces() -> None:
+    rows = [_summary(1, "Draft <persona>", "draft"), _summary(2, "Trained one", "trained")]
+    assert [r.id for r in matching(rows, q="  dRAFT ")] == [1]
+    assert [r.id for r in matching(rows, status="trained", q="ONE")] == [2]
+    assert matching(rows, status="draft", q="one") == []

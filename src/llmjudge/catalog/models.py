@@ -37,6 +37,9 @@ class Thread(Base):
     external_id: Mapped[str] = mapped_column(String(300))
     title: Mapped[str] = mapped_column(Text, default="", server_default="")
     prompt_key: Mapped[str | None] = mapped_column(String(300))
+    # The text of the prompt this thread answers (threads sharing a prompt key share it), so a
+    # published judge template's {prompt} / {answer_a} / {answer_b} can be filled.
+    prompt: Mapped[str | None] = mapped_column(Text)
     # Plain text, or a list of {"role", "content"} messages.
     content: Mapped[Any] = mapped_column(JSONB)
     content_hash: Mapped[str] = mapped_column(String(64))

@@ -1,4 +1,5 @@
-"""Personas JSON API: CRUD, training pairs, the calibration loop, review, reports."""
+"""Personas JSON API: CRUD, training pairs, the calibration loop, review, reports; the
+twin of every persona page that shows data."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from fastapi import APIRouter, Body, File, HTTPException, Query, Request, Upload
 from fastapi.responses import Response
 from sse_starlette import EventSourceResponse
 
-from llmjudge.auth.middleware import CurrentPrincipal
-from llmjudge.catalog.api import read_upload
+from llmjudge.auth.schemas import CurrentPrincipal
 from llmjudge.catalog.schemas import RowError
 from llmjudge.events.sse import sse_response
-from llmjudge.personas import service
+from llmjudge.personas import estimate as estimates
+from llmjudge.personas import iterations as iteration_service
+from llmjudge.personas import pairs as pair_service
+from llmjudge.personas import prompt_versions, reports, review, service, training_control
+from llmjudge.personas.events import publish
 from llmjudge.personas.schemas import (
     BulkFeedbackIn,
     BulkFeedbackOut,
@@ -30,16 +34,19 @@ from llmjudge.personas.schemas import (
     PersonaIn,
     PersonaOut,
     PersonaPatch,
+    PersonaStatus,
     PromptDiffOut,
     PromptEditIn,
     PromptVersionOut,
     ReportOut,
+    ReviewQueueOut,
     TemplateOut,
     TrainingStatusOut,
 )
+from llmjudge.personas.summaries import PersonaSummary, matching, summaries
 from llmjudge.personas.templates import TEMPLATES
-from llmjudge.personas.training import TrainingRunner, publish
-from llmjudge.web import DbSession
+from llmjudge.personas.training import TrainingRunner
+from llmjudge.web import DbSession, read_upload
 
 router = APIRouter(prefix="/api/personas", tags=["personas"])
 
@@ -79,6 +86,17 @@ async def create_persona(data: PersonaIn, db: DbSession) -> PersonaOut:
     """A draft persona. The judge model must differ from the task model; target F1 is
     0.70-0.95; the judge prompt must use {input}, {correct_output} and {answer}."""
     return await service.create_persona(db=db, data=data)
+
+
+@router.get("/summaries", response_model=list[PersonaSummary])
+async def list_summaries(
+    db: DbSession,
+    status: PersonaStatus | None = None,
+    q: Annotated[str | None, Query(max_length=200, description="part of the name")] = None,
+) -> list[PersonaSummary]:
+    """Personas with their latest metrics, iteration count and training cost, by name,
+    filtered by status and a case-insensitive part of the name (the personas page)."""
+    return matching(await summaries(db=db), status=status, q=q)
 
 
 @router.get("/templates", response_model=list[TemplateOut])
@@ -164,7 +182,7 @@ async def upload_pairs(
     data = await read_upload(file, settings)
     # A large file takes a while to parse: off the event loop.
     parsed = await asyncio.to_thread(
-        service.parse_pairs_csv,
+        pair_service.parse_pairs_csv,
         data,
         max_rows=settings.max_import_rows,
         max_chars=settings.max_field_chars,
@@ -172,10 +190,10 @@ async def upload_pairs(
     if parsed.errors:
         raise RowsRejected(parsed.errors)
     try:
-        return await service.store_pairs(
+        return await pair_service.store_pairs(
             db=db, persona_id=persona_id, rows=parsed.rows, lines=parsed.lines, preview=preview
         )
-    except service.RowsRejected as e:
+    except pair_service.RowsRejected as e:
         raise RowsRejected(e.errors) from None
 
 
@@ -188,7 +206,7 @@ async def list_pairs(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> list[PairOut]:
     """Pairs in upload order, each with its side of the held-out split."""
-    return await service.list_pairs(
+    return await pair_service.list_pairs(
         db=db, persona_id=persona_id, split=split, limit=limit, offset=offset
     )
 
@@ -199,7 +217,7 @@ async def list_pairs(
 @router.post("/{persona_id}/training/start", response_model=PersonaOut)
 async def start_training(persona_id: int, request: Request, db: DbSession) -> PersonaOut:
     """Start the loop of a draft persona (409 otherwise)."""
-    out = await service.start_training(db=db, persona_id=persona_id)
+    out = await training_control.start_training(db=db, persona_id=persona_id)
     runner = _runner(request)
     if runner is not None:
         runner.wake()
@@ -209,7 +227,7 @@ async def start_training(persona_id: int, request: Request, db: DbSession) -> Pe
 @router.post("/{persona_id}/training/pause", response_model=PersonaOut)
 async def pause_training(persona_id: int, request: Request, db: DbSession) -> PersonaOut:
     """Pause: calls in flight finish and are stored; nothing new starts."""
-    out = await service.pause_training(db=db, persona_id=persona_id)
+    out = await training_control.pause_training(db=db, persona_id=persona_id)
     runner = _runner(request)
     if runner is not None:
         runner.stop_persona(persona_id)
@@ -220,7 +238,7 @@ async def pause_training(persona_id: int, request: Request, db: DbSession) -> Pe
 @router.post("/{persona_id}/training/resume", response_model=PersonaOut)
 async def resume_training(persona_id: int, request: Request, db: DbSession) -> PersonaOut:
     """Resume a paused persona from its last stored step."""
-    out = await service.resume_training(db=db, persona_id=persona_id)
+    out = await training_control.resume_training(db=db, persona_id=persona_id)
     runner = _runner(request)
     if runner is not None:
         runner.wake()
@@ -232,7 +250,7 @@ async def training_status(persona_id: int, request: Request, db: DbSession) -> T
     """Status (and why: paused, budget, timeout), the latest iteration with its review
     progress, and the money spent so far."""
     runner = _runner(request)
-    return await service.training_status(
+    return await iteration_service.training_status(
         db=db,
         persona_id=persona_id,
         running_here=runner is not None and runner.is_running(persona_id),
@@ -242,7 +260,7 @@ async def training_status(persona_id: int, request: Request, db: DbSession) -> T
 @router.get("/{persona_id}/estimate", response_model=EstimateOut)
 async def estimate(persona_id: int, request: Request, db: DbSession) -> EstimateOut:
     """Calls, tokens and cost of one iteration and of `max_iterations`, before training."""
-    return await service.estimate(db=db, llm=request.app.state.llm, persona_id=persona_id)
+    return await estimates.estimate(db=db, llm=request.app.state.llm, persona_id=persona_id)
 
 
 # -- judge prompt versions -------------------------------------------------------------------
@@ -251,7 +269,7 @@ async def estimate(persona_id: int, request: Request, db: DbSession) -> Estimate
 @router.get("/{persona_id}/prompts", response_model=list[PromptVersionOut])
 async def list_prompts(persona_id: int, db: DbSession) -> list[PromptVersionOut]:
     """Judge prompt versions, oldest first, each by `ai` or `human` with a rationale."""
-    return await service.list_versions(db=db, persona_id=persona_id)
+    return await prompt_versions.list_versions(db=db, persona_id=persona_id)
 
 
 @router.post("/{persona_id}/prompts", response_model=PromptVersionOut, status_code=201)
@@ -259,7 +277,7 @@ async def edit_prompt(
     persona_id: int, data: PromptEditIn, request: Request, db: DbSession
 ) -> PromptVersionOut:
     """A hand-edited judge prompt: a new human version, used from the next iteration."""
-    out = await service.add_version(
+    out = await prompt_versions.add_version(
         db=db, persona_id=persona_id, text=data.text, rationale=data.rationale
     )
     await _event(
@@ -276,7 +294,7 @@ async def diff_prompts(
     persona_id: int, db: DbSession, a: Annotated[int, Query(ge=1)], b: Annotated[int, Query(ge=1)]
 ) -> PromptDiffOut:
     """Unified diff of version a -> b, and line opcodes for a side-by-side view."""
-    return await service.diff_versions(db=db, persona_id=persona_id, a=a, b=b)
+    return await prompt_versions.diff_versions(db=db, persona_id=persona_id, a=a, b=b)
 
 
 @router.post(
@@ -286,7 +304,7 @@ async def rollback_prompt(
     persona_id: int, version: int, request: Request, db: DbSession
 ) -> PromptVersionOut:
     """A new human version with the text of `version`."""
-    out = await service.rollback_version(db=db, persona_id=persona_id, version=version)
+    out = await prompt_versions.rollback_version(db=db, persona_id=persona_id, version=version)
     await _event(
         request,
         persona_id,
@@ -302,7 +320,7 @@ async def rollback_prompt(
 @router.get("/{persona_id}/iterations", response_model=list[IterationOut])
 async def list_iterations(persona_id: int, db: DbSession) -> list[IterationOut]:
     """Iterations with status, metrics of both parts, timings, cost and review progress."""
-    return await service.list_iterations(db=db, persona_id=persona_id)
+    return await iteration_service.list_iterations(db=db, persona_id=persona_id)
 
 
 @router.get("/{persona_id}/iterations/{number}/decisions", response_model=list[DecisionOut])
@@ -312,11 +330,39 @@ async def list_decisions(
     db: DbSession,
     pending: bool = False,
     split: Literal["optimisation", "holdout"] | None = None,
+    order: Annotated[
+        review.ReviewOrder,
+        Query(
+            description="`pending_first`: unreviewed first (a work queue); `stable`: the "
+            "review page's order, carried-forward decisions last, none moving once reviewed"
+        ),
+    ] = "pending_first",
 ) -> list[DecisionOut]:
-    """The judge's decisions of an iteration in review order: unreviewed first, least
-    confident first, then by pair. Carried-forward decisions come pre-labelled."""
-    return await service.list_decisions(
-        db=db, persona_id=persona_id, number=number, pending_only=pending, split=split
+    """The judge's decisions of an iteration in review order: least confident first,
+    optimisation before held-out, then by pair; unreviewed first unless `order=stable`.
+    Carried-forward decisions come pre-labelled."""
+    return await review.list_decisions(
+        db=db,
+        persona_id=persona_id,
+        number=number,
+        pending_only=pending,
+        split=split,
+        order=order,
+    )
+
+
+@router.get("/{persona_id}/iterations/{number}/review", response_model=ReviewQueueOut)
+async def review_queue(
+    persona_id: int,
+    number: int,
+    db: DbSession,
+    decision: Annotated[int | None, Query(description="the decision to show")] = None,
+) -> ReviewQueueOut:
+    """The review page's data: the iteration's decisions in the stable review order, the
+    current one (`decision`, else the first undecided, else the first), its neighbours,
+    the next undecided one, and how many are reviewed and agreed."""
+    return await review.review_queue(
+        db=db, persona_id=persona_id, number=number, decision_id=decision
     )
 
 
@@ -338,7 +384,7 @@ async def feedback(
 ) -> FeedbackOut:
     """Agree or disagree with one judge decision (optional notes for the prompt engineer).
     When the last decision of the iteration is reviewed, the loop goes on."""
-    decision, pending = await service.feedback(
+    decision, pending = await review.feedback(
         db=db,
         persona_id=persona_id,
         decision_id=decision_id,
@@ -359,7 +405,7 @@ async def bulk_feedback(
     principal: CurrentPrincipal,
 ) -> BulkFeedbackOut:
     """The same review for many decisions of one iteration ("Agree with all")."""
-    out = await service.bulk_feedback(
+    out = await review.bulk_feedback(
         db=db, persona_id=persona_id, number=number, data=data, reviewer=principal.username
     )
     await _after_review(request, persona_id, out.pending_review)
@@ -372,14 +418,14 @@ async def bulk_feedback(
 @router.get("/{persona_id}/metrics", response_model=list[MetricsRow])
 async def metrics(persona_id: int, db: DbSession) -> list[MetricsRow]:
     """Agreement with the human per scored iteration, optimisation and held-out parts."""
-    return await service.metrics(db=db, persona_id=persona_id)
+    return await reports.metrics(db=db, persona_id=persona_id)
 
 
 @router.get("/{persona_id}/report", response_model=ReportOut)
 async def report(persona_id: int, db: DbSession) -> ReportOut:
     """Final metrics, iterations to convergence, prompt evolution, and the judge's most
     confident decisions that the human confirmed (best) or rejected (worst)."""
-    return await service.report(db=db, persona_id=persona_id)
+    return await reports.report(db=db, persona_id=persona_id)
 
 
 @router.get(
@@ -392,11 +438,11 @@ async def export(
     """Pairs, answers, decisions, human labels and metrics. CSV: one row per decision (and
     per pair never judged); cells starting with = + - @ are prefixed with ' so spreadsheets
     do not run them as formulas."""
-    data = await service.export_data(db=db, persona_id=persona_id)
+    data = await reports.export_data(db=db, persona_id=persona_id)
     filename = f"persona-{persona_id}.{format}"
     headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
     if format == "csv":
-        body = await asyncio.to_thread(service.export_csv, data)
+        body = await asyncio.to_thread(reports.export_csv, data)
         return Response(body, media_type="text/csv", headers=headers)
-    body = await asyncio.to_thread(service.export_json, data)
+    body = await asyncio.to_thread(reports.export_json, data)
     return Response(body, media_type="application/json", headers=headers)

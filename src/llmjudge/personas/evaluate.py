@@ -5,7 +5,7 @@ then corrects the observed pass rate for the judge's own errors (Rogan-Gladen, `
 with the true-positive and true-negative rates the persona showed on its held-out pairs in
 its latest fully reviewed iteration. ``create_persona_session`` starts a tournament judged
 by the persona: its judge prompt, written for one answer at a time, becomes the guidance of
-a pairwise prompt template. ``summaries`` feeds the list and comparison of personas.
+a pairwise prompt template. The list and comparison of personas read ``summaries.py``.
 """
 
 from __future__ import annotations
@@ -14,23 +14,21 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from sqlalchemy import func, select
-from sqlalchemy.dialects.postgresql import distinct_on
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.errors import Conflict, Invalid, NotFound
+from llmjudge.errors import Conflict, Invalid
 from llmjudge.events.hub import EventHub
 from llmjudge.personas import service
 from llmjudge.personas.gate import corrected_pass_rate
+from llmjudge.personas.loop import LLM
 from llmjudge.personas.models import Persona, PersonaDecision, PersonaIteration
-from llmjudge.personas.schemas import MetricsOut, PersonaOut
+from llmjudge.personas.replies import JUDGE_SCHEMA, parse_judge_reply
+from llmjudge.personas.schemas import PersonaOut
 from llmjudge.personas.templates import render_judge_prompt
-from llmjudge.personas.training import JUDGE_SCHEMA, LLM, parse_judge_reply
-from llmjudge.providers.models import LLMCall
 from llmjudge.sessions import service as sessions
 from llmjudge.sessions.schemas import SessionIn, SessionOut
 
@@ -454,101 +452,3 @@ async def create_persona_session(
         **fields, judge_model_id=persona.judge_model_id, prompt_template=template
     )
     return await sessions.create_session(db=db, data=session_in, hub=hub)
-
-
-# -- summaries for the list and comparison pages ---------------------------------------------
-
-MAX_COMPARE = 20
-
-
-class PersonaSummary(BaseModel):
-    id: int
-    name: str
-    description: str
-    status: str
-    target_f1: float
-    created_at: datetime
-    iterations: int
-    scored_iteration: int | None = Field(description="latest iteration with metrics")
-    prompt_version: int
-    optimisation: MetricsOut | None = Field(description="agreement on the optimisation pairs")
-    holdout: MetricsOut | None = Field(description="agreement on the held-out pairs")
-    cost_usd: float = Field(description="spent on training calls")
-
-
-async def summaries(*, db: AsyncSession, ids: Sequence[int] | None = None) -> list[PersonaSummary]:
-    """Personas (all, or ``ids`` in that order) with their latest metrics, iteration count
-    and training cost, in four queries whatever their number."""
-    stmt = select(Persona).order_by(Persona.name)
-    if ids is not None:
-        stmt = stmt.where(Persona.id.in_(list(ids)))
-    personas = list(await db.scalars(stmt))
-    if ids is not None:
-        found = {p.id: p for p in personas}
-        missing = [i for i in ids if i not in found]
-        if missing:
-            raise NotFound(f"persona(s) {', '.join(map(str, missing))} not found")
-        personas = [found[i] for i in ids]
-    wanted = [p.id for p in personas]
-    latest = {
-        row.persona_id: row
-        for row in (
-            await db.execute(
-                select(
-                    PersonaIteration.persona_id,
-                    PersonaIteration.number,
-                    PersonaIteration.metrics_optimisation,
-                    PersonaIteration.metrics_holdout,
-                )
-                .where(
-                    PersonaIteration.persona_id.in_(wanted),
-                    PersonaIteration.metrics_optimisation.is_not(None)
-                    | PersonaIteration.metrics_holdout.is_not(None),
-                )
-                .ext(distinct_on(PersonaIteration.persona_id))
-                .order_by(PersonaIteration.persona_id, PersonaIteration.number.desc())
-            )
-        ).all()
-    }
-    counts = dict(
-        (
-            await db.execute(
-                select(PersonaIteration.persona_id, func.count())
-                .where(PersonaIteration.persona_id.in_(wanted))
-                .group_by(PersonaIteration.persona_id)
-            )
-        ).all()
-    )
-    costs = dict(
-        (
-            await db.execute(
-                select(LLMCall.persona_id, func.coalesce(func.sum(LLMCall.cost_usd), 0.0))
-                .where(LLMCall.persona_id.in_(wanted))
-                .group_by(LLMCall.persona_id)
-            )
-        ).all()
-    )
-    out = []
-    for p in personas:
-        row = latest.get(p.id)
-        out.append(
-            PersonaSummary(
-                id=p.id,
-                name=p.name,
-                description=p.description,
-                status=p.status,
-                target_f1=p.target_f1,
-                created_at=p.created_at,
-                iterations=counts.get(p.id, 0),
-                scored_iteration=None if row is None else row.number,
-                prompt_version=p.current_version,
-                optimisation=None if row is None else _metrics(row.metrics_optimisation),
-                holdout=None if row is None else _metrics(row.metrics_holdout),
-                cost_usd=float(costs.get(p.id, 0.0)),
-            )
-        )
-    return out
-
-
-def _metrics(m: dict[str, Any] | None) -> MetricsOut | None:
-    return None if m is None else MetricsOut.model_validate(m)

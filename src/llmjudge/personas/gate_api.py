@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, Response
 
 from llmjudge.personas import evaluate as ev
 from llmjudge.personas import service
+from llmjudge.personas.summaries import MAX_COMPARE, PersonaSummary, summaries
 from llmjudge.personas.templates import get_template, template_pairs_csv
 from llmjudge.providers.base import ProviderError
 from llmjudge.sessions.schemas import SessionOut
@@ -37,18 +38,18 @@ def parse_ids(raw: list[str]) -> list[int]:
             ids.append(int(part))
     if not ids:
         raise HTTPException(422, "give the personas to compare: ?ids=1,2,3")
-    if len(ids) > ev.MAX_COMPARE:
-        raise HTTPException(422, f"compare at most {ev.MAX_COMPARE} personas at once")
+    if len(ids) > MAX_COMPARE:
+        raise HTTPException(422, f"compare at most {MAX_COMPARE} personas at once")
     return ids
 
 
-@router.get("/compare", response_model=list[ev.PersonaSummary])
+@router.get("/compare", response_model=list[PersonaSummary])
 async def compare(
     db: DbSession, ids: Annotated[list[str], Query(description="e.g. 1,2,3")]
-) -> list[ev.PersonaSummary]:
+) -> list[PersonaSummary]:
     """Latest held-out and optimisation metrics, iterations and training cost of several
     personas, in the order asked."""
-    return await ev.summaries(db=db, ids=parse_ids(ids))
+    return await summaries(db=db, ids=parse_ids(ids))
 
 
 @router.get(

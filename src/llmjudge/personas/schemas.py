@@ -260,6 +260,28 @@ class DecisionOut(BaseModel):
     carried_forward: bool
 
 
+class ReviewQueueOut(BaseModel):
+    """An iteration's review as the review page shows it."""
+
+    iteration: int
+    decisions: list[DecisionOut] = Field(
+        description="stable review order: least confident first, optimisation before "
+        "held-out, pre-labelled carried-forward decisions last; a decision never moves "
+        "once reviewed"
+    )
+    current_id: int | None = Field(
+        description="the asked decision, else the first undecided, else the first"
+    )
+    previous_id: int | None
+    next_id: int | None
+    next_pending_id: int | None = Field(
+        description="the first undecided decision after the current one, wrapping around"
+    )
+    total: int
+    reviewed: int
+    agreed: int = Field(description="reviews that agree with the judge")
+
+
 class FeedbackIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     agrees: bool

@@ -56,6 +56,10 @@ class JudgeSession(Base):
     )
     criteria: Mapped[list[str]] = mapped_column(JSONB, default=list, server_default="[]")
     prompt_template: Mapped[str | None] = mapped_column(Text)
+    # A judge's own system message and verdict format (judging.formats), so a published judge
+    # prompt runs unchanged; None means the built-in ones.
+    system_prompt: Mapped[str | None] = mapped_column(Text)
+    verdict_format: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = created_at_column()
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,19 @@
+"""judge panels: per-member votes
+
+Revision ID: 0007
+Revises: 0006
+Create Date: 2026-12-01
+"""
+
+revision = "0007"
+down_revision = "0006"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    pass
+
+
+def downgrade() -> None:
+    pass

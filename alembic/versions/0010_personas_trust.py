@@ -1,0 +1,19 @@
+"""personas you can trust: answers, human labels, splits
+
+Revision ID: 0010
+Revises: 0009
+Create Date: 2026-12-01
+"""
+
+revision = "0010"
+down_revision = "0009"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    pass
+
+
+def downgrade() -> None:
+    pass

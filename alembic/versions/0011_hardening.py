@@ -1,0 +1,19 @@
+"""hardening: retention, rate shares
+
+Revision ID: 0011
+Revises: 0010
+Create Date: 2026-12-01
+"""
+
+revision = "0011"
+down_revision = "0010"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    pass
+
+
+def downgrade() -> None:
+    pass

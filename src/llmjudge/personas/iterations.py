@@ -1,0 +1,90 @@
+"""Iterations as read by pages and the API: their status, metrics, review progress and
+cost, and the persona's training status."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from llmjudge.personas.lookup import persona_row
+from llmjudge.personas.models import PersonaDecision, PersonaIteration
+from llmjudge.personas.schemas import IterationOut, MetricsOut, TrainingStatusOut
+from llmjudge.providers.service import totals
+
+
+def metrics_out(m: dict[str, Any] | None) -> MetricsOut | None:
+    return None if m is None else MetricsOut.model_validate(m)
+
+
+async def review_counts(db: AsyncSession, iteration_ids: Sequence[int]) -> dict[int, Any]:
+    """iteration id -> (decisions, pending review), in one query."""
+    rows = await db.execute(
+        select(
+            PersonaDecision.iteration_id,
+            func.count(),
+            func.count().filter(PersonaDecision.human_agrees.is_(None)),
+        )
+        .where(PersonaDecision.iteration_id.in_(list(iteration_ids)))
+        .group_by(PersonaDecision.iteration_id)
+    )
+    return {iteration_id: (total, pending) for iteration_id, total, pending in rows.all()}
+
+
+def iteration_out(it: PersonaIteration, counts: tuple[int, int]) -> IterationOut:
+    return IterationOut(
+        number=it.number,
+        status=it.status,  # type: ignore[arg-type]
+        prompt_version=it.prompt_version,
+        outcome=it.outcome,  # type: ignore[arg-type]
+        metrics_optimisation=metrics_out(it.metrics_optimisation),
+        metrics_holdout=metrics_out(it.metrics_holdout),
+        cost_usd=it.cost_usd,
+        timings=dict(it.timings or {}),
+        note=it.note,
+        decisions=counts[0],
+        pending_review=counts[1],
+        started_at=it.started_at,
+        finished_at=it.finished_at,
+    )
+
+
+async def list_iterations(*, db: AsyncSession, persona_id: int) -> list[IterationOut]:
+    await persona_row(db, persona_id)
+    rows = await db.scalars(
+        select(PersonaIteration)
+        .where(PersonaIteration.persona_id == persona_id)
+        .order_by(PersonaIteration.number)
+    )
+    iterations = rows.all()
+    counts = await review_counts(db, [it.id for it in iterations])
+    return [iteration_out(it, counts.get(it.id, (0, 0))) for it in iterations]
+
+
+async def spent_usd(*, db: AsyncSession, persona_id: int) -> float:
+    return float((await totals(db=db, persona_id=persona_id))["cost_usd"])
+
+
+async def training_status(
+    *, db: AsyncSession, persona_id: int, running_here: bool = False
+) -> TrainingStatusOut:
+    p = await persona_row(db, persona_id)
+    it = await db.scalar(
+        select(PersonaIteration)
+        .where(PersonaIteration.persona_id == persona_id)
+        .order_by(PersonaIteration.number.desc())
+        .limit(1)
+    )
+    return TrainingStatusOut(
+        persona_id=persona_id,
+        status=p.status,  # type: ignore[arg-type]
+        status_reason=p.status_reason,
+        iteration=None
+        if it is None
+        else iteration_out(it, (await review_counts(db, [it.id])).get(it.id, (0, 0))),
+        spent_usd=await spent_usd(db=db, persona_id=persona_id),
+        budget_usd=p.budget_usd,
+        running_here=running_here,
+    )

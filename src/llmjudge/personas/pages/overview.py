@@ -1,0 +1,121 @@
+"""The overview tab: estimate, calibration and use as a judge; the start / pause / resume /
+clone / delete actions."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+from pydantic import ValidationError
+
+from llmjudge.catalog import service as catalog
+from llmjudge.errors import Conflict, Invalid, NotFound
+from llmjudge.personas import estimate as estimates
+from llmjudge.personas import evaluate as ev
+from llmjudge.personas import service, training_control
+from llmjudge.personas.pages.common import (
+    detail_ctx,
+    publish_event,
+    see,
+    validation_messages,
+    wake_runner,
+)
+from llmjudge.personas.schemas import PersonaOut
+from llmjudge.web import DbSession, render
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/personas/{persona_id}", response_class=HTMLResponse)
+async def overview_page(request: Request, persona_id: int, db: DbSession):
+    ctx = await detail_ctx(request, db, persona_id, "overview")
+    return await _overview(request, db, ctx)
+
+
+async def _overview(
+    request: Request,
+    db: DbSession,
+    ctx: dict[str, Any],
+    *,
+    error: str | None = None,
+    code: int = 200,
+) -> Response:
+    persona: PersonaOut = ctx["persona"]
+    try:
+        estimate = await estimates.estimate(db=db, llm=request.app.state.llm, persona_id=persona.id)
+    except (Invalid, NotFound):  # a model is missing: the page says so already
+        estimate = None
+    return render(
+        request,
+        "personas/overview.html",
+        status_code=code,
+        error=error,
+        estimate=estimate,
+        calibration=await ev.load_calibration(db=db, persona_id=persona.id),
+        pillars=await catalog.list_pillars(db=db),
+        base_url=str(request.base_url).rstrip("/"),
+        **ctx,
+    )
+
+
+Action = Literal["start", "pause", "resume", "clone", "delete"]
+
+
+@router.post("/personas/{persona_id}/actions/{action}")
+async def persona_action(request: Request, persona_id: int, action: Action, db: DbSession):
+    runner = getattr(request.app.state, "persona_runner", None)
+    try:
+        if action == "start":
+            await training_control.start_training(db=db, persona_id=persona_id)
+            wake_runner(request)
+            return see(f"/personas/{persona_id}/progress")
+        if action == "pause":
+            out = await training_control.pause_training(db=db, persona_id=persona_id)
+            if runner is not None:
+                runner.stop_persona(persona_id)
+            await publish_event(request, persona_id, "paused", {"reason": out.status_reason})
+            return see(f"/personas/{persona_id}/progress")
+        if action == "resume":
+            await training_control.resume_training(db=db, persona_id=persona_id)
+            wake_runner(request)
+            return see(f"/personas/{persona_id}/progress")
+        if action == "clone":
+            copy = await service.clone_persona(db=db, persona_id=persona_id)
+            return see(f"/personas/{copy.id}")
+        await service.delete_persona(db=db, persona_id=persona_id)
+        return see("/personas")
+    except (Conflict, Invalid) as e:
+        await db.rollback()
+        ctx = await detail_ctx(request, db, persona_id, "overview")
+        code = 409 if isinstance(e, Conflict) else 422
+        return await _overview(request, db, ctx, error=str(e), code=code)
+
+
+@router.post("/personas/{persona_id}/sessions")
+async def use_as_judge(request: Request, persona_id: int, db: DbSession):
+    """A tournament session judged by the persona (the twin of the API route)."""
+    form = await request.form()
+    values: dict[str, Any] = {
+        "session_name": str(form.get("session_name", "")),
+        "pillar_ids": [int(v) for v in form.getlist("pillar_ids") if str(v).isdigit()],
+        "comparison_mode": str(form.get("comparison_mode") or "pillar_sample"),
+        "auto_start": form.get("auto_start") == "on",
+    }
+    try:
+        data = ev.PersonaSessionIn.model_validate(values)
+        session = await ev.create_persona_session(
+            db=db,
+            persona_id=persona_id,
+            data=data,
+            hub=getattr(request.app.state, "events", None),
+            allow_untrained=form.get("allow_untrained") == "on",
+        )
+    except ValidationError as e:
+        error, code = "; ".join(validation_messages(e)), 422
+    except (Conflict, Invalid, NotFound) as e:
+        await db.rollback()
+        error, code = str(e), 409 if isinstance(e, Conflict) else 422
+    else:
+        return render(request, "personas/_session_created.html", session=session)
+    return render(request, "personas/_session_created.html", status_code=code, error=error)

@@ -1,0 +1,134 @@
+"""The progress tab: metric cards with their movement, the F1 chart per iteration, and the
+live fragment the page's event listener asks for."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+from markupsafe import Markup
+
+from llmjudge.charts import line_chart
+from llmjudge.personas import iterations as iteration_service
+from llmjudge.personas.pages.common import METRIC_LABELS, METRICS, detail_ctx
+from llmjudge.personas.schemas import IterationOut, MetricsOut, PersonaOut
+from llmjudge.web import DbSession, render
+
+router = APIRouter(include_in_schema=False)
+
+
+# Movements smaller than this show as "unchanged" (metrics are printed with 3 decimals).
+TREND_EPS = 5e-4
+
+
+@dataclass(frozen=True)
+class Card:
+    key: str
+    label: str
+    value: float
+    delta: float | None  # vs the previous scored iteration
+
+    @property
+    def trend(self) -> Literal["up", "down", "flat", "none"]:
+        if self.delta is None:
+            return "none"
+        if abs(self.delta) < TREND_EPS:
+            return "flat"
+        return "up" if self.delta > 0 else "down"
+
+
+def metric_cards(latest: MetricsOut | None, previous: MetricsOut | None) -> list[Card]:
+    if latest is None:
+        return []
+    return [
+        Card(
+            key,
+            METRIC_LABELS[key],
+            getattr(latest, key),
+            None if previous is None else getattr(latest, key) - getattr(previous, key),
+        )
+        for key in METRICS
+    ]
+
+
+def scored(iterations: Sequence[IterationOut]) -> list[IterationOut]:
+    return [it for it in iterations if it.metrics_optimisation or it.metrics_holdout]
+
+
+def deciding_split(iterations: Sequence[IterationOut]) -> Literal["holdout", "optimisation"]:
+    """Held-out when the persona has a held-out part (as the loop decides convergence)."""
+    return "holdout" if any(it.metrics_holdout for it in iterations) else "optimisation"
+
+
+def progress_chart(iterations: Sequence[IterationOut], target: float) -> Markup:
+    rows = scored(iterations)
+    split = deciding_split(rows)
+    name = "held-out" if split == "holdout" else "optimisation"
+
+    def values(key: str, side: str) -> list[float | None]:
+        out = []
+        for it in rows:
+            m = it.metrics_holdout if side == "holdout" else it.metrics_optimisation
+            out.append(None if m is None else getattr(m, key))
+        return out
+
+    series: dict[str, list[float | None]] = {
+        f"F1 ({name})": values("f1", split),
+        f"Precision ({name})": values("precision", split),
+        f"Recall ({name})": values("recall", split),
+    }
+    if split == "holdout":
+        series["F1 (optimisation)"] = values("f1", "optimisation")
+    return line_chart(
+        [it.number for it in rows],
+        series,
+        title=f"Agreement with the human per iteration ({name})",
+        x_label="iteration",
+        y_label="score",
+        target=target,
+        width=720,
+    )
+
+
+async def _progress_ctx(db: DbSession, persona: PersonaOut) -> dict[str, Any]:
+    iterations = await iteration_service.list_iterations(db=db, persona_id=persona.id)
+    rows = scored(iterations)
+    latest, previous = (rows[-1] if rows else None), (rows[-2] if len(rows) > 1 else None)
+    split = deciding_split(rows)
+    deciding = None
+    if latest is not None:
+        deciding = latest.metrics_holdout if split == "holdout" else latest.metrics_optimisation
+    return {
+        "iterations": iterations,
+        "current": iterations[-1] if iterations else None,
+        "latest": latest,
+        "split": split,
+        "deciding": deciding,
+        "cards_holdout": metric_cards(
+            latest.metrics_holdout if latest else None,
+            previous.metrics_holdout if previous else None,
+        ),
+        "cards_optimisation": metric_cards(
+            latest.metrics_optimisation if latest else None,
+            previous.metrics_optimisation if previous else None,
+        ),
+        "chart": progress_chart(iterations, persona.target_f1),
+        "spent": await iteration_service.spent_usd(db=db, persona_id=persona.id),
+    }
+
+
+@router.get("/personas/{persona_id}/progress", response_class=HTMLResponse)
+async def progress_page(request: Request, persona_id: int, db: DbSession):
+    ctx = await detail_ctx(request, db, persona_id, "progress")
+    ctx.update(await _progress_ctx(db, ctx["persona"]))
+    return render(request, "personas/progress.html", **ctx)
+
+
+@router.get("/personas/{persona_id}/progress/live", response_class=HTMLResponse)
+async def progress_live(request: Request, persona_id: int, db: DbSession):
+    ctx = await detail_ctx(request, db, persona_id, "progress")
+    ctx.update(await _progress_ctx(db, ctx["persona"]))
+    return render(request, "personas/_progress_live.html", **ctx)

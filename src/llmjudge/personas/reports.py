@@ -1,0 +1,256 @@
+"""Results of a persona: metrics per iteration, the final report, and the full export
+(JSON, or CSV with formula-neutralised cells)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from llmjudge.csvsafe import write_csv
+from llmjudge.personas.iterations import list_iterations, metrics_out, spent_usd
+from llmjudge.personas.lookup import persona_row
+from llmjudge.personas.models import PersonaDecision, PersonaIteration, PersonaPair, TaskOutput
+from llmjudge.personas.prompt_versions import list_versions
+from llmjudge.personas.replies import human_label
+from llmjudge.personas.schemas import MetricsRow, PairOut, ReportDecision, ReportOut
+from llmjudge.personas.service import get_persona
+
+
+async def metrics(*, db: AsyncSession, persona_id: int) -> list[MetricsRow]:
+    await persona_row(db, persona_id)
+    rows = await db.scalars(
+        select(PersonaIteration)
+        .where(PersonaIteration.persona_id == persona_id)
+        .order_by(PersonaIteration.number)
+    )
+    return [
+        MetricsRow(
+            iteration=it.number,
+            prompt_version=it.prompt_version,
+            optimisation=metrics_out(it.metrics_optimisation),
+            holdout=metrics_out(it.metrics_holdout),
+        )
+        for it in rows.all()
+        if it.metrics_optimisation is not None or it.metrics_holdout is not None
+    ]
+
+
+async def _report_decisions(
+    db: AsyncSession, iteration_id: int, agrees: bool, limit: int = 5
+) -> list[ReportDecision]:
+    rows = await db.execute(
+        select(PersonaDecision, PersonaPair.input, TaskOutput.output)
+        .join(PersonaPair, PersonaPair.id == PersonaDecision.pair_id)
+        .join(TaskOutput, TaskOutput.id == PersonaDecision.output_id)
+        .where(
+            PersonaDecision.iteration_id == iteration_id,
+            PersonaDecision.human_agrees.is_(agrees),
+        )
+        .order_by(PersonaDecision.judge_confidence.desc().nulls_last(), PersonaPair.position)
+        .limit(limit)
+    )
+    return [
+        ReportDecision(
+            decision_id=d.id,
+            iteration=d.iteration,
+            input=inp,
+            answer=answer,
+            judge_label=d.judge_label,  # type: ignore[arg-type]
+            judge_reasoning=d.judge_reasoning,
+            judge_confidence=d.judge_confidence,
+            human_agrees=agrees,
+            human_notes=d.human_notes,
+        )
+        for d, inp, answer in rows.all()
+    ]
+
+
+async def report(*, db: AsyncSession, persona_id: int) -> ReportOut:
+    """Final metrics, iterations to convergence, prompt evolution, and the judge's most
+    confident decisions of the last scored iteration that the human confirmed or rejected."""
+    p = await persona_row(db, persona_id)
+    iterations = (
+        await db.scalars(
+            select(PersonaIteration)
+            .where(PersonaIteration.persona_id == persona_id)
+            .order_by(PersonaIteration.number)
+        )
+    ).all()
+    scored = [it for it in iterations if it.metrics_optimisation or it.metrics_holdout]
+    last = scored[-1] if scored else None
+    versions = await list_versions(db=db, persona_id=persona_id)
+    evolution = []
+    for v in versions:
+        used = [it for it in scored if it.prompt_version == v.version]
+        evolution.append(
+            {
+                "version": v.version,
+                "created_by": v.created_by,
+                "rationale": v.rationale,
+                "created_at": v.created_at.isoformat(),
+                "iterations": [it.number for it in used],
+                "optimisation_f1": used[-1].metrics_optimisation["f1"]
+                if used and used[-1].metrics_optimisation
+                else None,
+                "holdout_f1": used[-1].metrics_holdout["f1"]
+                if used and used[-1].metrics_holdout
+                else None,
+            }
+        )
+    converged = next((it.number for it in iterations if it.outcome == "converged"), None)
+    return ReportOut(
+        persona_id=persona_id,
+        status=p.status,  # type: ignore[arg-type]
+        target_f1=p.target_f1,
+        iterations=len(iterations),
+        converged_at=converged,
+        final=None
+        if last is None
+        else MetricsRow(
+            iteration=last.number,
+            prompt_version=last.prompt_version,
+            optimisation=metrics_out(last.metrics_optimisation),
+            holdout=metrics_out(last.metrics_holdout),
+        ),
+        prompt_evolution=evolution,
+        best_decisions=[] if last is None else await _report_decisions(db, last.id, True),
+        worst_decisions=[] if last is None else await _report_decisions(db, last.id, False),
+        spent_usd=await spent_usd(db=db, persona_id=persona_id),
+    )
+
+
+EXPORT_COLUMNS = (
+    "pair_id",
+    "split",
+    "input",
+    "input_b",
+    "correct_output",
+    "iteration",
+    "decision_id",
+    "prompt_version",
+    "answer",
+    "judge_label",
+    "judge_reasoning",
+    "judge_confidence",
+    "human_agrees",
+    "human_label",
+    "human_notes",
+    "reviewed_by",
+    "carried_forward",
+    "iteration_f1_optimisation",
+    "iteration_f1_holdout",
+)
+
+
+async def export_data(*, db: AsyncSession, persona_id: int) -> dict[str, Any]:
+    """Everything about a persona: settings, prompts, pairs, answers, decisions, metrics."""
+    persona = await get_persona(db=db, persona_id=persona_id)
+    pairs = (
+        await db.scalars(
+            select(PersonaPair)
+            .where(PersonaPair.persona_id == persona_id)
+            .order_by(PersonaPair.position)
+        )
+    ).all()
+    outputs = (
+        await db.scalars(
+            select(TaskOutput).where(TaskOutput.persona_id == persona_id).order_by(TaskOutput.id)
+        )
+    ).all()
+    decisions = (
+        await db.scalars(
+            select(PersonaDecision)
+            .where(PersonaDecision.persona_id == persona_id)
+            .order_by(PersonaDecision.iteration, PersonaDecision.pair_id)
+        )
+    ).all()
+    return {
+        "persona": persona.model_dump(mode="json"),
+        "prompts": [
+            v.model_dump(mode="json") for v in await list_versions(db=db, persona_id=persona_id)
+        ],
+        "pairs": [PairOut.model_validate(pair).model_dump(mode="json") for pair in pairs],
+        "outputs": [
+            {"id": o.id, "pair_id": o.pair_id, "prompt_hash": o.prompt_hash, "output": o.output}
+            for o in outputs
+        ],
+        "decisions": [
+            {
+                "id": d.id,
+                "iteration": d.iteration,
+                "pair_id": d.pair_id,
+                "output_id": d.output_id,
+                "split": d.split,
+                "prompt_version": d.prompt_version,
+                "judge_label": d.judge_label,
+                "judge_reasoning": d.judge_reasoning,
+                "judge_confidence": d.judge_confidence,
+                "parse_error": d.parse_error,
+                "human_agrees": d.human_agrees,
+                "human_label": None
+                if d.human_agrees is None
+                else human_label(d.judge_label, d.human_agrees),
+                "human_notes": d.human_notes,
+                "reviewed_by": d.reviewed_by,
+                "carried_forward": d.carried_forward,
+            }
+            for d in decisions
+        ],
+        "iterations": [
+            it.model_dump(mode="json") for it in await list_iterations(db=db, persona_id=persona_id)
+        ],
+    }
+
+
+def export_csv(data: dict[str, Any]) -> str:
+    """One row per decision (and one per pair never judged), formula-neutralised."""
+    pairs = {pair["id"]: pair for pair in data["pairs"]}
+    outputs = {o["id"]: o["output"] for o in data["outputs"]}
+    f1 = {
+        it["number"]: (
+            (it["metrics_optimisation"] or {}).get("f1"),
+            (it["metrics_holdout"] or {}).get("f1"),
+        )
+        for it in data["iterations"]
+    }
+    rows: list[dict[str, Any]] = []
+    judged: set[int] = set()
+    for d in data["decisions"]:
+        pair = pairs[d["pair_id"]]
+        judged.add(pair["id"])
+        opt_f1, held_f1 = f1.get(d["iteration"], (None, None))
+        row = {
+            "pair_id": pair["id"],
+            "split": d["split"],
+            "input": pair["input"],
+            "input_b": pair["input_b"],
+            "correct_output": pair["correct_output"],
+            "iteration": d["iteration"],
+            "decision_id": d["id"],
+            "prompt_version": d["prompt_version"],
+            "answer": outputs.get(d["output_id"], ""),
+            "judge_label": d["judge_label"],
+            "judge_reasoning": d["judge_reasoning"],
+            "judge_confidence": d["judge_confidence"],
+            "human_agrees": d["human_agrees"],
+            "human_label": d["human_label"],
+            "human_notes": d["human_notes"],
+            "reviewed_by": d["reviewed_by"],
+            "carried_forward": d["carried_forward"],
+            "iteration_f1_optimisation": opt_f1,
+            "iteration_f1_holdout": held_f1,
+        }
+        rows.append(row)
+    for pair in data["pairs"]:
+        if pair["id"] not in judged:
+            row = {k: pair.get(k) for k in ("input", "input_b", "correct_output", "split")}
+            row["pair_id"] = pair["id"]
+            rows.append(row)
+    return write_csv(rows, EXPORT_COLUMNS)
+
+
+def export_json(data: dict[str, Any]) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=1)

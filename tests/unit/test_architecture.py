@@ -7,8 +7,9 @@ Layers, bottom up:
   a domain;
 - domains (every other package under ``llmjudge``, plus ``ROOT_LEVEL_DOMAIN``): import core,
   infrastructure, their own modules, and another domain only through its public modules
-  (``PUBLIC``: service, schemas, models, base, importing) or its core modules; never its
-  ``api``, ``pages`` or internals (worker, gateway, simulator, training, middleware...);
+  (``PUBLIC``: service, schemas, models, base, importing, plus what ``EXTRA_PUBLIC``
+  declares for it) or its core modules; never its ``api``, ``pages`` or internals (worker,
+  gateway, simulator, training, middleware...);
 - composition roots (``ROOTS``): import anything; nothing else imports them.
 
 Every import counts: module level, inside functions, under ``if TYPE_CHECKING:``, relative,
@@ -46,6 +47,9 @@ CORE = frozenset(
         "llmjudge.personas.metrics",
         "llmjudge.personas.gate",
         "llmjudge.personas.templates",
+        "llmjudge.personas.replies",
+        "llmjudge.personas.convergence",
+        "llmjudge.personas.keys",
         "llmjudge.auth.policy",
         "llmjudge.charts",
         "llmjudge.csvsafe",
@@ -68,6 +72,8 @@ ROOT_LEVEL_DOMAIN = frozenset({"llmjudge.pages"})
 
 # What one domain may import from another (besides its core modules).
 PUBLIC = frozenset({"service", "schemas", "models", "base", "importing"})
+# A domain whose service is cut into job-named modules declares those here, by name.
+EXTRA_PUBLIC: dict[str, frozenset[str]] = {}
 
 # Libraries that talk to a database, the network or the web: never in the pure core.
 IO_LIBRARIES = frozenset(
@@ -188,8 +194,10 @@ def imports_of(source: str, module: str, *, is_package: bool = False) -> list[Im
 def is_public(module: str) -> bool:
     """A domain's public module: ``<domain>.<public name>`` (or inside a public package, such
     as a ``service/`` split in parts), never anything under ``api`` or ``pages``."""
-    inner = module.split(".")[2:]
-    return bool(inner) and inner[0] in PUBLIC and not {"api", "pages"} & set(inner)
+    parts = module.split(".")
+    inner = parts[2:]
+    public = PUBLIC | EXTRA_PUBLIC.get(parts[1], frozenset())
+    return bool(inner) and inner[0] in public and not {"api", "pages"} & set(inner)
 
 
 def violations_in(source: str, module: str, *, is_package: bool = False) -> list[str]:

@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from alembic import context
-from llmjudge.db.models import Base
+from llmjudge.models import Base
 
 target_metadata = Base.metadata
 

@@ -6,10 +6,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from llmjudge.catalog import service as catalog
-from llmjudge.db.engine import DbSession
 from llmjudge.demo.service import load_demo
 from llmjudge.sessions import service as sessions
-from llmjudge.web import render
+from llmjudge.web import DbSession, render
 
 router = APIRouter(include_in_schema=False)
 

@@ -13,9 +13,17 @@ import json
 from collections.abc import Iterator, Set
 from typing import Any
 
-from llmjudge.catalog.schemas import RowError
+from pydantic import BaseModel, Field
 
 MAX_ERRORS = 200  # enough to fix a file; more would only flood the page
+
+
+class RowError(BaseModel):
+    """One problem in an uploaded file, located by its line so a person can fix it."""
+
+    line: int = Field(description="1-based line number in the file (CSV: counting the header)")
+    field: str
+    message: str
 
 
 def decode_text(data: bytes) -> str:

@@ -1,14 +1,27 @@
-"""Shared page helpers: the Jinja2 environment and the HTMX request check."""
+"""The web shell's shared helpers: the request-scoped database session, the Jinja2
+environment and the HTMX request check."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Depends, HTTPException, Request, UploadFile, status
 from fastapi.templating import Jinja2Templates
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.config import get_settings
+from llmjudge.config import Settings, get_settings
+from llmjudge.rowfiles import RowError
+
+
+async def get_db(request: Request) -> AsyncIterator[AsyncSession]:
+    """One session per request, from the sessionmaker the app built at start-up."""
+    async with request.app.state.sessionmaker() as session:
+        yield session
+
+
+DbSession = Annotated[AsyncSession, Depends(get_db)]
 
 templates = Jinja2Templates(directory=str(get_settings().templates_dir))
 
@@ -26,3 +39,29 @@ def is_htmx(request: Request) -> bool:
 
 def render(request: Request, name: str, status_code: int = 200, **context: Any):
     return templates.TemplateResponse(request, name, context, status_code=status_code)
+
+
+async def read_upload(upload: UploadFile, settings: Settings) -> bytes:
+    """Read at most the configured size; a larger file is refused (413) before parsing."""
+    limit = settings.max_upload_bytes
+    data = await upload.read(limit + 1)
+    if len(data) > limit:
+        raise HTTPException(
+            status.HTTP_413_CONTENT_TOO_LARGE,
+            detail=f"the file is larger than the {limit / 1_048_576:.0f} MiB limit "
+            "(LLMJUDGE_MAX_UPLOAD_BYTES)",
+        )
+    return data
+
+
+class ImportRejected(HTTPException):
+    """422 for an uploaded file with problems: every row error, and nothing stored."""
+
+    def __init__(self, errors: list[RowError]) -> None:
+        super().__init__(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            detail={
+                "message": f"{len(errors)} problem(s) found; nothing was imported",
+                "errors": [e.model_dump() for e in errors],
+            },
+        )

@@ -545,3 +545,152 @@ def test_form_values_treat_empty_optional_boxes_as_none() -> None:
     }
     with pytest.raises(Invalid, match="settings: not valid JSON"):
         form_values({"settings": "[1,"}, PROVIDER_FIELDS)
+
+
+# -- the edge: bodies JSON forbids, keys HTTP cannot carry, keys that follow a new server ---------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "loc"),
+    [
+        ("POST", "/api/providers", b'{"name": "n1", "kind": "openai", "timeout_s": NaN}', "body"),
+        ("POST", "/api/providers", b'{"name": "n2", "kind": "openai", "rpm": Infinity}', "body"),
+        ("POST", "/api/providers", b'{"name": "n3", "settings": {"t": -Infinity}}', "body"),
+        ("POST", "/api/providers", b'{"name": "\\ud800", "kind": "openai"}', "name"),
+        ("POST", "/api/providers", b'{"name": "n4", "settings": {"\\udc00": 1}}', "settings"),
+        ("POST", "/api/pillars", b'{"name": "p", "description": "x\\udfff"}', "description"),
+        ("POST", "/api/pillars", b"[NaN]", "body"),
+        ("PATCH", "/api/providers/1", b'{"timeout_s": NaN}', "body"),
+        ("POST", "/api/sessions/estimate", b'{"pillar_ids": [1], "x": [1, {"y": "\\uDBFF"}]}', "x"),
+    ],
+)
+async def test_json_that_json_forbids_is_a_clear_422(
+    client, method: str, path: str, body: bytes, loc: str
+) -> None:
+    resp = await client.request(
+        method, path, content=body, headers={"Content-Type": "application/json"}
+    )
+    assert resp.status_code == 422, resp.text
+    [error] = resp.json()["detail"]
+    assert error["type"] == "json_invalid" and loc in error["loc"]
+    assert "NaN" in error["msg"] or "Infinity" in error["msg"] or "surrogate" in error["msg"]
+
+
+async def test_valid_json_near_the_forbidden_forms_still_passes(client) -> None:
+    # A surrogate pair is one character (an emoji); "NaN" inside a string is just text.
+    body = '{"name": "\\ud83d\\ude00 NaN Infinity", "kind": "openai", "settings": {"x": "NaN"}}'
+    resp = await client.post(
+        "/api/providers", content=body.encode(), headers={"Content-Type": "application/json"}
+    )
+    assert resp.status_code == 201, resp.text
+    assert resp.json()["name"] == "\U0001f600 NaN Infinity"
+    # No content type is JSON to FastAPI, so it is checked the same way.
+    bare = await client.post("/api/pillars", content=b'{"name": "q", "description": NaN}')
+    assert bare.status_code == 422 and bare.json()["detail"][0]["type"] == "json_invalid"
+
+
+async def test_validation_errors_never_echo_a_key(client) -> None:
+    secret = "sk-l\u00efve-ZX9q7Rk2mP4vT8wLbN3cYd6H"
+    for body in (
+        {"name": "K", "kind": "openai", "api_key": secret},
+        {"name": "K", "kind": "bogus", "api_key": secret},
+        {"name": "K", "kind": "openai", "api_key": 12345678901234},
+    ):
+        resp = await client.post("/api/providers", json=body)
+        assert resp.status_code == 422
+        assert secret not in resp.text and "ZX9q7Rk2" not in resp.text
+        assert "12345678901234" not in resp.text
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["sk-caf\u00e9", "sk\u00a0live", "\u201csk-quoted\u201d", "sk live", "sk-\x00", "x" * 1001],
+)
+async def test_api_keys_must_be_printable_ascii(client, key: str) -> None:
+    created = await client.post(
+        "/api/providers", json={"name": "A", "kind": "openai", "api_key": key}
+    )
+    assert created.status_code == 422, created.text
+    assert "api_key" in json.dumps(created.json()["detail"])
+    p = await make_provider(client, name=f"ascii-{len(key)}-{ord(key[2])}")
+    patched = await client.patch(f"/api/providers/{p['id']}", json={"api_key": key})
+    assert patched.status_code == 422
+    assert (await client.get(f"/api/providers/{p['id']}")).json()["api_key_set"] is False
+    # Surrounding whitespace (a pasted line break) is trimmed, not refused.
+    ok = await client.patch(f"/api/providers/{p['id']}", json={"api_key": "  sk-fine-1234\n"})
+    assert ok.status_code == 200 and ok.json()["api_key_last4"] == "1234"
+
+
+async def test_connection_test_with_a_stored_non_ascii_key_names_the_cause(
+    client, app, db, fake
+) -> None:
+    # A key stored before keys were checked at the edge: the test answers, never a 500.
+    p = await make_provider(client, name="Legacy key", base_url=fake.base_url)
+    await make_model(client, p["id"], name="legacy-model")
+    cipher = KeyCipher(app.state.settings)
+    await db.execute(
+        Provider.__table__.update()
+        .where(Provider.id == p["id"])
+        .values(api_key_encrypted=cipher.encrypt("sk-caf\u00e9-key"))
+    )
+    await db.commit()
+    await llm(app).refresh(p["id"])
+    resp = await client.post(f"/api/providers/{p['id']}/test", json={})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["ok"] is False and "printable ASCII" in resp.json()["error"]
+
+
+async def test_a_key_does_not_follow_a_new_base_url_or_kind(client, db, fake) -> None:
+    p = await make_provider(client, name="Mover", base_url=fake.base_url, api_key=SECRET_KEY)
+    pid = p["id"]
+    kept = await client.patch(f"/api/providers/{pid}", json={"rpm": 30, "base_url": fake.base_url})
+    assert kept.json()["api_key_set"] is True  # same URL sent again: nothing moved
+    moved = await client.patch(f"/api/providers/{pid}", json={"base_url": "https://other.test/v1"})
+    assert moved.status_code == 200
+    assert moved.json()["api_key_set"] is False and moved.json()["api_key_last4"] is None
+    assert await db.scalar(select(Provider.api_key_encrypted).where(Provider.id == pid)) is None
+    # A new key sent with the move is the new server's key.
+    both = await client.patch(
+        f"/api/providers/{pid}", json={"base_url": fake.base_url, "api_key": NEW_SECRET_KEY}
+    )
+    assert both.json()["api_key_set"] is True
+    assert both.json()["api_key_last4"] == NEW_SECRET_KEY[-4:]
+    kind = await client.patch(f"/api/providers/{pid}", json={"kind": "anthropic"})
+    assert kind.json()["api_key_set"] is False
+    again = await client.patch(
+        f"/api/providers/{pid}", json={"kind": "openai", "api_key": SECRET_KEY}
+    )
+    assert again.json()["api_key_set"] is True
+    same_kind = await client.patch(f"/api/providers/{pid}", json={"kind": "openai"})
+    assert same_kind.json()["api_key_set"] is True
+    cleared_url = await client.patch(f"/api/providers/{pid}", json={"base_url": None})
+    assert cleared_url.json()["api_key_set"] is False  # the public endpoint is a new server too
+
+
+async def test_reviewers_see_provider_names_and_kinds_only(
+    client, reviewer_client, researcher_client, fake
+) -> None:
+    p = await make_provider(
+        client,
+        name="Internal vLLM",
+        base_url="http://10.1.2.3:8000/v1",
+        api_key=SECRET_KEY,
+        settings={"auth_header": "X-Internal", **FAST},
+    )
+    summary_fields = {"id", "name", "kind", "simulated", "model_count"}
+    listed = await reviewer_client.get("/api/providers")
+    one = await reviewer_client.get(f"/api/providers/{p['id']}")
+    assert listed.status_code == 200 and one.status_code == 200
+    assert all(set(item) == summary_fields for item in listed.json())
+    assert set(one.json()) == summary_fields
+    assert one.json()["name"] == "Internal vLLM" and one.json()["kind"] == "openai"
+    for resp in (listed, one):
+        for leak in ("10.1.2.3", SECRET_KEY[-4:], "X-Internal", "api_key"):
+            assert leak not in resp.text
+    # Those who configure sessions and providers still see everything.
+    for c in (client, researcher_client):
+        full = (await c.get(f"/api/providers/{p['id']}")).json()
+        assert full["base_url"] == "http://10.1.2.3:8000/v1"
+        assert full["api_key_last4"] == SECRET_KEY[-4:]
+        listed_full = (await c.get("/api/providers")).json()
+        assert any(item.get("base_url") == "http://10.1.2.3:8000/v1" for item in listed_full)

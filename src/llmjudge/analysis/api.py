@@ -28,10 +28,9 @@ from llmjudge.analysis.schemas import (
     ThreadLeaderboardOut,
     ThreadPerformanceOut,
 )
-from llmjudge.catalog.api import ImportRejected, read_upload
-from llmjudge.db.engine import DbSession
 from llmjudge.errors import Invalid
 from llmjudge.sessions.importing import parse_judgment_file
+from llmjudge.web import DbSession, ImportRejected, read_upload
 
 router = APIRouter(prefix="/api/sessions", tags=["analysis"])
 

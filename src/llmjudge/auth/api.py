@@ -22,7 +22,7 @@ from llmjudge.auth.schemas import (
     UserOut,
     UserPatch,
 )
-from llmjudge.db.engine import DbSession
+from llmjudge.web import DbSession
 
 router = APIRouter(prefix="/api", tags=["auth"])
 

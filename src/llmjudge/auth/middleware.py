@@ -8,15 +8,18 @@ scheme of the OpenAPI description; app.py calls it once.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.datastructures import Headers, MutableHeaders
 
 from llmjudge.auth import service
 from llmjudge.auth.policy import SAFE_METHODS, Role, is_api_path, required_role
+
+# CurrentPrincipal is re-exported for the auth routes; its home is auth.schemas.
+from llmjudge.auth.schemas import CurrentPrincipal as CurrentPrincipal
 from llmjudge.auth.schemas import Principal
 from llmjudge.auth.security import (
     CSP,
@@ -37,17 +40,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 BODY_MARGIN = 1024 * 1024
 ADMIN_TOKEN_USER = "admin-token"
 LOGIN_PATHS = ("/login", "/login/one-time")
-
-
-def current_principal(request: Request) -> Principal:
-    """The principal the middleware resolved (routes behind the policy always have one)."""
-    principal = getattr(request.state, "principal", None)
-    if principal is None:
-        raise HTTPException(401, "not authenticated", headers={"WWW-Authenticate": "Bearer"})
-    return principal
-
-
-CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
 
 
 # --- body size -----------------------------------------------------------------------------

@@ -30,9 +30,8 @@ from llmjudge.auth.schemas import (
 )
 from llmjudge.auth.security import safe_next
 from llmjudge.config import Settings
-from llmjudge.db.engine import DbSession
 from llmjudge.errors import Conflict, Invalid, NotFound
-from llmjudge.web import render, templates
+from llmjudge.web import DbSession, render, templates
 
 router = APIRouter(include_in_schema=False)
 

@@ -1,4 +1,5 @@
-"""Auth request and response models, and the principal a request acts as."""
+"""Auth request and response models, and the principal a request acts as (``CurrentPrincipal``
+is how any domain's route asks for it)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Literal
 
-from fastapi import Path
+from fastapi import Depends, HTTPException, Path, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from llmjudge.auth.policy import Role
@@ -29,6 +30,17 @@ class Principal:
     @property
     def is_admin(self) -> bool:
         return self.role is Role.admin
+
+
+def current_principal(request: Request) -> Principal:
+    """The principal the middleware resolved (routes behind the policy always have one)."""
+    principal = getattr(request.state, "principal", None)
+    if principal is None:
+        raise HTTPException(401, "not authenticated", headers={"WWW-Authenticate": "Bearer"})
+    return principal
+
+
+CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
 
 
 Password = Annotated[str, Field(min_length=PASSWORD_MIN, max_length=PASSWORD_MAX)]

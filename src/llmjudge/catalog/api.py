@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, File, HTTPException, Query, Request, UploadFile, status
+from fastapi import APIRouter, File, Query, Request, UploadFile, status
 
 from llmjudge.catalog import service
 from llmjudge.catalog.importing import ParsedFile, parse_thread_file
@@ -13,12 +13,11 @@ from llmjudge.catalog.schemas import (
     PillarIn,
     PillarOut,
     PillarPatch,
-    RowError,
     ThreadOut,
     ThreadPage,
 )
 from llmjudge.config import Settings
-from llmjudge.db.engine import DbSession
+from llmjudge.web import DbSession, ImportRejected, read_upload
 
 router = APIRouter(prefix="/api", tags=["catalog"])
 
@@ -50,19 +49,6 @@ async def delete_pillar(pillar_id: int, db: DbSession) -> None:
     await service.delete_pillar(db=db, pillar_id=pillar_id)
 
 
-async def read_upload(upload: UploadFile, settings: Settings) -> bytes:
-    """Read at most the configured size; a larger file is refused before parsing."""
-    limit = settings.max_upload_bytes
-    data = await upload.read(limit + 1)
-    if len(data) > limit:
-        raise HTTPException(
-            status.HTTP_413_CONTENT_TOO_LARGE,
-            detail=f"the file is larger than the {limit / 1_048_576:.0f} MiB limit "
-            "(LLMJUDGE_MAX_UPLOAD_BYTES)",
-        )
-    return data
-
-
 async def parse_upload(upload: UploadFile, settings: Settings) -> ParsedFile:
     data = await read_upload(upload, settings)
     return parse_thread_file(
@@ -71,17 +57,6 @@ async def parse_upload(upload: UploadFile, settings: Settings) -> ParsedFile:
         max_rows=settings.max_import_rows,
         max_chars=settings.max_field_chars,
     )
-
-
-class ImportRejected(HTTPException):
-    def __init__(self, errors: list[RowError]) -> None:
-        super().__init__(
-            status.HTTP_422_UNPROCESSABLE_CONTENT,
-            detail={
-                "message": f"{len(errors)} problem(s) found; nothing was imported",
-                "errors": [e.model_dump() for e in errors],
-            },
-        )
 
 
 @router.post(

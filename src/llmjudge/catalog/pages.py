@@ -9,8 +9,7 @@ from fastapi.responses import HTMLResponse
 
 from llmjudge.catalog import service
 from llmjudge.catalog.api import parse_upload
-from llmjudge.db.engine import DbSession
-from llmjudge.web import render
+from llmjudge.web import DbSession, render
 
 router = APIRouter(include_in_schema=False)
 

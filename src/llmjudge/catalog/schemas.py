@@ -7,6 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+# Re-exported: every import's error rows are the row reader's, shown the same way everywhere.
+from llmjudge.rowfiles import RowError as RowError
+
 
 class Message(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -95,12 +98,6 @@ class ThreadPage(BaseModel):
     limit: int
     offset: int
     items: list[ThreadSummary]
-
-
-class RowError(BaseModel):
-    line: int = Field(description="1-based line number in the file (CSV: counting the header)")
-    field: str
-    message: str
 
 
 class ImportResult(BaseModel):

@@ -1,11 +1,8 @@
-"""Async engine and session factory."""
+"""Async engine and session factory. Knows nothing of the web: the request-scoped session
+(``DbSession``) lives in ``llmjudge.web``."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Annotated
-
-from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -27,11 +24,3 @@ def make_engine(url: str, *, pool_size: int = 20) -> AsyncEngine:
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
-
-
-async def get_db(request: Request) -> AsyncIterator[AsyncSession]:
-    async with request.app.state.sessionmaker() as session:
-        yield session
-
-
-DbSession = Annotated[AsyncSession, Depends(get_db)]

@@ -3,8 +3,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from llmjudge.catalog.schemas import ImportResult
-from llmjudge.db.engine import DbSession
 from llmjudge.demo.service import load_demo
+from llmjudge.web import DbSession
 
 router = APIRouter(prefix="/api", tags=["demo"])
 

@@ -10,10 +10,8 @@ from fastapi import APIRouter, Body, File, HTTPException, Query, Request, Upload
 from fastapi.responses import Response
 from sse_starlette import EventSourceResponse
 
-from llmjudge.auth.middleware import CurrentPrincipal
-from llmjudge.catalog.api import read_upload
+from llmjudge.auth.schemas import CurrentPrincipal
 from llmjudge.catalog.schemas import RowError
-from llmjudge.db.engine import DbSession
 from llmjudge.events.sse import sse_response
 from llmjudge.personas import estimate as estimates
 from llmjudge.personas import iterations as iteration_service
@@ -48,6 +46,7 @@ from llmjudge.personas.schemas import (
 from llmjudge.personas.summaries import PersonaSummary, matching, summaries
 from llmjudge.personas.templates import TEMPLATES
 from llmjudge.personas.training import TrainingRunner
+from llmjudge.web import DbSession, read_upload
 
 router = APIRouter(prefix="/api/personas", tags=["personas"])
 

@@ -11,13 +11,13 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi.responses import JSONResponse, Response
 
-from llmjudge.db.engine import DbSession
 from llmjudge.personas import evaluate as ev
 from llmjudge.personas import service
 from llmjudge.personas.summaries import MAX_COMPARE, PersonaSummary, summaries
 from llmjudge.personas.templates import get_template, template_pairs_csv
 from llmjudge.providers.base import ProviderError
 from llmjudge.sessions.schemas import SessionOut
+from llmjudge.web import DbSession
 
 router = APIRouter(prefix="/api/personas", tags=["personas"])
 

@@ -13,7 +13,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, status
 
-from llmjudge.db.engine import DbSession
+from llmjudge.auth.policy import Role
+from llmjudge.auth.schemas import CurrentPrincipal
 from llmjudge.providers import service
 from llmjudge.providers.schemas import (
     ConnectionTestIn,
@@ -24,8 +25,10 @@ from llmjudge.providers.schemas import (
     ProviderIn,
     ProviderOut,
     ProviderPatch,
+    ProviderSummary,
 )
 from llmjudge.providers.service import LLMService
+from llmjudge.web import DbSession
 
 router = APIRouter(prefix="/api", tags=["providers"])
 
@@ -37,10 +40,20 @@ def get_llm(request: Request) -> LLMService:
 LLM = Annotated[LLMService, Depends(get_llm)]
 
 
-@router.get("/providers", response_model=list[ProviderOut])
-async def list_providers(db: DbSession) -> list[ProviderOut]:
-    """All providers (keys shown only as ``api_key_set`` / ``api_key_last4``)."""
-    return await service.list_providers(db=db)
+def _administers(principal: CurrentPrincipal) -> bool:
+    # Reviewers see which services exist, not where they are or which key they use: the
+    # provider settings page is for administrators, and so is what it shows.
+    return principal.role.covers(Role.researcher)
+
+
+@router.get("/providers", response_model=list[ProviderOut] | list[ProviderSummary])
+async def list_providers(
+    db: DbSession, principal: CurrentPrincipal
+) -> list[ProviderOut] | list[ProviderSummary]:
+    """All providers (keys shown only as ``api_key_set`` / ``api_key_last4``). Reviewers get
+    names and kinds only (``ProviderSummary``)."""
+    providers = await service.list_providers(db=db)
+    return providers if _administers(principal) else [service.summary(p) for p in providers]
 
 
 @router.post("/providers", response_model=ProviderOut, status_code=status.HTTP_201_CREATED)
@@ -49,16 +62,21 @@ async def create_provider(data: ProviderIn, db: DbSession, llm: LLM) -> Provider
     return await service.create_provider(db=db, data=data, cipher=llm.cipher, llm=llm)
 
 
-@router.get("/providers/{provider_id}", response_model=ProviderOut)
-async def get_provider(provider_id: int, db: DbSession) -> ProviderOut:
-    return await service.get_provider(db=db, provider_id=provider_id)
+@router.get("/providers/{provider_id}", response_model=ProviderOut | ProviderSummary)
+async def get_provider(
+    provider_id: int, db: DbSession, principal: CurrentPrincipal
+) -> ProviderOut | ProviderSummary:
+    """One provider; reviewers get its name and kind only."""
+    provider = await service.get_provider(db=db, provider_id=provider_id)
+    return provider if _administers(principal) else service.summary(provider)
 
 
 @router.patch("/providers/{provider_id}", response_model=ProviderOut)
 async def update_provider(
     provider_id: int, patch: ProviderPatch, db: DbSession, llm: LLM
 ) -> ProviderOut:
-    """Change the fields sent; ``"api_key": null`` (or "") removes the key."""
+    """Change the fields sent; ``"api_key": null`` (or "") removes the key, and so does a
+    new ``base_url`` or ``kind`` sent without a key."""
     return await service.update_provider(
         db=db, provider_id=provider_id, patch=patch, cipher=llm.cipher, llm=llm
     )

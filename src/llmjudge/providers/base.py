@@ -2,7 +2,8 @@
 
 Every client (HTTP ones and the simulator) implements ``ProviderClient`` and runs its single
 attempts through ``call_with_retries`` so backoff, ``Retry-After`` and attempt counting behave
-the same everywhere.
+the same everywhere. Which client serves which kind is ``providers.registry``'s business: this
+module imports no client.
 """
 
 from __future__ import annotations
@@ -108,27 +109,6 @@ class ProviderClient(Protocol):
         ...
 
     async def aclose(self) -> None: ...
-
-
-def make_client(cfg: ProviderConfig) -> ProviderClient:
-    # Imported lazily: the concrete clients import this module.
-    if cfg.kind == "openai":
-        from llmjudge.providers.openai import OpenAIClient
-
-        return OpenAIClient(cfg)
-    if cfg.kind == "anthropic":
-        from llmjudge.providers.anthropic import AnthropicClient
-
-        return AnthropicClient(cfg)
-    if cfg.kind == "gemini":
-        from llmjudge.providers.gemini import GeminiClient
-
-        return GeminiClient(cfg)
-    if cfg.kind == "simulator":
-        from llmjudge.providers.simulator import SimulatorClient
-
-        return SimulatorClient(cfg)
-    raise ValueError(f"unknown provider kind: {cfg.kind!r}")
 
 
 def estimate_tokens(text: str) -> int:

@@ -165,6 +165,13 @@ class HttpChatClient(ABC):
                 parsed = await self._send_stream(call, req, on_delta)
         except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
             self.fail(f"invalid base URL {self.base_url!r}: {exc}", retryable=False)
+        except UnicodeEncodeError:
+            # A key stored before keys were checked at the edge, or an auth header setting.
+            self.fail(
+                "the API key or an auth header setting holds characters HTTP headers cannot "
+                "carry (printable ASCII only): set the key again",
+                retryable=False,
+            )
         except (httpx.RequestError, aiohttp.ClientError) as exc:
             if is_timeout(exc):
                 self.fail(f"timeout after {self.cfg.timeout_s:g}s", retryable=True)

@@ -32,10 +32,10 @@ from llmjudge.providers.base import (
     ProviderConfig,
     ProviderError,
     estimate_tokens,
-    make_client,
     messages_text,
 )
 from llmjudge.providers.ratelimit import ProviderLimiter
+from llmjudge.providers.registry import ClientFactory, make_client
 
 log = logging.getLogger(__name__)
 
@@ -131,10 +131,15 @@ class _Provider:
 
 class Gateway:
     def __init__(
-        self, *, cache: ResponseCache | None = None, accounting: Accounting | None = None
+        self,
+        *,
+        cache: ResponseCache | None = None,
+        accounting: Accounting | None = None,
+        client_factory: ClientFactory = make_client,
     ) -> None:
         self.cache = cache
         self.accounting = accounting
+        self._make_client = client_factory
         self._providers: dict[int, _Provider] = {}
         # Replaced clients may still serve in-flight calls, so they are closed at aclose().
         self._retired: list[ProviderClient] = []
@@ -147,7 +152,7 @@ class Gateway:
         if current is not None:
             self._retired.append(current.client)
         self._providers[cfg.id] = _Provider(
-            cfg, make_client(cfg), ProviderLimiter(cfg.rpm, cfg.tpm, cfg.max_concurrency)
+            cfg, self._make_client(cfg), ProviderLimiter(cfg.rpm, cfg.tpm, cfg.max_concurrency)
         )
 
     def unregister(self, provider_id: int) -> None:

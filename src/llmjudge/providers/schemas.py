@@ -10,6 +10,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
 
 from llmjudge.providers.models import MAX_CONCURRENCY
 
+MAX_API_KEY_CHARS = 1000
+
 Kind = Literal["openai", "anthropic", "gemini", "simulator"]
 
 
@@ -36,9 +38,26 @@ def _check_url(v: str | None) -> str | None:
     return v.rstrip("/")
 
 
-# Validated the same way wherever a name or base URL comes in (create and patch).
+def _check_key(v: SecretStr | None) -> SecretStr | None:
+    """Keys travel in HTTP headers, which carry ASCII only: anything else is a pasting slip
+    (a curly quote, a non-breaking space, an accent) that would fail every call."""
+    if v is None:
+        return None
+    key = v.get_secret_value().strip()
+    if len(key) > MAX_API_KEY_CHARS:
+        raise ValueError(f"api_key is longer than {MAX_API_KEY_CHARS:,} characters")
+    if not all("!" <= c <= "~" for c in key):
+        raise ValueError(
+            "api_key must be printable ASCII without spaces (letters, digits, punctuation): "
+            "check for a pasted curly quote, accent, non-breaking space or line break"
+        )
+    return SecretStr(key)
+
+
+# Validated the same way wherever a name, base URL or key comes in (create and patch).
 Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_strip_name)]
 BaseUrl = Annotated[str, Field(max_length=2000), AfterValidator(_check_url)]
+ApiKey = Annotated[SecretStr, AfterValidator(_check_key)]
 
 
 class ProviderIn(BaseModel):
@@ -53,7 +72,7 @@ class ProviderIn(BaseModel):
     base_url: BaseUrl | None = Field(
         default=None, description="unset = the provider's public endpoint"
     )
-    api_key: SecretStr | None = Field(default=None, description="write-only; stored encrypted")
+    api_key: ApiKey | None = Field(default=None, description="write-only; stored encrypted")
     rpm: int | None = Field(default=None, gt=0, description="requests per minute")
     tpm: int | None = Field(default=None, gt=0, description="tokens per minute")
     max_concurrency: int = Field(default=64, ge=1, le=MAX_CONCURRENCY)
@@ -68,13 +87,15 @@ class ProviderIn(BaseModel):
 
 class ProviderPatch(BaseModel):
     """Only the fields sent change. ``api_key``: a new key, or null / "" to remove it.
-    ``base_url``, ``rpm``, ``tpm``: null clears them."""
+    ``base_url``, ``rpm``, ``tpm``: null clears them. Changing ``base_url`` or ``kind``
+    removes the stored key unless the same request sends one: a key is never sent to a
+    server it was not given for."""
 
     model_config = ConfigDict(extra="forbid")
     name: Name | None = None
     kind: Kind | None = None
     base_url: BaseUrl | None = None
-    api_key: SecretStr | None = None
+    api_key: ApiKey | None = None
     rpm: int | None = Field(default=None, gt=0)
     tpm: int | None = Field(default=None, gt=0)
     max_concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
@@ -100,6 +121,16 @@ class ProviderOut(BaseModel):
     model_count: int
     created_at: datetime
     updated_at: datetime
+
+
+class ProviderSummary(BaseModel):
+    """What a reviewer sees of a provider: which service, never where or with what key."""
+
+    id: int
+    name: str
+    kind: Kind
+    simulated: bool
+    model_count: int
 
 
 class ModelIn(BaseModel):

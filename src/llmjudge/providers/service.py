@@ -33,6 +33,7 @@ from llmjudge.providers.crypto import KeyCipher, SecretKeyError, last4
 from llmjudge.providers.gateway import Gateway, ModelPricing
 from llmjudge.providers.models import LLMCall, LLMModel, Provider
 from llmjudge.providers.schemas import (
+    MAX_API_KEY_CHARS,
     ConnectionTestOut,
     ModelIn,
     ModelOut,
@@ -40,7 +41,9 @@ from llmjudge.providers.schemas import (
     ProviderIn,
     ProviderOut,
     ProviderPatch,
+    ProviderSummary,
 )
+from llmjudge.providers.simulator import SimulatorParams
 from llmjudge.providers.store import PgAccounting, PgCache
 
 log = logging.getLogger(__name__)
@@ -50,7 +53,6 @@ CONFIG_TTL_S = 30.0
 # observed_latency_s: weight of a new sample, and the least time between two writes.
 LATENCY_EMA_ALPHA = 0.1
 LATENCY_WRITE_EVERY_S = 5.0
-MAX_API_KEY_CHARS = 1000
 
 BUILTIN_SIMULATOR = "Simulator"
 # Distinct models because a persona needs a judge model different from its task model.
@@ -97,6 +99,14 @@ def _model_info(m: LLMModel, p: Provider) -> ModelInfo:
         observed_latency_s=m.observed_latency_s,
         simulated=p.kind == "simulator",
     )
+
+
+def configured_latency_s(kind: str, settings: Mapping[str, Any] | None) -> float | None:
+    """Seconds per call a provider's own configuration promises: a simulator's mean latency;
+    None for real providers, whose latency is only known once observed."""
+    if kind != "simulator":
+        return None
+    return SimulatorParams.from_settings(settings or {}).latency_ms_mean / 1000
 
 
 def ema(previous: float | None, sample: float, alpha: float = LATENCY_EMA_ALPHA) -> float:
@@ -396,6 +406,13 @@ async def list_providers(*, db: AsyncSession) -> list[ProviderOut]:
     return [_provider_out(p, n) for p, n in rows.all()]
 
 
+def summary(p: ProviderOut) -> ProviderSummary:
+    """A provider as shown to someone who may use it but not administer it."""
+    return ProviderSummary(
+        id=p.id, name=p.name, kind=p.kind, simulated=p.simulated, model_count=p.model_count
+    )
+
+
 async def _get_provider(db: AsyncSession, provider_id: int) -> Provider:
     p = await db.get(Provider, provider_id)
     if p is None:
@@ -464,9 +481,15 @@ async def update_provider(
             raise Invalid(f"{required} cannot be null")
     if "name" in changes and changes["name"] != p.name:
         await _check_provider_name(db, changes["name"], exclude_id=p.id)
+    moved = ("base_url" in changes and changes["base_url"] != p.base_url) or (
+        "kind" in changes and changes["kind"] != p.kind
+    )
     if "api_key" in changes:
         _set_key(p, patch.api_key.get_secret_value() if patch.api_key else None, cipher)
         del changes["api_key"]
+    elif moved:
+        # The key was given for the old server: never send it to a new one unasked.
+        _set_key(p, None, cipher)
     for field, value in changes.items():
         setattr(p, field, value)
     await db.commit()

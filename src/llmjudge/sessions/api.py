@@ -7,7 +7,6 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request, status
 from sse_starlette import EventSourceResponse
 
-from llmjudge.db.engine import DbSession
 from llmjudge.events.hub import EventHub
 from llmjudge.events.sse import sse_response
 from llmjudge.sessions import service
@@ -23,6 +22,7 @@ from llmjudge.sessions.schemas import (
     SessionSummary,
 )
 from llmjudge.sessions.worker import session_topic
+from llmjudge.web import DbSession
 
 router = APIRouter(prefix="/api/sessions", tags=["sessions"])
 

@@ -32,7 +32,6 @@ from llmjudge.analysis.schemas import AnalysisSession, LeaderboardRow, ThreadLea
 from llmjudge.catalog import service as catalog
 from llmjudge.catalog.models import Pillar, Thread
 from llmjudge.catalog.schemas import PillarOut
-from llmjudge.db.engine import DbSession
 from llmjudge.errors import Conflict, Invalid, NotFound
 from llmjudge.events.hub import EventHub
 from llmjudge.judging.prompts import criterion_label
@@ -42,7 +41,7 @@ from llmjudge.sessions import service
 from llmjudge.sessions.models import Comparison, JudgeSession
 from llmjudge.sessions.pairing import count_plan
 from llmjudge.sessions.schemas import Mode, SessionIn, SessionOut
-from llmjudge.web import is_htmx, render, templates
+from llmjudge.web import DbSession, is_htmx, render, templates
 
 router = APIRouter(include_in_schema=False)
 

@@ -25,7 +25,7 @@ from llmjudge.errors import Conflict, Invalid, NotFound
 from llmjudge.events.hub import EventHub
 from llmjudge.judging.prompts import build_judge_messages, estimate_tokens
 from llmjudge.providers.models import LLMModel, Provider
-from llmjudge.providers.simulator import SimulatorParams
+from llmjudge.providers.service import configured_latency_s
 from llmjudge.queue.claims import notify_work
 from llmjudge.sessions.estimate import ModelCost, estimate_plan
 from llmjudge.sessions.models import Comparison, JudgeSession
@@ -157,9 +157,8 @@ def _model_out(m: LLMModel, p: Provider) -> JudgeModelOut:
 def _latency(m: LLMModel, p: Provider) -> float:
     if m.observed_latency_s is not None:
         return m.observed_latency_s
-    if p.kind == "simulator":
-        return SimulatorParams.from_settings(p.settings or {}).latency_ms_mean / 1000
-    return DEFAULT_LATENCY_S
+    configured = configured_latency_s(p.kind, p.settings)
+    return DEFAULT_LATENCY_S if configured is None else configured
 
 
 async def _threads(db: AsyncSession, pillar_ids: Sequence[int]) -> list[ThreadRef]:

@@ -11,11 +11,11 @@ from fastapi.responses import RedirectResponse
 from pydantic import ValidationError
 
 from llmjudge.auth.policy import Role
-from llmjudge.db.engine import DbSession
 from llmjudge.personas import iterations as iteration_service
 from llmjudge.personas import service
 from llmjudge.personas.events import publish
 from llmjudge.providers import service as providers
+from llmjudge.web import DbSession
 
 METRICS = ("f1", "precision", "recall", "kappa", "accuracy")
 METRIC_LABELS = {

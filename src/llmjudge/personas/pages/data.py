@@ -8,14 +8,12 @@ from typing import Annotated
 from fastapi import APIRouter, File, HTTPException, Request, UploadFile
 from fastapi.responses import HTMLResponse
 
-from llmjudge.catalog.api import read_upload
 from llmjudge.catalog.schemas import RowError
-from llmjudge.db.engine import DbSession
 from llmjudge.errors import Conflict
 from llmjudge.personas import pairs as pair_service
 from llmjudge.personas import service
 from llmjudge.personas.pages.common import detail_ctx
-from llmjudge.web import render
+from llmjudge.web import DbSession, read_upload, render
 
 router = APIRouter(include_in_schema=False)
 

@@ -10,7 +10,6 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
-from llmjudge.db.engine import DbSession
 from llmjudge.errors import Conflict, Invalid, NotFound
 from llmjudge.personas import service
 from llmjudge.personas.gate_api import parse_ids
@@ -28,7 +27,7 @@ from llmjudge.personas.pages.common import (
 from llmjudge.personas.schemas import FromTemplateIn, PersonaIn
 from llmjudge.personas.summaries import matching, summaries
 from llmjudge.personas.templates import TEMPLATES
-from llmjudge.web import is_htmx, render
+from llmjudge.web import DbSession, is_htmx, render
 
 router = APIRouter(include_in_schema=False)
 

@@ -10,7 +10,6 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
 from llmjudge.catalog import service as catalog
-from llmjudge.db.engine import DbSession
 from llmjudge.errors import Conflict, Invalid, NotFound
 from llmjudge.personas import estimate as estimates
 from llmjudge.personas import evaluate as ev
@@ -23,7 +22,7 @@ from llmjudge.personas.pages.common import (
     wake_runner,
 )
 from llmjudge.personas.schemas import PersonaOut
-from llmjudge.web import render
+from llmjudge.web import DbSession, render
 
 router = APIRouter(include_in_schema=False)
 

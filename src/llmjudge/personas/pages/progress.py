@@ -12,11 +12,10 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
 from llmjudge.charts import line_chart
-from llmjudge.db.engine import DbSession
 from llmjudge.personas import iterations as iteration_service
 from llmjudge.personas.pages.common import METRIC_LABELS, METRICS, detail_ctx
 from llmjudge.personas.schemas import IterationOut, MetricsOut, PersonaOut
-from llmjudge.web import render
+from llmjudge.web import DbSession, render
 
 router = APIRouter(include_in_schema=False)
 

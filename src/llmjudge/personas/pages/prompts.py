@@ -9,12 +9,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from llmjudge.db.engine import DbSession
 from llmjudge.errors import Invalid
 from llmjudge.personas import prompt_versions
 from llmjudge.personas.pages.common import detail_ctx, publish_event, see
 from llmjudge.personas.schemas import PromptDiffOut
-from llmjudge.web import is_htmx, render
+from llmjudge.web import DbSession, is_htmx, render
 
 router = APIRouter(include_in_schema=False)
 

@@ -9,7 +9,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 
-from llmjudge.db.engine import DbSession
 from llmjudge.errors import Conflict, Invalid, NotFound
 from llmjudge.personas import service
 from llmjudge.personas.pages.common import (
@@ -20,7 +19,7 @@ from llmjudge.personas.pages.common import (
     validation_messages,
 )
 from llmjudge.personas.schemas import PersonaOut, PersonaPatch
-from llmjudge.web import render
+from llmjudge.web import DbSession, render
 
 router = APIRouter(include_in_schema=False)
 

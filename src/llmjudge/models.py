@@ -1,4 +1,8 @@
-"""Every domain's tables, imported in one place for Alembic and metadata-wide operations."""
+"""Every domain's tables, imported in one place for Alembic and metadata-wide operations.
+
+A composition root, like ``app`` and ``cli``: it knows every domain's tables, so it lives
+outside ``db/`` (infrastructure imports no domain).
+"""
 
 from llmjudge.auth.models import ApiToken, LoginLink, User, UserSession
 from llmjudge.catalog.models import Pillar, Thread

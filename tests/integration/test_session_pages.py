@@ -23,17 +23,10 @@ from starlette.datastructures import FormData
 from llmjudge.analysis.schemas import LeaderboardRow, PillarLabel
 from llmjudge.judging.prompts import DEFAULT_CRITERIA
 from llmjudge.sessions.models import Comparison, JudgeSession
-from llmjudge.sessions.pages import (
-    SORT_KEYS,
-    TAB_NAMES,
-    eta_seconds,
-    field_errors,
-    likert_dots,
-    mode_counts,
-    outcome_for,
-    session_form,
-    sort_rows,
-)
+from llmjudge.sessions.pages.formatting import SORT_KEYS, eta_seconds, likert_dots, sort_rows
+from llmjudge.sessions.pages.forms import field_errors, mode_counts, session_form
+from llmjudge.sessions.pages.results import TAB_NAMES
+from llmjudge.sessions.reads import outcome_for
 from llmjudge.sessions.schemas import SessionIn
 
 HX = {"HX-Request": "true"}

@@ -188,6 +188,8 @@ async def insert_plan(
     positions follow plan order. Without ``results`` every row is pending (a new session);
     with them (one per row) each row is stored finished (an import)."""
     n = len(plan)
+    if results is not None and len(results) != n:
+        raise ValueError(f"{len(results)} results for a plan of {n} comparisons")
     raw = await (await db.connection()).get_raw_connection()
     if results is None:
 
@@ -201,8 +203,6 @@ async def insert_plan(
             "comparisons", source=source(), columns=PLAN_COLUMNS, format="binary"
         )
         return n
-    if len(results) != n:
-        raise ValueError(f"{len(results)} results for a plan of {n} comparisons")
     columns = [c.tolist() for c in _plan_columns(session_id, plan, 0, n)]
     records = (
         (*identity, *result)

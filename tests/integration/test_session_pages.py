@@ -24,8 +24,9 @@ from llmjudge.analysis.schemas import LeaderboardRow, PillarLabel
 from llmjudge.judging.prompts import DEFAULT_CRITERIA
 from llmjudge.sessions.models import Comparison, JudgeSession
 from llmjudge.sessions.pages.formatting import SORT_KEYS, eta_seconds, likert_dots, sort_rows
-from llmjudge.sessions.pages.forms import field_errors, mode_counts, session_form
+from llmjudge.sessions.pages.forms import field_errors, session_form
 from llmjudge.sessions.pages.results import TAB_NAMES
+from llmjudge.sessions.plans import mode_counts
 from llmjudge.sessions.reads import outcome_for
 from llmjudge.sessions.schemas import SessionIn
 
@@ -361,6 +362,45 @@ async def test_estimate_follows_the_mode_and_reports_errors(
     assert "Pillars: choose at least one pillar" in text_of(r.text)
     assert "Workers:" in text_of(r.text)
     assert 'id="sum-total"' not in r.text
+
+
+async def test_mode_counts_api_twin_matches_the_form(
+    client: httpx.AsyncClient, pillar_ids: list[int]
+) -> None:
+    body = {
+        "session_name": "x",
+        "pillar_ids": pillar_ids,
+        "comparison_mode": "free_for_all",
+        "max_threads_per_pillar": 2,
+        "position_swap": True,
+    }
+    r = await client.post("/api/sessions/estimate/modes", json=body)
+    assert r.status_code == 200, r.text
+    # 3 pillars capped at 2 threads, swapped: 6 threads
+    assert r.json() == {
+        "pillar_sample": {"comparisons": 3 * 5 * 2, "reason": None},
+        "round_robin": {"comparisons": (36 - 3 * 4) // 2 * 2, "reason": None},
+        "free_for_all": {"comparisons": 15 * 2, "reason": None},
+    }
+    form = {k: [str(x) for x in v] if isinstance(v, list) else str(v) for k, v in body.items()}
+    page = await client.post("/sessions/new/estimate", data=form, headers=HX)
+    for mode, count in r.json().items():
+        shown = f'id="mode-count-{mode}" hx-swap-oob="true">{count["comparisons"]} comparisons<'
+        assert shown in page.text, mode
+    one = (
+        await client.post(
+            "/api/sessions/estimate/modes", json=body | {"pillar_ids": pillar_ids[:1]}
+        )
+    ).json()
+    assert one["free_for_all"] == {"comparisons": 2, "reason": None}
+    assert one["round_robin"]["comparisons"] is None and "2 pillars" in one["round_robin"]["reason"]
+    keyed = body | {"match_by_prompt_key": True}  # counted from a built plan, not formulas
+    got = (await client.post("/api/sessions/estimate/modes", json=keyed)).json()
+    assert set(got) == {"pillar_sample", "round_robin", "free_for_all"}
+    for count in got.values():
+        assert (count["comparisons"] is None) != (count["reason"] is None)
+    bad = await client.post("/api/sessions/estimate/modes", json=body | {"pillar_ids": []})
+    assert bad.status_code == 422
 
 
 async def test_create_validates_inline_then_starts_and_redirects(

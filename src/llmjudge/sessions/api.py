@@ -21,6 +21,8 @@ from llmjudge.sessions.schemas import (
     ComparisonStatus,
     EstimateOut,
     JudgmentImportOut,
+    Mode,
+    ModeCount,
     RetryResult,
     SessionIn,
     SessionOut,
@@ -104,6 +106,17 @@ async def create_session(data: SessionIn, db: DbSession, hub: Hub) -> SessionOut
 async def estimate_new(data: SessionIn, db: DbSession) -> EstimateOut:
     """Comparisons, duration by worker count, tokens and cost of a session; nothing stored."""
     return await service.estimate_new(db=db, data=data)
+
+
+@router.post(
+    "/estimate/modes",
+    response_model=dict[Mode, ModeCount],
+    summary="Comparisons of each comparison mode",
+)
+async def estimate_modes(data: SessionIn, db: DbSession) -> dict[Mode, ModeCount]:
+    """How many comparisons each comparison mode would make with the other options as
+    they are, or why it cannot run; nothing stored."""
+    return await service.estimate_modes(db=db, data=data)
 
 
 @router.get("", response_model=list[SessionSummary])

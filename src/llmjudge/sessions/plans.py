@@ -9,10 +9,11 @@ Both write the same identity columns (`PLAN_COLUMNS`) from the same `PlanArrays`
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, get_args
 
 import numpy as np
 from sqlalchemy import select, text
@@ -21,8 +22,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog.models import Pillar, Thread
 from llmjudge.errors import Invalid
-from llmjudge.sessions.pairing import PlanArrays, PlanOptions, ThreadRef, build_plan_arrays
-from llmjudge.sessions.schemas import SessionIn
+from llmjudge.sessions.pairing import (
+    PlanArrays,
+    PlanOptions,
+    ThreadRef,
+    build_plan_arrays,
+    count_plan,
+)
+from llmjudge.sessions.schemas import Mode, SessionIn
 
 __all__ = [
     "PLAN_COLUMNS",
@@ -32,6 +39,7 @@ __all__ = [
     "build_plan",
     "copy_rows",
     "insert_plan",
+    "mode_counts",
     "plan_options",
     "plan_threads",
     "stored_options",
@@ -132,6 +140,26 @@ def build_plan(threads: Sequence[ThreadRef], options: PlanOptions) -> PlanArrays
         return build_plan_arrays(threads, options)
     except ValueError as exc:
         raise Invalid(str(exc)) from None
+
+
+def mode_counts(
+    data: SessionIn, sizes: Mapping[int, int]
+) -> dict[Mode, tuple[int | None, str | None]]:
+    """Comparisons each mode would make with the other options as they are: (count, None),
+    or (None, why not). Key-matched plans cannot be counted from sizes: (None, None)."""
+    base = plan_options(data, 0)
+    counts: dict[Mode, tuple[int | None, str | None]] = {}
+    for mode in get_args(Mode):
+        baseline = None if mode == "free_for_all" else base.baseline_pillar_id
+        options = dataclasses.replace(base, mode=mode, baseline_pillar_id=baseline)
+        if options.match_by_prompt_key:
+            counts[mode] = (None, None)
+            continue
+        try:
+            counts[mode] = (count_plan(sizes, options), None)
+        except ValueError as exc:
+            counts[mode] = (None, str(exc))
+    return counts
 
 
 # -- storage ------------------------------------------------------------------------------

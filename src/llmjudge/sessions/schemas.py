@@ -256,3 +256,10 @@ class ThreadComparisons(BaseModel):
 class ThreadLabelOut(BaseModel):
     title: str = Field(description="the thread's title, else its external id, else its id")
     pillar: str
+
+
+class ModeCount(BaseModel):
+    """Comparisons one comparison mode would make with the other options as they are."""
+
+    comparisons: int | None = Field(description="null when the mode cannot run")
+    reason: str | None = Field(description="why the mode cannot run with these options")

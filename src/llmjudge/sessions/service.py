@@ -13,6 +13,7 @@ import math
 import secrets
 from collections.abc import Sequence
 
+from pydantic import ValidationError
 from sqlalchemy import Text, cast, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -29,6 +30,7 @@ from llmjudge.sessions.plans import (
     analyze_comparisons,
     build_plan,
     insert_plan,
+    mode_counts,
     plan_options,
     plan_threads,
     stored_options,
@@ -45,6 +47,8 @@ from llmjudge.sessions.reads import (
 )
 from llmjudge.sessions.schemas import (
     EstimateOut,
+    Mode,
+    ModeCount,
     RetryResult,
     SessionIn,
     SessionOut,
@@ -57,6 +61,7 @@ __all__ = [
     "cancel_session",
     "create_session",
     "delete_session",
+    "estimate_modes",
     "estimate_new",
     "estimate_session",
     "get_comparison",
@@ -209,6 +214,48 @@ async def estimate_session(*, db: AsyncSession, session_id: int) -> EstimateOut:
     if s.comparison_mode == "imported":
         raise Conflict("an imported session was judged elsewhere: it has no plan to estimate")
     return await _estimate(db, _session_in(s), s.options.get("seed", 0), planned=s.total)
+
+
+async def estimate_modes(
+    *, db: AsyncSession, data: SessionIn, chosen_total: int | None = None
+) -> dict[Mode, ModeCount]:
+    """Comparisons each comparison mode would make with the other options of ``data`` as
+    they are (the form shows them beside each mode); nothing is stored. Counted from the
+    pillar sizes, except key-matched plans, which only a built plan can count.
+    ``chosen_total``: the chosen mode's count when the caller already has it."""
+    sizes = dict(
+        (
+            await db.execute(
+                select(Pillar.id, func.count(Thread.id))
+                .outerjoin(Thread, Thread.pillar_id == Pillar.id)
+                .where(Pillar.id.in_(data.pillar_ids))
+                .group_by(Pillar.id)
+            )
+        ).all()
+    )
+    counts = mode_counts(data, sizes)
+    if chosen_total is not None:
+        counts[data.comparison_mode] = (chosen_total, None)
+    out: dict[Mode, ModeCount] = {}
+    for mode, (count, why) in counts.items():
+        if count is None and why is None:
+            count, why = await _mode_estimate(db, data, mode)
+        out[mode] = ModeCount(comparisons=count, reason=why)
+    return out
+
+
+async def _mode_estimate(
+    db: AsyncSession, data: SessionIn, mode: str
+) -> tuple[int | None, str | None]:
+    baseline = None if mode == "free_for_all" else data.baseline_pillar_id
+    try:
+        other = SessionIn.model_validate(
+            data.model_dump() | {"comparison_mode": mode, "baseline_pillar_id": baseline}
+        )
+        est = await estimate_new(db=db, data=other)
+    except (ValidationError, Invalid) as exc:
+        return None, str(exc).splitlines()[0]
+    return est.total_comparisons, None
 
 
 # -- create -------------------------------------------------------------------------------

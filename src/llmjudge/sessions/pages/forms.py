@@ -1,19 +1,16 @@
 """The configuration form: reading its fields into SessionIn's shape, naming validation
-errors by field, its starting values, and each mode's comparison count. Pure: no I/O.
+errors by field, its starting values. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from llmjudge.catalog.schemas import PillarOut
-from llmjudge.sessions.pairing import count_plan
-from llmjudge.sessions.plans import plan_options
 from llmjudge.sessions.schemas import Mode, SessionIn
 
 MODES: tuple[tuple[Mode, str, str], ...] = (
@@ -107,23 +104,3 @@ def default_values(pillars: Sequence[PillarOut], now: datetime) -> dict[str, Any
             for name in (*_INT_FIELDS, *_CHECKBOXES, "comparison_mode", "sampling")
         },
     }
-
-
-def mode_counts(
-    data: SessionIn, sizes: Mapping[int, int]
-) -> dict[str, tuple[int | None, str | None]]:
-    """Comparisons each mode would make with the other options as they are: (count, None),
-    or (None, why not). Key-matched plans cannot be counted from sizes: (None, None)."""
-    base = plan_options(data, 0)
-    counts: dict[str, tuple[int | None, str | None]] = {}
-    for mode, _, _ in MODES:
-        baseline = None if mode == "free_for_all" else base.baseline_pillar_id
-        options = dataclasses.replace(base, mode=mode, baseline_pillar_id=baseline)
-        if options.match_by_prompt_key:
-            counts[mode] = (None, None)
-            continue
-        try:
-            counts[mode] = (count_plan(sizes, options), None)
-        except ValueError as exc:
-            counts[mode] = (None, str(exc))
-    return counts

@@ -1,6 +1,6 @@
 """The configuration page: the form, its live estimate (with each mode's comparison
 count), and "Create", which starts the session and goes to its live page. Twins:
-`POST /api/sessions/estimate` and `POST /api/sessions`.
+`POST /api/sessions/estimate`, `POST /api/sessions/estimate/modes`, `POST /api/sessions`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from llmjudge.sessions.pages.forms import (
     Errors,
     default_values,
     field_errors,
-    mode_counts,
     session_form,
 )
 from llmjudge.sessions.schemas import SessionIn
@@ -54,31 +53,10 @@ async def _estimate_context(db: AsyncSession, values: dict[str, Any]) -> dict[st
         ctx["estimate"] = await service.estimate_new(db=db, data=data)
     except Invalid as exc:
         ctx["errors"] = {"form": [str(exc)]}
-    sizes = {
-        p.id: p.thread_count for p in await catalog.list_pillars(db=db) if p.id in data.pillar_ids
-    }
-    counts = mode_counts(data, sizes)
-    if ctx["estimate"] is not None:  # the chosen mode's count is the estimate's own
-        counts[data.comparison_mode] = (ctx["estimate"].total_comparisons, None)
-    for mode, (count, why) in counts.items():
-        if count is None and why is None:  # key-matched: only a built plan can tell
-            counts[mode] = await _mode_estimate(db, data, mode)
-    ctx["counts"] = counts
+    chosen = ctx["estimate"].total_comparisons if ctx["estimate"] is not None else None
+    counts = await service.estimate_modes(db=db, data=data, chosen_total=chosen)
+    ctx["counts"] = {mode: (c.comparisons, c.reason) for mode, c in counts.items()}
     return ctx
-
-
-async def _mode_estimate(
-    db: AsyncSession, data: SessionIn, mode: str
-) -> tuple[int | None, str | None]:
-    baseline = None if mode == "free_for_all" else data.baseline_pillar_id
-    try:
-        other = SessionIn.model_validate(
-            data.model_dump() | {"comparison_mode": mode, "baseline_pillar_id": baseline}
-        )
-        est = await service.estimate_new(db=db, data=other)
-    except (ValidationError, Invalid) as exc:
-        return None, str(exc).splitlines()[0]
-    return est.total_comparisons, None
 
 
 async def _form_page(

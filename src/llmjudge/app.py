@@ -125,9 +125,9 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         catalog_api.router,
         demo_api.router,
         providers_api.router,
-        # before the sessions router: /api/sessions/import is not a session id
         analysis_api.router,
         sessions_api.router,
+        sessions_api.threads_router,
         # before the personas router: /api/personas/compare is not a persona id
         personas_gate_api.router,
         personas_api.router,

@@ -27,8 +27,8 @@ import pytest
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from llmjudge.analysis.figures import AnalysisCache
 from llmjudge.analysis.ratings import elo
-from llmjudge.analysis.service import AnalysisCache
 from llmjudge.sessions.models import Comparison, JudgeSession
 
 HYPERLINK = '=HYPERLINK("http://evil.example","click")'

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -22,6 +24,8 @@ from llmjudge.sessions.importing import (
     resolve_judgments,
 )
 from llmjudge.sessions.models import Comparison, JudgeSession
+from llmjudge.sessions.pairing import PlanArrays
+from llmjudge.sessions.plans import PLAN_COLUMNS, RESULT_COLUMNS, StoredResult, insert_plan
 
 # -- pure -----------------------------------------------------------------------------
 
@@ -284,6 +288,60 @@ async def test_import_creates_a_completed_session(
     assert record == {small["a"]: (2, 0), small["b"]: (0, 1), small["c"]: (1, 2)}
     top = board["entries"][0]
     assert top["thread_id"] == small["a"] and top["avg_likert_scores"] == {"clarity": 4.5}
+
+
+def test_one_copy_path_names_each_column_once() -> None:
+    assert StoredResult._fields == RESULT_COLUMNS
+    assert not set(PLAN_COLUMNS) & set(RESULT_COLUMNS)
+    table = {c.name for c in Comparison.__table__.columns}
+    assert set(PLAN_COLUMNS) | set(RESULT_COLUMNS) <= table
+
+
+async def test_insert_plan_refuses_results_that_do_not_fit_the_plan() -> None:
+    ints = np.arange(3)
+    plan = PlanArrays(ints, ints + 1, ints, ints, ints, ints, np.zeros(3, dtype=bool))
+    result = StoredResult(
+        "completed", 1, datetime.now(UTC), "A", None, None, None, None, None, None
+    )
+    with pytest.raises(ValueError, match="2 results for a plan of 3"):
+        await insert_plan(None, 1, plan, results=[result, result])  # type: ignore[arg-type]
+
+
+async def test_import_stores_the_file_as_a_plan_in_file_order(
+    client: httpx.AsyncClient, app: Any, small: dict[str, int]
+) -> None:
+    a, b, c = small["a"], small["b"], small["c"]
+    lines = [
+        {"thread_a": a, "thread_b": b, "verdict": "A", "repetition": 1},
+        {"thread_a": c, "thread_b": a, "verdict": "TIE"},
+        {"thread_a": b, "thread_b": a, "verdict": "B", "repetition": 1},
+    ]
+    r = await import_judgments(client, lines, "as a plan")
+    assert r.status_code == 201, r.text
+    sid = r.json()["session_id"]
+    columns = [getattr(Comparison, name) for name in (*PLAN_COLUMNS, *RESULT_COLUMNS)]
+    async with app.state.sessionmaker() as db:
+        rows = (
+            await db.execute(
+                select(*columns)
+                .where(Comparison.session_id == sid)
+                .order_by(Comparison.queue_position)
+            )
+        ).all()
+    got = [dict(zip((*PLAN_COLUMNS, *RESULT_COLUMNS), row, strict=True)) for row in rows]
+    assert [g["queue_position"] for g in got] == [0, 1, 2]
+    assert [(g["thread_a_id"], g["thread_b_id"]) for g in got] == [(a, b), (c, a), (b, a)]
+    assert [g["repetition"] for g in got] == [1, 0, 1]
+    assert [g["is_swap"] for g in got] == [False, False, True]
+    assert got[2]["swap_group"] == got[0]["swap_group"] != got[1]["swap_group"]
+    assert [g["winner"] for g in got] == ["A", "TIE", "B"]
+    assert {(g["status"], g["attempts"]) for g in got} == {("completed", 1)}
+    assert len({g["completed_at"] for g in got}) == 1  # Elo replays them in file order
+    pillars = (await client.get("/api/threads", params={"limit": 500})).json()["items"]
+    pillar_of = {t["id"]: t["pillar_id"] for t in pillars}
+    assert [(g["pillar_a_id"], g["pillar_b_id"]) for g in got] == [
+        (pillar_of[x], pillar_of[y]) for x, y in [(a, b), (c, a), (b, a)]
+    ]
 
 
 async def test_import_is_all_or_nothing(

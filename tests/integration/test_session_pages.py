@@ -23,17 +23,11 @@ from starlette.datastructures import FormData
 from llmjudge.analysis.schemas import LeaderboardRow, PillarLabel
 from llmjudge.judging.prompts import DEFAULT_CRITERIA
 from llmjudge.sessions.models import Comparison, JudgeSession
-from llmjudge.sessions.pages import (
-    SORT_KEYS,
-    TAB_NAMES,
-    eta_seconds,
-    field_errors,
-    likert_dots,
-    mode_counts,
-    outcome_for,
-    session_form,
-    sort_rows,
-)
+from llmjudge.sessions.pages.formatting import SORT_KEYS, eta_seconds, likert_dots, sort_rows
+from llmjudge.sessions.pages.forms import field_errors, session_form
+from llmjudge.sessions.pages.results import TAB_NAMES
+from llmjudge.sessions.plans import mode_counts
+from llmjudge.sessions.reads import outcome_for
 from llmjudge.sessions.schemas import SessionIn
 
 HX = {"HX-Request": "true"}
@@ -370,6 +364,45 @@ async def test_estimate_follows_the_mode_and_reports_errors(
     assert 'id="sum-total"' not in r.text
 
 
+async def test_mode_counts_api_twin_matches_the_form(
+    client: httpx.AsyncClient, pillar_ids: list[int]
+) -> None:
+    body = {
+        "session_name": "x",
+        "pillar_ids": pillar_ids,
+        "comparison_mode": "free_for_all",
+        "max_threads_per_pillar": 2,
+        "position_swap": True,
+    }
+    r = await client.post("/api/sessions/estimate/modes", json=body)
+    assert r.status_code == 200, r.text
+    # 3 pillars capped at 2 threads, swapped: 6 threads
+    assert r.json() == {
+        "pillar_sample": {"comparisons": 3 * 5 * 2, "reason": None},
+        "round_robin": {"comparisons": (36 - 3 * 4) // 2 * 2, "reason": None},
+        "free_for_all": {"comparisons": 15 * 2, "reason": None},
+    }
+    form = {k: [str(x) for x in v] if isinstance(v, list) else str(v) for k, v in body.items()}
+    page = await client.post("/sessions/new/estimate", data=form, headers=HX)
+    for mode, count in r.json().items():
+        shown = f'id="mode-count-{mode}" hx-swap-oob="true">{count["comparisons"]} comparisons<'
+        assert shown in page.text, mode
+    one = (
+        await client.post(
+            "/api/sessions/estimate/modes", json=body | {"pillar_ids": pillar_ids[:1]}
+        )
+    ).json()
+    assert one["free_for_all"] == {"comparisons": 2, "reason": None}
+    assert one["round_robin"]["comparisons"] is None and "2 pillars" in one["round_robin"]["reason"]
+    keyed = body | {"match_by_prompt_key": True}  # counted from a built plan, not formulas
+    got = (await client.post("/api/sessions/estimate/modes", json=keyed)).json()
+    assert set(got) == {"pillar_sample", "round_robin", "free_for_all"}
+    for count in got.values():
+        assert (count["comparisons"] is None) != (count["reason"] is None)
+    bad = await client.post("/api/sessions/estimate/modes", json=body | {"pillar_ids": []})
+    assert bad.status_code == 422
+
+
 async def test_create_validates_inline_then_starts_and_redirects(
     app: Any, client: httpx.AsyncClient, pillar_ids: list[int]
 ) -> None:
@@ -476,6 +509,26 @@ async def test_thread_labels_for_the_lanes(client: httpx.AsyncClient, states: di
     assert (await client.get(f"{url}?ids=1;2")).status_code == 422
 
 
+async def test_thread_labels_api_twin_matches_the_page(
+    client: httpx.AsyncClient, states: dict[str, int]
+) -> None:
+    sid = states["running"]
+    page = (await client.get(f"/api/sessions/{sid}/comparisons?limit=2")).json()
+    ids = sorted({i[k] for i in page["items"] for k in ("thread_a_id", "thread_b_id")})
+    query = f"ids={','.join(map(str, ids))},,987654,99999999999"  # unknown and beyond int4
+    api = await client.get(f"/api/sessions/{sid}/thread-labels?{query}")
+    assert api.status_code == 200
+    assert api.json() == (await client.get(f"/sessions/{sid}/thread-labels?{query}")).json()
+    assert sorted(map(int, api.json())) == ids
+    item = page["items"][0]
+    assert api.json()[str(item["thread_b_id"])] == {
+        "title": item["thread_b_title"],
+        "pillar": item["pillar_b_name"],
+    }
+    assert (await client.get(f"/api/sessions/{sid}/thread-labels?ids=1;2")).status_code == 422
+    assert (await client.get("/api/sessions/987654/thread-labels?ids=1")).status_code == 404
+
+
 # -- results ------------------------------------------------------------------------------
 
 STATE_TEXT = {
@@ -578,3 +631,39 @@ async def test_thread_view_lists_its_comparisons(
     last = max(t["id"] for t in threads)
     none = await client.get(f"/threads/{last + 1000}/comparisons", headers=HX)
     assert 'id="no-thread-comparisons"' in none.text
+
+
+async def test_thread_comparisons_api_twin(
+    client: httpx.AsyncClient, states: dict[str, int]
+) -> None:
+    threads = (await client.get("/api/threads?limit=100")).json()["items"]
+    first = min(t["id"] for t in threads if t["external_id"].startswith("pg-"))
+    r = await client.get(f"/api/threads/{first}/comparisons")
+    assert r.status_code == 200
+    body = r.json()
+    totals, items = body["totals"], body["items"]
+    assert body["thread_id"] == first and body["limit"] == 50
+    assert set(totals) == {"won", "lost", "tie", "failed"}
+    assert totals["won"] > 0 and totals["lost"] == 0 and totals["tie"] == 0  # lowest id wins
+    assert totals["failed"] > 0  # the failed session's pending comparisons
+    assert len(items) == min(50, sum(totals.values()))
+    assert [i["id"] for i in items] == sorted((i["id"] for i in items), reverse=True)
+    for i in items:
+        assert i["outcome"] == ("won" if i["status"] == "completed" else "failed")
+        assert i["opponent_id"] != first and i["side"] in ("A", "B")
+        if i["outcome"] == "won":
+            assert i["own_scores"] and i["reasoning"] == "The first answer is more specific."
+        else:
+            assert i["error"] == "provider said no"
+    # the page shows the same record
+    page = await client.get(f"/threads/{first}/comparisons", headers=HX)
+    record = text_of(page.text.split('id="thread-record"')[1].split("</p>")[0])
+    assert f"{totals['won']} won" in record and f"{totals['failed']} failed" in record
+    few = (await client.get(f"/api/threads/{first}/comparisons?limit=3")).json()
+    assert few["totals"] == totals and [i["id"] for i in few["items"]] == [
+        i["id"] for i in items[:3]
+    ]
+    last = max(t["id"] for t in threads)
+    none = (await client.get(f"/api/threads/{last + 1000}/comparisons")).json()
+    assert none["items"] == [] and set(none["totals"].values()) == {0}
+    assert (await client.get(f"/api/threads/{first}/comparisons?limit=0")).status_code == 422

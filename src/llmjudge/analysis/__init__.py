@@ -8,4 +8,12 @@
 - findings: surprise findings
 
 Results are frozen dataclasses of plain Python values; `dataclasses.asdict` gives JSON.
+
+The read side around that core, which only ever reads the database (judgments made
+elsewhere are imported by the sessions domain):
+
+- loading: a session's completed comparisons as an `OutcomeTable` (binary COPY, numpy)
+- figures: each figure of a session, cached per completed count
+- exports: CSV and JSON downloads, streamed
+- api: the `/api/sessions/{id}/<figure>` and `/export` routes
 """

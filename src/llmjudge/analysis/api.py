@@ -1,5 +1,6 @@
 """Session analysis JSON API: leaderboards, distributions, pillar matrix, thread
-performance, position bias, findings, exports; and the import of judgments made elsewhere.
+performance, position bias, findings, exports. Reads only (the import of judgments made
+elsewhere is a sessions route).
 
 Every figure is computed from the comparisons completed so far, so it is available while
 a session runs; results are cached until the next comparison completes.
@@ -9,18 +10,19 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, Form, Path, Query, Request, UploadFile, status
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from llmjudge.analysis import service
+from llmjudge.analysis import exports, figures
+from llmjudge.analysis.figures import AnalysisCache
+from llmjudge.analysis.loading import get_analysis_session
 from llmjudge.analysis.outcomes import Aggregation
 from llmjudge.analysis.schemas import (
     AnalysisSession,
     ExportFormat,
     ExportTable,
     FindingsOut,
-    JudgmentImportOut,
     PillarMatrixOut,
     PositionSwapOut,
     ScoreDistributionOut,
@@ -28,9 +30,7 @@ from llmjudge.analysis.schemas import (
     ThreadLeaderboardOut,
     ThreadPerformanceOut,
 )
-from llmjudge.errors import Invalid
-from llmjudge.sessions.importing import parse_judgment_file
-from llmjudge.web import DbSession, ImportRejected, read_upload
+from llmjudge.web import DbSession
 
 router = APIRouter(prefix="/api/sessions", tags=["analysis"])
 
@@ -46,11 +46,11 @@ RoundsQuery = Annotated[
 ]
 
 
-def get_cache(request: Request) -> service.AnalysisCache:
+def get_cache(request: Request) -> AnalysisCache:
     """One cache per application (tests run several apps against different databases)."""
     cache = getattr(request.app.state, "analysis_cache", None)
     if cache is None:
-        cache = request.app.state.analysis_cache = service.AnalysisCache()
+        cache = request.app.state.analysis_cache = AnalysisCache()
     return cache
 
 
@@ -63,56 +63,14 @@ async def get_session(
     db: DbSession,
 ) -> AnalysisSession:
     """The session, read fresh (404 for an unknown id); the connection is then released."""
-    found = await service.get_analysis_session(db=db, session_id=session_id)
+    found = await get_analysis_session(db=db, session_id=session_id)
     await db.close()
     return found
 
 
-Cache = Annotated[service.AnalysisCache, Depends(get_cache)]
+Cache = Annotated[AnalysisCache, Depends(get_cache)]
 Maker = Annotated[async_sessionmaker[AsyncSession], Depends(get_sessionmaker)]
 Session = Annotated[AnalysisSession, Depends(get_session)]
-
-
-@router.post(
-    "/import",
-    response_model=JudgmentImportOut,
-    status_code=status.HTTP_201_CREATED,
-    responses={
-        422: {"description": "Row errors: `detail.errors` is a list of {line, field, message}"}
-    },
-)
-async def import_judgments(
-    request: Request,
-    db: DbSession,
-    file: Annotated[UploadFile, File(description="JSONL, one judgment per line")],
-    session_name: Annotated[str, Form(min_length=1, max_length=200)],
-    judge_label: Annotated[str | None, Form(max_length=200)] = None,
-) -> JudgmentImportOut:
-    """Import judgments made elsewhere as a completed session that every analysis endpoint
-    reads. Each line: `{"thread_a": REF, "thread_b": REF, "verdict": "A"|"B"|"TIE"}` or
-    with `"judgment": "<raw judge text>"` instead of `verdict` (read by the verdict parser;
-    an unreadable one is stored as a failed comparison with the parse error). REF: a thread
-    id or `{"pillar": name, "external_id": id}`. Optional: `reasoning`, `confidence` (0..1),
-    `scores_a`/`scores_b` ({criterion: 1..5}), `repetition`, `swap_group`, `group`.
-    Swap pairs: lines sharing a `swap_group` (original first, then its mirror); otherwise a
-    line showing (b, a) is the swap of the earliest unpaired (a, b) line of the same
-    `group` and `repetition`. All or nothing."""
-    if not session_name.strip():
-        raise Invalid("session_name must not be blank")
-    settings = request.app.state.settings
-    data = await read_upload(file, settings)
-    parsed = parse_judgment_file(
-        data, max_rows=settings.max_import_rows, max_chars=settings.max_field_chars
-    )
-    try:
-        return await service.import_judgments(
-            db=db,
-            parsed=parsed,
-            session_name=session_name.strip(),
-            judge_label=judge_label,
-        )
-    except service.JudgmentsRejected as e:
-        raise ImportRejected(e.errors) from None
 
 
 @router.get("/{session_id}/thread-leaderboard", response_model=ThreadLeaderboardOut)
@@ -125,7 +83,7 @@ async def thread_leaderboard(
 ) -> ThreadLeaderboardOut:
     """Threads ranked by Bradley-Terry (with bootstrap intervals), with Elo, records,
     confidence and Likert averages; pillar averages and the pillar-level BT ranking."""
-    return await service.thread_leaderboard(
+    return await figures.thread_leaderboard(
         cache=cache,
         sessionmaker=maker,
         session=session,
@@ -148,7 +106,7 @@ async def elo_distribution(
 ) -> ScoreDistributionOut:
     """Per pillar: its threads' scores, mean, median, standard deviation, min, max and a
     histogram over bins shared by all pillars."""
-    return await service.score_distribution_out(
+    return await figures.score_distribution_out(
         cache=cache,
         sessionmaker=maker,
         session=session,
@@ -163,7 +121,7 @@ async def pillar_matrix(
     session: Session, cache: Cache, maker: Maker, aggregation: AggregationQuery = "all"
 ) -> PillarMatrixOut:
     """Wins, losses, ties and win rate (ties half) of each pillar against each other."""
-    return await service.pillar_matrix_out(
+    return await figures.pillar_matrix_out(
         cache=cache, sessionmaker=maker, session=session, aggregation=aggregation
     )
 
@@ -176,7 +134,7 @@ async def thread_performance(
     Likert mean/std per criterion; coverage (over/under-sampled threads, global Likert
     statistics); per pillar sample coverage, repetition overlap and win-rate variance
     against their goals."""
-    return await service.thread_performance_out(
+    return await figures.thread_performance_out(
         cache=cache, sessionmaker=maker, session=session, aggregation=aggregation
     )
 
@@ -192,7 +150,7 @@ async def position_swap_analysis(
     """Does the verdict survive swapping the order? Consistency rate, primacy/recency
     counts with a binomial test, Likert stability, interpretation and recommendations, and
     a page of the swap pairs (`pairs_total` of them)."""
-    return await service.position_swap(
+    return await figures.position_swap(
         cache=cache,
         sessionmaker=maker,
         session=session,
@@ -207,7 +165,7 @@ async def findings(
 ) -> FindingsOut:
     """Surprises: over/under-performing threads, the most consistent thread, upsets of
     higher-ranked pillars."""
-    return await service.findings(
+    return await figures.findings(
         cache=cache, sessionmaker=maker, session=session, aggregation=aggregation
     )
 
@@ -239,11 +197,11 @@ async def export(
     stem = f"llmjudge-session-{session.id}"
     if format == "csv" and table == "comparisons":
         return StreamingResponse(
-            service.export_comparisons_csv(sessionmaker=maker, session=session),
+            exports.export_comparisons_csv(sessionmaker=maker, session=session),
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": f'attachment; filename="{stem}-comparisons.csv"'},
         )
-    board = await service.thread_leaderboard(
+    board = await figures.thread_leaderboard(
         cache=cache,
         sessionmaker=maker,
         session=session,
@@ -252,12 +210,12 @@ async def export(
     )
     if format == "csv":
         return PlainTextResponse(
-            service.export_leaderboard_csv(board),
+            exports.export_leaderboard_csv(board),
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": f'attachment; filename="{stem}-leaderboard.csv"'},
         )
     return StreamingResponse(
-        service.export_json(sessionmaker=maker, session=session, board=board),
+        exports.export_json(sessionmaker=maker, session=session, board=board),
         media_type="application/json",
         headers={"Content-Disposition": f'attachment; filename="{stem}.json"'},
     )

@@ -21,7 +21,6 @@ from llmjudge.analysis.position import (
     SwapPair,
     SwapSummary,
 )
-from llmjudge.catalog.schemas import RowError
 
 ScoreKind = Literal["elo", "bt"]
 ExportFormat = Literal["csv", "json"]
@@ -145,14 +144,3 @@ class FindingsOut(BaseModel):
     aggregation: Aggregation
     findings: list[Finding]
     thread_labels: dict[int, ThreadLabel]
-
-
-class JudgmentImportOut(BaseModel):
-    session_id: int
-    session_name: str
-    total: int
-    completed: int
-    failed: int = Field(description="judgments the parser could not read (stored as failed)")
-    swap_pairs: int = Field(description="comparisons stored as the swapped twin of another")
-    criteria: list[str]
-    parse_failures: list[RowError] = Field(description="first 200 unreadable judgments")

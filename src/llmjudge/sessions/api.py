@@ -1,30 +1,40 @@
-"""Judge sessions JSON API: create, estimate, control, results, live events."""
+"""Judge sessions JSON API: create, estimate, control, results, live events; the import of
+judgments made elsewhere; the comparisons of one thread."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, status
+from fastapi import APIRouter, Depends, File, Form, Path, Query, Request, UploadFile, status
 from sse_starlette import EventSourceResponse
 
+from llmjudge.errors import Invalid
 from llmjudge.events.hub import EventHub
 from llmjudge.events.sse import sse_response
-from llmjudge.sessions import service
+from llmjudge.sessions import judgment_import, reads, service
+from llmjudge.sessions.importing import parse_judgment_file
 from llmjudge.sessions.schemas import (
     ComparisonDetail,
     ComparisonPage,
     ComparisonStatus,
     EstimateOut,
+    JudgmentImportOut,
+    Mode,
+    ModeCount,
     RetryResult,
     SessionIn,
     SessionOut,
     SessionStatus,
     SessionSummary,
+    ThreadComparisons,
+    ThreadLabelOut,
 )
 from llmjudge.sessions.worker import session_topic
-from llmjudge.web import DbSession
+from llmjudge.web import DbSession, ImportRejected, read_upload
 
 router = APIRouter(prefix="/api/sessions", tags=["sessions"])
+threads_router = APIRouter(prefix="/api/threads", tags=["sessions"])
+THREAD_COMPARISONS_MAX = 500
 
 
 def get_hub(request: Request) -> EventHub | None:
@@ -32,6 +42,57 @@ def get_hub(request: Request) -> EventHub | None:
 
 
 Hub = Annotated[EventHub | None, Depends(get_hub)]
+ThreadIds = Annotated[
+    str,
+    Query(
+        max_length=6000,
+        pattern=r"^[0-9,]*$",
+        description=f"comma-separated thread ids (the first {reads.LABELS_MAX} distinct)",
+    ),
+]
+
+
+# Before the `/{session_id}` routes: "import" is not a session id.
+@router.post(
+    "/import",
+    response_model=JudgmentImportOut,
+    status_code=status.HTTP_201_CREATED,
+    responses={
+        422: {"description": "Row errors: `detail.errors` is a list of {line, field, message}"}
+    },
+)
+async def import_judgments(
+    request: Request,
+    db: DbSession,
+    file: Annotated[UploadFile, File(description="JSONL, one judgment per line")],
+    session_name: Annotated[str, Form(min_length=1, max_length=200)],
+    judge_label: Annotated[str | None, Form(max_length=200)] = None,
+) -> JudgmentImportOut:
+    """Import judgments made elsewhere as a completed session that every analysis endpoint
+    reads. Each line: `{"thread_a": REF, "thread_b": REF, "verdict": "A"|"B"|"TIE"}` or
+    with `"judgment": "<raw judge text>"` instead of `verdict` (read by the verdict parser;
+    an unreadable one is stored as a failed comparison with the parse error). REF: a thread
+    id or `{"pillar": name, "external_id": id}`. Optional: `reasoning`, `confidence` (0..1),
+    `scores_a`/`scores_b` ({criterion: 1..5}), `repetition`, `swap_group`, `group`.
+    Swap pairs: lines sharing a `swap_group` (original first, then its mirror); otherwise a
+    line showing (b, a) is the swap of the earliest unpaired (a, b) line of the same
+    `group` and `repetition`. All or nothing."""
+    if not session_name.strip():
+        raise Invalid("session_name must not be blank")
+    settings = request.app.state.settings
+    data = await read_upload(file, settings)
+    parsed = parse_judgment_file(
+        data, max_rows=settings.max_import_rows, max_chars=settings.max_field_chars
+    )
+    try:
+        return await judgment_import.import_judgments(
+            db=db,
+            parsed=parsed,
+            session_name=session_name.strip(),
+            judge_label=judge_label,
+        )
+    except judgment_import.JudgmentsRejected as e:
+        raise ImportRejected(e.errors) from None
 
 
 @router.post("", response_model=SessionOut, status_code=status.HTTP_201_CREATED)
@@ -44,6 +105,17 @@ async def create_session(data: SessionIn, db: DbSession, hub: Hub) -> SessionOut
 async def estimate_new(data: SessionIn, db: DbSession) -> EstimateOut:
     """Comparisons, duration by worker count, tokens and cost of a session; nothing stored."""
     return await service.estimate_new(db=db, data=data)
+
+
+@router.post(
+    "/estimate/modes",
+    response_model=dict[Mode, ModeCount],
+    summary="Comparisons of each comparison mode",
+)
+async def estimate_modes(data: SessionIn, db: DbSession) -> dict[Mode, ModeCount]:
+    """How many comparisons each comparison mode would make with the other options as
+    they are, or why it cannot run; nothing stored."""
+    return await service.estimate_modes(db=db, data=data)
 
 
 @router.get("", response_model=list[SessionSummary])
@@ -136,3 +208,40 @@ async def session_events(session_id: int, request: Request, db: DbSession) -> Ev
     await service.get_session(db=db, session_id=session_id)  # 404 for an unknown session
     await db.close()  # hold no connection for the life of the stream
     return sse_response(request, request.app.state.events, session_topic(session_id))
+
+
+@router.get(
+    "/{session_id}/thread-labels",
+    response_model=dict[str, ThreadLabelOut],
+    summary="Thread labels for the live page",
+)
+async def thread_labels(
+    session_id: int, db: DbSession, ids: ThreadIds = ""
+) -> dict[str, ThreadLabelOut]:
+    """Display name and pillar of each known thread among `ids`, keyed by id (events carry
+    only ids); unknown ids are left out."""
+    await service.get_session(db=db, session_id=session_id)  # 404 for an unknown session
+    found = await reads.thread_labels(db=db, ids=parse_ids(ids))
+    return {str(t): label for t, label in found.items()}
+
+
+def parse_ids(ids: str) -> list[int]:
+    """The ids of a checked comma-separated list; empty items and ids no row can have
+    (beyond int4) are skipped."""
+    return [n for n in (int(i) for i in ids.split(",") if i) if 0 < n < 2**31]
+
+
+@threads_router.get(
+    "/{thread_id}/comparisons",
+    response_model=ThreadComparisons,
+    summary="A thread's comparisons",
+)
+async def thread_comparisons(
+    thread_id: Annotated[int, Path(ge=1, le=2**31 - 1)],
+    db: DbSession,
+    limit: Annotated[int, Query(ge=1, le=THREAD_COMPARISONS_MAX)] = 50,
+) -> ThreadComparisons:
+    """The latest finished comparisons the thread took part in, across sessions, seen from
+    its side (opponent, outcome, scores, the judge's reasoning), and its won/lost/tie/failed
+    totals."""
+    return await reads.thread_comparisons(db=db, thread_id=thread_id, limit=limit)

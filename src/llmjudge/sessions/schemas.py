@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from llmjudge.catalog.schemas import RowError
 from llmjudge.judging.prompts import DEFAULT_CRITERIA, build_judge_messages
 from llmjudge.sessions.models import MAX_WORKERS
 
@@ -210,3 +211,55 @@ class ComparisonPage(BaseModel):
 class RetryResult(BaseModel):
     session: SessionOut
     requeued: int
+
+
+class JudgmentImportOut(BaseModel):
+    session_id: int
+    session_name: str
+    total: int
+    completed: int
+    failed: int = Field(description="judgments the parser could not read (stored as failed)")
+    swap_pairs: int = Field(description="comparisons stored as the swapped twin of another")
+    criteria: list[str]
+    parse_failures: list[RowError] = Field(description="first 200 unreadable judgments")
+
+
+class ThreadComparison(BaseModel):
+    """One finished comparison seen from a thread: its side, its opponent, how it ended."""
+
+    id: int
+    session_id: int
+    session_name: str
+    side: Literal["A", "B"]
+    opponent_id: int
+    opponent_name: str
+    opponent_pillar: str = Field(description='"deleted" when the opponent is gone')
+    status: ComparisonStatus
+    outcome: Literal["won", "lost", "tie", "failed"]
+    confidence: float | None
+    own_scores: dict[str, float]
+    opponent_scores: dict[str, float]
+    reasoning: str | None
+    error: str | None = Field(description="the parse error or call error of a failed one")
+    completed_at: datetime | None
+
+
+class ThreadComparisons(BaseModel):
+    thread_id: int
+    limit: int = Field(description="at most this many items, the latest first")
+    totals: dict[str, int] = Field(
+        description="won, lost, tie and failed over all the thread's finished comparisons"
+    )
+    items: list[ThreadComparison]
+
+
+class ThreadLabelOut(BaseModel):
+    title: str = Field(description="the thread's title, else its external id, else its id")
+    pillar: str
+
+
+class ModeCount(BaseModel):
+    """Comparisons one comparison mode would make with the other options as they are."""
+
+    comparisons: int | None = Field(description="null when the mode cannot run")
+    reason: str | None = Field(description="why the mode cannot run with these options")

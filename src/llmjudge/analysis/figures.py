@@ -1,0 +1,395 @@
+"""Session figures: leaderboard, score distribution, pillar matrix, thread performance,
+position bias and findings, computed by the pure analysis modules from a loaded session
+and cached. Reads only.
+
+Figures are cached per (figure, session, completed count, parameters): nothing changes
+between two completions, and pages poll while a session runs. CPU work runs in
+`asyncio.to_thread`, so the event loop never waits on a bootstrap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from llmjudge.analysis.findings import Finding, surprise_findings
+from llmjudge.analysis.leaderboard import (
+    Leaderboard,
+    PillarMatrix,
+    ScoreDistribution,
+    leaderboard,
+    pillar_matrix,
+    score_distribution,
+)
+from llmjudge.analysis.loading import SessionData, load_session_data
+from llmjudge.analysis.outcomes import Aggregation, aggregate
+from llmjudge.analysis.performance import ThreadPerformance, thread_performance
+from llmjudge.analysis.position import position_swap_analysis
+from llmjudge.analysis.ratings import bradley_terry, elo_array, pillar_bradley_terry
+from llmjudge.analysis.schemas import (
+    AnalysisSession,
+    FindingsOut,
+    LeaderboardRow,
+    PillarAggregateOut,
+    PillarLabel,
+    PillarMatrixOut,
+    PositionSwapOut,
+    ScoreDistributionOut,
+    ScoreKind,
+    ThreadLeaderboardOut,
+    ThreadPerformanceOut,
+)
+from llmjudge.errors import Conflict
+
+__all__ = [
+    "BT_CONFIDENCE",
+    "AnalysisCache",
+    "findings",
+    "pillar_matrix_out",
+    "position_swap",
+    "score_distribution_out",
+    "thread_leaderboard",
+    "thread_performance_out",
+]
+
+T = TypeVar("T")
+BT_CONFIDENCE = 0.95
+SEED = 0  # bootstrap seed: the same data gives the same intervals on every poll
+
+
+# -- cache --------------------------------------------------------------------------------
+
+
+class AnalysisCache:
+    """Small LRU caches of loaded sessions and computed figures, keyed by (what, version)
+    where the version is the session's completed count. Entries are tasks, so concurrent
+    requests share one computation, and while one version of a figure is being computed a
+    request for a newer version shares it too (a result at most one computation behind):
+    polls of a running session never pile up work."""
+
+    def __init__(self, *, max_figures: int = 64, max_sessions: int = 2) -> None:
+        self._figures: OrderedDict[Hashable, asyncio.Task[Any]] = OrderedDict()
+        self._sessions: OrderedDict[Hashable, asyncio.Task[Any]] = OrderedDict()
+        self._running: dict[Hashable, asyncio.Task[Any]] = {}
+        self._max_figures, self._max_sessions = max_figures, max_sessions
+        self.computed = 0  # figures and loads started (tests read it)
+
+    async def _get(
+        self,
+        store: OrderedDict[Hashable, asyncio.Task[Any]],
+        limit: int,
+        key: Hashable,
+        version: int,
+        make: Callable[[], Awaitable[T]],
+    ) -> T:
+        task = store.get((key, version))
+        if task is not None:
+            store.move_to_end((key, version))
+        elif (busy := self._running.get((id(store), key))) is not None:
+            task = busy
+        else:
+            task = self._start(store, limit, key, version, make)
+        # A waiter that goes away (client disconnect) must not cancel the shared work.
+        return await asyncio.shield(task)
+
+    def _start(
+        self,
+        store: OrderedDict[Hashable, asyncio.Task[Any]],
+        limit: int,
+        key: Hashable,
+        version: int,
+        make: Callable[[], Awaitable[T]],
+    ) -> asyncio.Task[T]:
+        self.computed += 1
+        task = asyncio.ensure_future(make())
+        store[(key, version)] = task
+        while len(store) > limit:
+            store.popitem(last=False)
+        running = (id(store), key)
+        self._running[running] = task
+
+        def finished(done: asyncio.Task[Any]) -> None:
+            if self._running.get(running) is done:
+                del self._running[running]
+            failed = done.cancelled() or done.exception() is not None
+            if failed and store.get((key, version)) is done:
+                del store[(key, version)]
+
+        task.add_done_callback(finished)
+        return task
+
+    async def figure(self, key: Hashable, version: int, make: Callable[[], Awaitable[T]]) -> T:
+        return await self._get(self._figures, self._max_figures, key, version, make)
+
+    async def session(self, key: Hashable, version: int, make: Callable[[], Awaitable[T]]) -> T:
+        return await self._get(self._sessions, self._max_sessions, key, version, make)
+
+
+async def _data(
+    cache: AnalysisCache, sessionmaker: async_sessionmaker[AsyncSession], session: AnalysisSession
+) -> SessionData:
+    async def load() -> SessionData:
+        # its own database session: a shared load must outlive the request that began it
+        async with sessionmaker() as db:
+            return await load_session_data(db=db, session=session)
+
+    return await cache.session(session.id, session.completed, load)
+
+
+async def _figure(
+    cache: AnalysisCache,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    session: AnalysisSession,
+    key: tuple[Hashable, ...],
+    compute: Callable[[SessionData], T],
+) -> tuple[SessionData, T]:
+    data = await _data(cache, sessionmaker, session)
+
+    async def run() -> T:
+        return await asyncio.to_thread(compute, data)
+
+    # versioned by the data actually used, never by a newer count it may lag behind
+    return data, await cache.figure((*key, session.id), data.version, run)
+
+
+# -- figures ------------------------------------------------------------------------------
+
+
+def _leaderboard(data: SessionData, aggregation: Aggregation, rounds: int) -> Leaderboard:
+    return leaderboard(
+        data.table,
+        data.thread_pillar,
+        data.pillar_names,
+        aggregation=aggregation,
+        bootstrap_rounds=rounds,
+        seed=SEED,
+        confidence=BT_CONFIDENCE,
+    )
+
+
+async def _leaderboard_figure(
+    cache: AnalysisCache,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    session: AnalysisSession,
+    aggregation: Aggregation,
+    bootstrap_rounds: int,
+) -> tuple[SessionData, Leaderboard]:
+    return await _figure(
+        cache,
+        sessionmaker,
+        session,
+        ("leaderboard", aggregation, bootstrap_rounds),
+        lambda d: _leaderboard(d, aggregation, bootstrap_rounds),
+    )
+
+
+def _leaderboard_out(
+    session: AnalysisSession, data: SessionData, board: Leaderboard
+) -> ThreadLeaderboardOut:
+    elo = session.calculate_elo
+    return ThreadLeaderboardOut(
+        session=session,
+        aggregation=board.aggregation,
+        bootstrap_rounds=board.bootstrap_rounds,
+        confidence_level=BT_CONFIDENCE,
+        outcome_count=board.outcome_count,
+        entries=[
+            LeaderboardRow(
+                rank=e.rank,
+                thread_id=e.thread_id,
+                thread_title=data.threads.get(e.thread_id, (None, None))[0],
+                thread_external_id=data.threads.get(e.thread_id, (None, None))[1],
+                pillar=PillarLabel(id=e.pillar_id, name=data.pillar_name(e.pillar_id)),
+                elo_score=e.elo_score if elo else None,
+                bt_score=e.bt_score,
+                bt_ci_low=e.bt_ci_low,
+                bt_ci_high=e.bt_ci_high,
+                matches_played=e.matches_played,
+                wins=e.wins,
+                losses=e.losses,
+                ties=e.ties,
+                win_rate=e.win_rate,
+                raw_win_rate=e.raw_win_rate,
+                avg_confidence=e.avg_confidence,
+                avg_likert_scores=e.avg_likert_scores,
+            )
+            for e in board.entries
+        ],
+        pillar_aggregates=[
+            PillarAggregateOut(
+                pillar_id=p.pillar_id,
+                name=p.name,
+                thread_count=p.thread_count,
+                avg_elo=p.avg_elo if elo else None,
+                avg_bt=p.avg_bt,
+                bt_score=p.bt_score,
+                bt_ci_low=p.bt_ci_low,
+                bt_ci_high=p.bt_ci_high,
+                bt_rank=p.bt_rank,
+            )
+            for p in board.pillar_aggregates
+        ],
+    )
+
+
+async def thread_leaderboard(
+    *,
+    cache: AnalysisCache,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    session: AnalysisSession,
+    aggregation: Aggregation,
+    bootstrap_rounds: int,
+) -> ThreadLeaderboardOut:
+    data, board = await _leaderboard_figure(
+        cache, sessionmaker, session, aggregation, bootstrap_rounds
+    )
+    return _leaderboard_out(session, data, board)
+
+
+def _distribution(
+    data: SessionData, aggregation: Aggregation, score: ScoreKind, bins: int
+) -> ScoreDistribution:
+    table = aggregate(data.table, aggregation)
+    if score == "elo":
+        values = dict(zip(table.players.tolist(), elo_array(table).tolist(), strict=True))
+    else:
+        values = {r.player_id: r.score for r in bradley_terry(table, bootstrap_rounds=0).ratings}
+    return score_distribution(values, data.thread_pillar, data.pillar_names, bins=bins)
+
+
+async def score_distribution_out(
+    *,
+    cache: AnalysisCache,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    session: AnalysisSession,
+    aggregation: Aggregation,
+    score: ScoreKind | None,
+    bins: int,
+) -> ScoreDistributionOut:
+    """Per pillar distribution of thread scores: Elo, or Bradley-Terry where the session
+    does not calculate Elo (or when asked)."""
+    if score == "elo" and not session.calculate_elo:
+        raise Conflict(f"session {session.id} does not calculate Elo; ask for score=bt")
+    kind: ScoreKind = score or ("elo" if session.calculate_elo else "bt")
+    _, dist = await _figure(
+        cache,
+        sessionmaker,
+        session,
+        ("distribution", aggregation, kind, bins),
+        lambda d: _distribution(d, aggregation, kind, bins),
+    )
+    return ScoreDistributionOut(
+        session=session,
+        aggregation=aggregation,
+        score=kind,
+        bin_edges=dist.bin_edges,
+        pillars=dist.pillars,
+    )
+
+
+def _matrix(data: SessionData, aggregation: Aggregation) -> PillarMatrix:
+    table = aggregate(data.table, aggregation)
+    ranked = [
+        r.player_id
+        for r in pillar_bradley_terry(table, data.thread_pillar, bootstrap_rounds=0).ratings
+    ]
+    rest = [p for p in data.pillar_ids if p not in set(ranked)]
+    return pillar_matrix(table, data.thread_pillar, data.pillar_names, order=ranked + rest)
+
+
+async def pillar_matrix_out(
+    *,
+    cache: AnalysisCache,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    session: AnalysisSession,
+    aggregation: Aggregation,
+) -> PillarMatrixOut:
+    """Each pillar's record against each other pillar; pillars best first (pillar BT)."""
+    _, matrix = await _figure(
+        cache,
+        sessionmaker,
+        session,
+        ("matrix", aggregation),
+        lambda d: _matrix(d, aggregation),
+    )
+    return PillarMatrixOut(
+        session=session, aggregation=aggregation, pillars=matrix.pillars, cells=matrix.cells
+    )
+
+
+async def thread_performance_out(
+    *,
+    cache: AnalysisCache,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    session: AnalysisSession,
+    aggregation: Aggregation,
+) -> ThreadPerformanceOut:
+    def compute(d: SessionData) -> ThreadPerformance:
+        return thread_performance(
+            aggregate(d.table, aggregation), d.thread_pillar, d.pillar_sizes, d.pillar_names
+        )
+
+    data, perf = await _figure(cache, sessionmaker, session, ("performance", aggregation), compute)
+    return ThreadPerformanceOut(
+        session=session,
+        aggregation=aggregation,
+        threads=perf.threads,
+        coverage_stats=perf.coverage,
+        pillars=perf.pillars,
+        thread_labels=data.labels(t.thread_id for t in perf.threads),
+    )
+
+
+async def position_swap(
+    *,
+    cache: AnalysisCache,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    session: AnalysisSession,
+    pairs_limit: int,
+    pairs_offset: int,
+) -> PositionSwapOut:
+    """Swap consistency over every verdict (no aggregation: it needs both orders)."""
+    listed = pairs_offset + pairs_limit
+    data, analysis = await _figure(
+        cache,
+        sessionmaker,
+        session,
+        ("position", listed),
+        lambda d: position_swap_analysis(d.table, max_pairs=listed),
+    )
+    pairs = analysis.pairs[pairs_offset:]
+    return PositionSwapOut(
+        session=session,
+        summary=analysis.summary,
+        position_bias=analysis.position_bias,
+        likert_stability=analysis.likert_stability,
+        interpretation=analysis.interpretation,
+        pairs_total=analysis.summary.total_swap_pairs,
+        pairs_offset=pairs_offset,
+        pairs_limit=pairs_limit,
+        pairs=pairs,
+        thread_labels=data.labels(t for p in pairs for t in (p.thread_a, p.thread_b)),
+    )
+
+
+async def findings(
+    *,
+    cache: AnalysisCache,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    session: AnalysisSession,
+    aggregation: Aggregation,
+) -> FindingsOut:
+    def compute(d: SessionData) -> list[Finding]:
+        return surprise_findings(aggregate(d.table, aggregation), d.thread_pillar, d.pillar_names)
+
+    data, found = await _figure(cache, sessionmaker, session, ("findings", aggregation), compute)
+    return FindingsOut(
+        session=session,
+        aggregation=aggregation,
+        findings=found,
+        thread_labels=data.labels(f.thread_id for f in found),
+    )

@@ -1,0 +1,106 @@
+"""The configuration form: reading its fields into SessionIn's shape, naming validation
+errors by field, its starting values. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from llmjudge.catalog.schemas import PillarOut
+from llmjudge.sessions.schemas import Mode, SessionIn
+
+MODES: tuple[tuple[Mode, str, str], ...] = (
+    ("pillar_sample", "Pillar sample", "each pair of pillars: a sample of threads from each"),
+    ("round_robin", "Round robin", "every thread against every thread of the other pillars"),
+    ("free_for_all", "Free for all", "every thread against every other thread"),
+)
+FIELD_LABELS = {
+    "session_name": "Session name",
+    "pillar_ids": "Pillars",
+    "comparison_mode": "Comparison mode",
+    "samples_per_pillar": "Samples per pillar",
+    "repetitions_per_pair": "Repetitions",
+    "max_threads_per_pillar": "Max threads per pillar",
+    "position_swap": "Position swap",
+    "sampling": "Sampling",
+    "worker_count": "Workers",
+    "calculate_elo": "Elo",
+    "judge_model_id": "Judge model",
+    "baseline_pillar_id": "Baseline pillar",
+    "match_by_prompt_key": "Match by prompt",
+    "criteria": "Criteria",
+    "prompt_template": "Prompt template",
+    "seed": "Seed",
+    "form": "Form",
+}
+_INT_FIELDS = (
+    "samples_per_pillar",
+    "repetitions_per_pair",
+    "max_threads_per_pillar",
+    "worker_count",
+    "judge_model_id",
+    "baseline_pillar_id",
+    "seed",
+)
+_TEXT_FIELDS = ("session_name", "comparison_mode", "sampling", "prompt_template")
+_CHECKBOXES = ("position_swap", "calculate_elo", "match_by_prompt_key")
+Errors = dict[str, list[str]]
+
+
+def session_form(form: Any) -> dict[str, Any]:
+    """SessionIn fields from the configuration form (a starlette ``FormData`` or a dict of
+    lists): an unticked box is False, an empty box is the field's default, criteria are
+    comma separated; the baseline is dropped in free-for-all, where the form disables it."""
+
+    def values(name: str) -> list[str]:
+        got = form.getlist(name) if hasattr(form, "getlist") else form.get(name, [])
+        return [str(v).strip() for v in (got if isinstance(got, list) else [got])]
+
+    def first(name: str) -> str:
+        found = values(name)
+        return found[0] if found else ""
+
+    out: dict[str, Any] = {"pillar_ids": [v for v in values("pillar_ids") if v]}
+    for name in (*_TEXT_FIELDS, *_INT_FIELDS):
+        if value := first(name):
+            out[name] = value
+    if "session_name" not in out:
+        out["session_name"] = ""
+    for name in _CHECKBOXES:
+        out[name] = bool(first(name))
+    if criteria := first("criteria"):
+        out["criteria"] = [c.strip() for c in criteria.split(",") if c.strip()]
+    if out.get("comparison_mode") == "free_for_all":
+        out.pop("baseline_pillar_id", None)
+    return out
+
+
+def field_errors(exc: ValidationError) -> Errors:
+    """Messages by form field ("form" for whole-form checks), without echoing the input."""
+    errors: Errors = {}
+    for e in exc.errors(include_input=False, include_url=False):
+        loc = e["loc"]
+        name = str(loc[0]) if loc and str(loc[0]) in FIELD_LABELS else "form"
+        message = e["msg"].removeprefix("Value error, ")
+        if name == "pillar_ids" and e["type"] == "too_short":
+            message = "choose at least one pillar"
+        errors.setdefault(name, []).append(message)
+    return errors
+
+
+def default_values(pillars: Sequence[PillarOut], now: datetime) -> dict[str, Any]:
+    """The form's starting values: SessionIn's defaults, every non-empty pillar chosen."""
+    fields = SessionIn.model_fields
+    return {
+        "session_name": f"Tournament {now:%Y-%m-%d %H:%M}",
+        "pillar_ids": [p.id for p in pillars if p.thread_count > 0],
+        "criteria": list(fields["criteria"].default_factory()),  # type: ignore[misc]
+        **{
+            name: fields[name].default
+            for name in (*_INT_FIELDS, *_CHECKBOXES, "comparison_mode", "sampling")
+        },
+    }

@@ -1,0 +1,30 @@
+"""The sessions list page, and the sessions table the home and list pages poll."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+
+from llmjudge.catalog import service as catalog
+from llmjudge.sessions import service
+from llmjudge.web import DbSession, render
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/sessions", response_class=HTMLResponse)
+async def sessions_page(request: Request, db: DbSession):
+    sessions = await service.list_sessions(db=db, limit=200)
+    pillars = await catalog.list_pillars(db=db)
+    return render(request, "sessions/list.html", sessions=sessions, has_pillars=bool(pillars))
+
+
+@router.get("/sessions/partials/rows", response_class=HTMLResponse)
+async def session_rows(
+    request: Request, db: DbSession, limit: Annotated[int, Query(ge=1, le=200)] = 200
+):
+    """The sessions table (home page and list page poll it while a session runs)."""
+    sessions = await service.list_sessions(db=db, limit=limit)
+    return render(request, "sessions/_rows.html", sessions=sessions, limit=limit)

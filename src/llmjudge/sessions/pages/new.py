@@ -1,0 +1,137 @@
+"""The configuration page: the form, its live estimate (with each mode's comparison
+count), and "Create", which starts the session and goes to its live page. Twins:
+`POST /api/sessions/estimate`, `POST /api/sessions/estimate/modes`, `POST /api/sessions`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from llmjudge.catalog import service as catalog
+from llmjudge.errors import Invalid
+from llmjudge.providers import service as providers
+from llmjudge.providers.schemas import ModelOut
+from llmjudge.sessions import service
+from llmjudge.sessions.pages.common import hub
+from llmjudge.sessions.pages.forms import (
+    FIELD_LABELS,
+    MODES,
+    Errors,
+    default_values,
+    field_errors,
+    session_form,
+)
+from llmjudge.sessions.schemas import SessionIn
+from llmjudge.web import DbSession, is_htmx, render
+
+router = APIRouter(include_in_schema=False)
+
+
+async def _judge_models(db: AsyncSession) -> list[ModelOut]:
+    """Judge choices: the built-in simulated judge first."""
+    models = await providers.list_models(db=db)
+    return sorted(models, key=lambda m: (m.name != service.BUILTIN_JUDGE, m.provider_name, m.name))
+
+
+async def _estimate_context(db: AsyncSession, values: dict[str, Any]) -> dict[str, Any]:
+    """The estimate fragment's context for the form's values. The name is not needed to
+    estimate: a blank one is only reported on "Create"."""
+    ctx: dict[str, Any] = {"estimate": None, "errors": {}, "counts": {}}
+    try:
+        data = SessionIn.model_validate(values | {"session_name": "estimate"})
+    except ValidationError as exc:
+        ctx["errors"] = field_errors(exc)
+        return ctx
+    try:
+        ctx["estimate"] = await service.estimate_new(db=db, data=data)
+    except Invalid as exc:
+        ctx["errors"] = {"form": [str(exc)]}
+    chosen = ctx["estimate"].total_comparisons if ctx["estimate"] is not None else None
+    counts = await service.estimate_modes(db=db, data=data, chosen_total=chosen)
+    ctx["counts"] = {mode: (c.comparisons, c.reason) for mode, c in counts.items()}
+    return ctx
+
+
+async def _form_page(
+    request: Request,
+    db: AsyncSession,
+    values: dict[str, Any],
+    *,
+    status_code: int = 200,
+    create_errors: Errors | None = None,
+) -> HTMLResponse:
+    pillars = await catalog.list_pillars(db=db)
+    chosen = {str(v) for v in values.get("pillar_ids", [])}
+    return render(
+        request,
+        "sessions/new.html",
+        status_code=status_code,
+        pillars=pillars,
+        chosen=chosen,
+        values=values,
+        modes=MODES,
+        models=await _judge_models(db),
+        create_errors=create_errors or {},
+        field_labels=FIELD_LABELS,
+        **await _estimate_context(db, values),
+    )
+
+
+@router.get("/sessions/new", response_class=HTMLResponse)
+async def new_session_page(request: Request, db: DbSession):
+    pillars = await catalog.list_pillars(db=db)
+    return await _form_page(request, db, default_values(pillars, datetime.now(UTC)))
+
+
+@router.post("/sessions/new/estimate", response_class=HTMLResponse)
+async def estimate_fragment(request: Request, db: DbSession):
+    """The summary (threads, comparisons, duration, cost, warnings) and, out of band, each
+    mode's comparison count and the duration at the chosen worker count."""
+    ctx = await _estimate_context(db, session_form(await request.form()))
+    status_code = 422 if ctx["errors"] else 200
+    return render(
+        request,
+        "sessions/_estimate.html",
+        status_code=status_code,
+        oob=True,
+        modes=MODES,
+        field_labels=FIELD_LABELS,
+        **ctx,
+    )
+
+
+@router.post("/sessions/new")
+async def create_session_submit(request: Request, db: DbSession):
+    """Create and start; 303 to the live page (HX-Redirect for HTMX). Errors: 422 with the
+    error list (HTMX) or the whole form again."""
+    values = session_form(await request.form())
+    errors: Errors = {}
+    try:
+        data = SessionIn.model_validate(values | {"auto_start": True})
+    except ValidationError as exc:
+        errors = field_errors(exc)
+    else:
+        try:
+            created = await service.create_session(db=db, data=data, hub=hub(request))
+        except Invalid as exc:
+            errors = {"form": [str(exc)]}
+        else:
+            url = f"/sessions/{created.id}"
+            if is_htmx(request):
+                return Response(status_code=200, headers={"HX-Redirect": url})
+            return RedirectResponse(url, status_code=303)
+    if is_htmx(request):
+        return render(
+            request,
+            "sessions/_create_errors.html",
+            status_code=422,
+            create_errors=errors,
+            field_labels=FIELD_LABELS,
+        )
+    return await _form_page(request, db, values, status_code=422, create_errors=errors)

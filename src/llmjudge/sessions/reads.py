@@ -1,0 +1,306 @@
+"""Reading sessions and comparisons: the session list, one session with its counts per
+status, pages of its comparisons, one comparison, the comparisons one thread took part in,
+and thread labels for the live page. Reads only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Select, case, func, or_, select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
+
+from llmjudge.catalog.models import Pillar, Thread
+from llmjudge.errors import NotFound
+from llmjudge.providers.models import LLMModel, Provider
+from llmjudge.sessions.models import Comparison, JudgeSession
+from llmjudge.sessions.schemas import (
+    ComparisonDetail,
+    ComparisonOut,
+    ComparisonPage,
+    Counts,
+    JudgeModelOut,
+    SessionOut,
+    SessionSummary,
+    ThreadComparison,
+    ThreadComparisons,
+    ThreadLabelOut,
+)
+
+__all__ = [
+    "get_comparison",
+    "get_session",
+    "list_comparisons",
+    "list_sessions",
+    "model_out",
+    "session_row",
+    "thread_comparisons",
+    "thread_labels",
+    "thread_name",
+]
+
+LABELS_MAX = 500
+
+
+def model_out(m: LLMModel, p: Provider) -> JudgeModelOut:
+    return JudgeModelOut(
+        id=m.id, name=m.name, provider_kind=p.kind, simulated=p.kind == "simulator"
+    )
+
+
+async def session_row(db: AsyncSession, session_id: int, *, lock: bool = False) -> JudgeSession:
+    """The stored session (locked FOR UPDATE with ``lock``); NotFound for an unknown id."""
+    stmt = select(JudgeSession).where(JudgeSession.id == session_id)
+    if lock:
+        stmt = stmt.with_for_update()
+    s = (await db.scalars(stmt.execution_options(populate_existing=True))).first()
+    if s is None:
+        raise NotFound(f"session {session_id} not found")
+    return s
+
+
+def _summary_fields(s: JudgeSession, model: JudgeModelOut | None) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "name": s.name,
+        "status": s.status,
+        "comparison_mode": s.comparison_mode,
+        "pillar_ids": list(s.pillar_ids),
+        "worker_count": s.worker_count,
+        "judge_model": model,
+        "total": s.total,
+        "completed": s.completed,
+        "failed": s.failed,
+        "progress": (s.completed + s.failed) / s.total if s.total else 0.0,
+        "cost_usd": s.cost_usd,
+        "created_at": s.created_at,
+        "started_at": s.started_at,
+        "finished_at": s.finished_at,
+    }
+
+
+def _sessions_query() -> Select[Any]:
+    return (
+        select(JudgeSession, LLMModel, Provider)
+        .outerjoin(LLMModel, LLMModel.id == JudgeSession.judge_model_id)
+        .outerjoin(Provider, Provider.id == LLMModel.provider_id)
+    )
+
+
+async def list_sessions(
+    *, db: AsyncSession, status: str | None = None, limit: int = 100, offset: int = 0
+) -> list[SessionSummary]:
+    """Newest first, with progress from the session counters."""
+    stmt = _sessions_query().order_by(JudgeSession.id.desc()).limit(limit).offset(offset)
+    if status is not None:
+        stmt = stmt.where(JudgeSession.status == status)
+    rows = (await db.execute(stmt)).all()
+    return [
+        SessionSummary(**_summary_fields(s, model_out(m, p) if m is not None else None))
+        for s, m, p in rows
+    ]
+
+
+async def get_session(*, db: AsyncSession, session_id: int) -> SessionOut:
+    """The session with counts per status computed from its comparison rows.
+
+    Counters and row counts come from ONE statement, hence one snapshot: read separately,
+    a result committed in between would make them disagree."""
+    per_status = (
+        select(Comparison.status, func.count().label("n"))
+        .where(Comparison.session_id == session_id)
+        .group_by(Comparison.status)
+        .subquery()
+    )
+    counts_json = select(
+        func.coalesce(
+            func.jsonb_object_agg(per_status.c.status, per_status.c.n), text("'{}'::jsonb")
+        )
+    ).scalar_subquery()
+    row = (
+        await db.execute(
+            _sessions_query()
+            .add_columns(counts_json)
+            .where(JudgeSession.id == session_id)
+            .execution_options(populate_existing=True)
+        )
+    ).first()
+    if row is None:
+        raise NotFound(f"session {session_id} not found")
+    s, m, p, counts = row
+    return SessionOut(
+        **_summary_fields(s, model_out(m, p) if m is not None else None),
+        options=s.options,
+        criteria=list(s.criteria),
+        prompt_template=s.prompt_template,
+        error=s.error,
+        counts=Counts(total=sum(counts.values()), **counts),
+        input_tokens=s.input_tokens,
+        output_tokens=s.output_tokens,
+    )
+
+
+def _comparison_query(session_id: int) -> Select[Any]:
+    ta, tb = aliased(Thread), aliased(Thread)
+    pa, pb = aliased(Pillar), aliased(Pillar)
+    return (
+        select(Comparison, ta.title, tb.title, pa.name, pb.name)
+        .outerjoin(ta, ta.id == Comparison.thread_a_id)
+        .outerjoin(tb, tb.id == Comparison.thread_b_id)
+        .outerjoin(pa, pa.id == Comparison.pillar_a_id)
+        .outerjoin(pb, pb.id == Comparison.pillar_b_id)
+        .where(Comparison.session_id == session_id)
+    )
+
+
+def _comparison_fields(row: Sequence[Any]) -> dict[str, Any]:
+    c, title_a, title_b, name_a, name_b = row
+    fields = {k: getattr(c, k) for k in ComparisonDetail.model_fields if hasattr(c, k)}
+    return fields | {
+        "thread_a_title": title_a,
+        "thread_b_title": title_b,
+        "pillar_a_name": name_a,
+        "pillar_b_name": name_b,
+    }
+
+
+async def list_comparisons(
+    *,
+    db: AsyncSession,
+    session_id: int,
+    status: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> ComparisonPage:
+    """A page of comparisons in queue order, with thread titles and pillar names."""
+    await session_row(db, session_id)
+    count = select(func.count()).where(Comparison.session_id == session_id)
+    stmt = _comparison_query(session_id)
+    if status is not None:
+        count = count.where(Comparison.status == status)
+        stmt = stmt.where(Comparison.status == status)
+    total = await db.scalar(count)
+    rows = (
+        await db.execute(stmt.order_by(Comparison.queue_position).limit(limit).offset(offset))
+    ).all()
+    return ComparisonPage(
+        total=total or 0,
+        limit=limit,
+        offset=offset,
+        items=[ComparisonOut(**_comparison_fields(r)) for r in rows],
+    )
+
+
+async def get_comparison(
+    *, db: AsyncSession, session_id: int, comparison_id: int
+) -> ComparisonDetail:
+    row = (
+        await db.execute(_comparison_query(session_id).where(Comparison.id == comparison_id))
+    ).first()
+    if row is None:
+        raise NotFound(f"comparison {comparison_id} of session {session_id} not found")
+    return ComparisonDetail(**_comparison_fields(row))
+
+
+# -- one thread's comparisons -------------------------------------------------------------
+
+
+def thread_name(title: str | None, external_id: str | None, thread_id: int) -> str:
+    return title or external_id or f"thread {thread_id}"
+
+
+def outcome_for(side: str, status: str, winner: str | None) -> str:
+    """How a finished comparison ended for the thread on ``side``."""
+    if status != "completed" or winner is None:
+        return "failed"
+    if winner == "TIE":
+        return "tie"
+    return "won" if winner == side else "lost"
+
+
+async def thread_comparisons(*, db: AsyncSession, thread_id: int, limit: int) -> ThreadComparisons:
+    """The thread's latest finished comparisons (newest first), and its won/lost/tie/failed
+    totals over all of them."""
+    involved = or_(Comparison.thread_a_id == thread_id, Comparison.thread_b_id == thread_id)
+    finished = Comparison.status.in_(("completed", "failed"))
+    other = case(
+        (Comparison.thread_a_id == thread_id, Comparison.thread_b_id),
+        else_=Comparison.thread_a_id,
+    )
+    rows = (
+        await db.execute(
+            select(Comparison, JudgeSession.name, Thread.title, Thread.external_id, Pillar.name)
+            .join(JudgeSession, JudgeSession.id == Comparison.session_id)
+            .outerjoin(Thread, Thread.id == other)
+            .outerjoin(Pillar, Pillar.id == Thread.pillar_id)
+            .where(involved, finished)
+            .order_by(Comparison.id.desc())
+            .limit(limit)
+        )
+    ).all()
+    items = []
+    for c, session_name, title, external_id, pillar in rows:
+        side = "A" if c.thread_a_id == thread_id else "B"
+        opponent = c.thread_b_id if side == "A" else c.thread_a_id
+        own, theirs = (c.scores_a, c.scores_b) if side == "A" else (c.scores_b, c.scores_a)
+        items.append(
+            ThreadComparison(
+                id=c.id,
+                session_id=c.session_id,
+                session_name=session_name,
+                side=side,
+                opponent_id=opponent,
+                opponent_name=thread_name(title, external_id, opponent),
+                opponent_pillar=pillar or "deleted",
+                status=c.status,
+                outcome=outcome_for(side, c.status, c.winner),  # type: ignore[arg-type]
+                confidence=c.confidence,
+                own_scores=own or {},
+                opponent_scores=theirs or {},
+                reasoning=c.reasoning,
+                error=c.parse_error or c.error,
+                completed_at=c.completed_at,
+            )
+        )
+    side_won = case(
+        (Comparison.winner == "TIE", "tie"),
+        (
+            ((Comparison.winner == "A") & (Comparison.thread_a_id == thread_id))
+            | ((Comparison.winner == "B") & (Comparison.thread_b_id == thread_id)),
+            "won",
+        ),
+        (Comparison.winner.in_(("A", "B")), "lost"),
+        else_="failed",
+    )
+    totals = dict(
+        (
+            await db.execute(
+                select(side_won, func.count()).where(involved, finished).group_by(side_won)
+            )
+        ).all()
+    )
+    return ThreadComparisons(
+        thread_id=thread_id,
+        limit=limit,
+        totals={k: int(totals.get(k, 0)) for k in ("won", "lost", "tie", "failed")},
+        items=items,
+    )
+
+
+async def thread_labels(*, db: AsyncSession, ids: Sequence[int]) -> dict[int, ThreadLabelOut]:
+    """Display names and pillar names of threads (at most LABELS_MAX; unknown ids are left
+    out): the live page's worker lanes get only ids from the events."""
+    wanted = sorted(set(ids))[:LABELS_MAX]
+    if not wanted:
+        return {}
+    rows = await db.execute(
+        select(Thread.id, Thread.title, Thread.external_id, Thread.pillar_id, Pillar.name)
+        .outerjoin(Pillar, Pillar.id == Thread.pillar_id)
+        .where(Thread.id.in_(wanted))
+    )
+    return {
+        t: ThreadLabelOut(title=thread_name(title, ext, t), pillar=pillar or f"pillar {pillar_id}")
+        for t, title, ext, pillar_id, pillar in rows.all()
+    }

@@ -73,7 +73,8 @@ ROOT_LEVEL_DOMAIN = frozenset({"llmjudge.pages"})
 # What one domain may import from another (besides its core modules).
 PUBLIC = frozenset({"service", "schemas", "models", "base", "importing"})
 # A domain whose service is cut into job-named modules declares those here, by name.
-EXTRA_PUBLIC: dict[str, frozenset[str]] = {}
+# The analysis domain's read services: other domains' pages show their figures.
+EXTRA_PUBLIC: dict[str, frozenset[str]] = {"analysis": frozenset({"figures", "loading"})}
 
 # Libraries that talk to a database, the network or the web: never in the pure core.
 IO_LIBRARIES = frozenset(

@@ -15,7 +15,7 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from llmjudge.analysis import exports, figures
-from llmjudge.analysis.figures import AnalysisCache
+from llmjudge.analysis.figures import AnalysisCache, get_cache
 from llmjudge.analysis.loading import get_analysis_session
 from llmjudge.analysis.outcomes import Aggregation
 from llmjudge.analysis.schemas import (
@@ -44,14 +44,6 @@ AggregationQuery = Annotated[
 RoundsQuery = Annotated[
     int, Query(ge=0, le=2000, description="bootstrap resamples for the BT intervals (0: none)")
 ]
-
-
-def get_cache(request: Request) -> AnalysisCache:
-    """One cache per application (tests run several apps against different databases)."""
-    cache = getattr(request.app.state, "analysis_cache", None)
-    if cache is None:
-        cache = request.app.state.analysis_cache = AnalysisCache()
-    return cache
 
 
 def get_sessionmaker(request: Request) -> async_sessionmaker[AsyncSession]:

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
+from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from llmjudge.analysis.findings import Finding, surprise_findings
@@ -393,3 +394,11 @@ async def findings(
         findings=found,
         thread_labels=data.labels(f.thread_id for f in found),
     )
+
+
+def get_cache(request: Request) -> AnalysisCache:
+    """One cache per application (tests run several apps against different databases)."""
+    cache = getattr(request.app.state, "analysis_cache", None)
+    if cache is None:
+        cache = request.app.state.analysis_cache = AnalysisCache()
+    return cache

@@ -17,8 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from llmjudge import charts
 from llmjudge.analysis import figures as analysis
-from llmjudge.analysis.api import get_cache
-from llmjudge.analysis.figures import AnalysisCache
+from llmjudge.analysis.figures import AnalysisCache, get_cache
 from llmjudge.analysis.loading import get_analysis_session
 from llmjudge.analysis.schemas import AnalysisSession, ThreadLeaderboardOut
 from llmjudge.errors import Conflict, Invalid, NotFound

@@ -332,3 +332,38 @@ def test_ppi_is_narrower_than_human_labels_alone_with_a_good_judge() -> None:
         low, high = wilson_interval(sum(labels), len(labels))
         ratios.append((ppi.high - ppi.low) / (high - low))
     assert max(ratios) < 1.0 and np.mean(ratios) < 0.6
+
+
+@given(
+    st.lists(st.tuples(st.booleans(), st.sampled_from([True, False, None])), max_size=80),
+    st.integers(0, 60),
+    st.integers(0, 60),
+    st.integers(0, 60),
+    st.integers(0, 60),
+)
+def test_every_reported_estimate_is_well_formed(
+    items: list[tuple[bool, bool | None]], tp: int, fn: int, tn: int, fp: int
+) -> None:
+    judge = [j for j, _ in items]
+    human = [h for _, h in items]
+    pos, neg = tp + fn, tn + fp
+    r = corrected_pass_rate(
+        judge,
+        tpr=tp / pos if pos else 0.0,
+        tnr=tn / neg if neg else 0.0,
+        calib_pos=pos,
+        calib_neg=neg,
+        human_pass=human,
+        min_pass_rate=0.5,
+        rounds=100,
+    )
+    assert r.passed is (r.defined and r.ci_low is not None and r.ci_low >= 0.5)
+    assert r.estimator in {e.estimator for e in r.estimates}
+    for e in r.estimates:
+        if e.defined:
+            assert 0.0 <= e.low <= e.value <= e.high <= 1.0
+            assert e.high > e.low  # never the zero-width interval of the old bootstrap
+        else:
+            assert e.reason and e.value is None
+    if r.estimator == "rogan_gladen" and r.defined:
+        assert min(pos, neg) >= 10

@@ -154,10 +154,16 @@ def test_perfect_judge_is_not_corrected() -> None:
 
 
 def test_near_chance_judge_with_little_calibration_gets_a_wide_interval() -> None:
-    # resampled rates often fall to chance; those rounds widen the interval to [0, 1]
-    r = corrected_pass_rate([True] * 60 + [False] * 40, tpr=0.6, tnr=0.55, calib_pos=8, calib_neg=8)
+    # drawn rates often fall to chance; those rounds widen the interval to [0, 1]
+    verdicts = [True] * 60 + [False] * 40
+    r = corrected_pass_rate(
+        verdicts, tpr=0.625, tnr=0.5, calib_pos=8, calib_neg=8, min_calibration_per_class=8
+    )
     assert r.defined
     assert r.ci_low == 0.0 and r.ci_high == 1.0
+    # 8 + 8 is below the default minimum of 10 per class: no estimate at all
+    default = corrected_pass_rate(verdicts, tpr=0.625, tnr=0.5, calib_pos=8, calib_neg=8)
+    assert not default.defined and "at least 10 of each" in (default.reason or "")
 
 
 @pytest.mark.parametrize(
@@ -174,3 +180,190 @@ def test_invalid_arguments_raise(kwargs: dict) -> None:
     args = {"tpr": 0.9, "tnr": 0.9, "calib_pos": 10, "calib_neg": 10} | kwargs
     with pytest.raises(ValueError):
         corrected_pass_rate([True], **args)
+
+
+# -- evidence: Beta posteriors, minimum counts, prompt versions, PPI++ ---------------------
+
+
+def test_two_plus_two_calibration_fails_closed_and_a_large_good_one_passes() -> None:
+    verdicts = [True] * 90 + [False] * 10
+    tiny = corrected_pass_rate(
+        verdicts, tpr=1.0, tnr=1.0, calib_pos=2, calib_neg=2, min_pass_rate=0.5
+    )
+    assert not tiny.defined and tiny.passed is False
+    assert "2 truly passing and 2 truly failing" in (tiny.reason or "")
+    assert "FAIL (cannot be verified)" in tiny.summary
+    good = corrected_pass_rate(
+        verdicts, tpr=0.95, tnr=0.95, calib_pos=200, calib_neg=200, min_pass_rate=0.75
+    )
+    assert good.defined and good.passed is True and good.estimator == "rogan_gladen"
+
+
+def test_a_perfect_record_on_two_pairs_gets_a_wide_interval() -> None:
+    """The bug: binomial resampling of 2/2 = 1.0 had zero variance, so [1, 1]."""
+    verdicts = [True] * 50 + [False] * 50
+    r = corrected_pass_rate(
+        verdicts, tpr=1.0, tnr=1.0, calib_pos=2, calib_neg=2, min_calibration_per_class=1
+    )
+    assert r.defined and r.corrected_pass_rate == pytest.approx(0.5)
+    assert r.ci_high - r.ci_low > 0.5  # Beta(2.5, 0.5) puts real mass far below 1
+    many = corrected_pass_rate(verdicts, tpr=1.0, tnr=1.0, calib_pos=500, calib_neg=500)
+    assert many.ci_high - many.ci_low < 0.25
+
+
+def test_calibration_on_another_prompt_version_fails_closed() -> None:
+    kwargs = {"tpr": 0.9, "tnr": 0.9, "calib_pos": 100, "calib_neg": 100, "min_pass_rate": 0.1}
+    r = corrected_pass_rate(
+        [True] * 10, calibration_prompt_version=3, judging_prompt_version=4, **kwargs
+    )
+    assert not r.defined and r.passed is False
+    assert r.reason == (
+        "the calibration was measured on prompt version 3 but version 4 is judging; "
+        "calibrate the current prompt first"
+    )
+    same = corrected_pass_rate(
+        [True] * 10, calibration_prompt_version=4, judging_prompt_version=4, **kwargs
+    )
+    assert same.defined and same.passed is True
+
+
+def judged_batch(
+    rng: np.random.Generator, n: int, p: float, accuracy: float, n_human: int
+) -> tuple[list[bool], list[bool | None], np.ndarray]:
+    truth = rng.random(n) < p
+    judge = np.where(rng.random(n) < accuracy, truth, ~truth)
+    labelled = np.zeros(n, dtype=bool)
+    labelled[rng.choice(n, n_human, replace=False)] = True
+    human = [bool(t) if k else None for t, k in zip(truth, labelled, strict=True)]
+    return judge.tolist(), human, truth
+
+
+def test_ppi_is_used_with_enough_human_labels_and_both_are_reported() -> None:
+    rng = np.random.default_rng(3)
+    judge, human, _ = judged_batch(rng, 400, 0.7, 0.9, 40)
+    kwargs = {"tpr": 0.9, "tnr": 0.9, "calib_pos": 100, "calib_neg": 100}
+    r = corrected_pass_rate(judge, human_pass=human, min_pass_rate=0.5, **kwargs)
+    assert r.estimator == "ppi" and r.n_human == 40
+    assert [e.estimator for e in r.estimates] == ["rogan_gladen", "ppi"]
+    assert all(e.defined and e.low <= e.value <= e.high for e in r.estimates)
+    ppi = r.estimates[1]
+    assert (r.corrected_pass_rate, r.ci_low, r.ci_high) == (ppi.value, ppi.low, ppi.high)
+    assert ppi.lam is not None and 0.0 < ppi.lam <= 1.0
+    assert "by PPI++ with 40 human labels" in r.summary
+    # Below the minimum the gate keeps Rogan-Gladen but still reports PPI++.
+    few = [h if i < 100 else None for i, h in enumerate(human)]
+    r_few = corrected_pass_rate(judge, human_pass=few, **kwargs)
+    assert r_few.estimator == "rogan_gladen" and 0 < r_few.n_human < 30
+    assert len(r_few.estimates) == 2
+    # PPI++ needs no calibration: a 2 + 2 calibration does not block it.
+    r_uncal = corrected_pass_rate(
+        judge, human_pass=human, tpr=1.0, tnr=1.0, calib_pos=2, calib_neg=2, min_pass_rate=0.5
+    )
+    assert r_uncal.defined and r_uncal.estimator == "ppi" and not r_uncal.estimates[0].defined
+
+
+def test_ppi_without_unlabelled_items_is_the_human_rate_with_its_wilson_interval() -> None:
+    from llmjudge.personas.gate import ppi_pass_rate
+    from llmjudge.personas.metrics import wilson_interval
+
+    human = [True] * 30 + [False] * 10
+    judge = [True] * 40
+    r = ppi_pass_rate(judge, human)
+    assert r.lam == 0.0 and r.value == pytest.approx(0.75)
+    assert (r.low, r.high) == pytest.approx(wilson_interval(30, 40))
+    none = ppi_pass_rate([True, False], [None, None])
+    assert not none.defined and none.reason
+    with pytest.raises(ValueError):
+        ppi_pass_rate([True], [True, False])
+
+
+def test_ppi_interval_is_never_zero_width() -> None:
+    from llmjudge.personas.gate import ppi_pass_rate
+
+    # the judge agrees with every human, and every item passes
+    r = ppi_pass_rate([True] * 200, [True] * 40 + [None] * 160, lam=1.0)
+    assert r.defined and r.value == 1.0 and r.low < 0.99
+
+
+def coverage(estimator: str, trials: int, seed: int) -> tuple[float, float]:
+    """Share of seeded trials whose 95% interval holds the true rate, and mean width."""
+    rng = np.random.default_rng(seed)
+    p, accuracy = 0.7, 0.85
+    hits, widths = 0, []
+    for trial in range(trials):
+        if estimator == "ppi":
+            judge, human, _ = judged_batch(rng, 600, p, accuracy, 60)
+            r = corrected_pass_rate(
+                judge, human_pass=human, tpr=0.5, tnr=0.5, calib_pos=0, calib_neg=0
+            )
+        else:
+            # TPR/TNR are themselves measured on 60 + 40 calibration pairs
+            tpr_hat = rng.binomial(60, accuracy) / 60
+            tnr_hat = rng.binomial(40, accuracy) / 40
+            judge, _, _ = judged_batch(rng, 600, p, accuracy, 0)
+            r = corrected_pass_rate(
+                judge, tpr=tpr_hat, tnr=tnr_hat, calib_pos=60, calib_neg=40, seed=trial, rounds=1000
+            )
+        assert r.defined and r.estimator == estimator
+        hits += r.ci_low <= p <= r.ci_high
+        widths.append(r.ci_high - r.ci_low)
+    return hits / trials, float(np.mean(widths))
+
+
+@pytest.mark.parametrize("estimator", ["rogan_gladen", "ppi"])
+def test_seeded_coverage_is_near_nominal(estimator: str) -> None:
+    cover, width = coverage(estimator, 300, seed=2026)
+    print(
+        f"\n{estimator}: 95% interval coverage {cover:.3f} over 300 trials, mean width {width:.3f}"
+    )
+    assert 0.91 <= cover <= 0.99
+
+
+def test_ppi_is_narrower_than_human_labels_alone_with_a_good_judge() -> None:
+    from llmjudge.personas.gate import ppi_pass_rate
+    from llmjudge.personas.metrics import wilson_interval
+
+    rng = np.random.default_rng(11)
+    ratios = []
+    for _ in range(50):
+        judge, human, _ = judged_batch(rng, 2000, 0.7, 0.95, 100)
+        ppi = ppi_pass_rate(judge, human)
+        labels = [h for h in human if h is not None]
+        low, high = wilson_interval(sum(labels), len(labels))
+        ratios.append((ppi.high - ppi.low) / (high - low))
+    assert max(ratios) < 1.0 and np.mean(ratios) < 0.6
+
+
+@given(
+    st.lists(st.tuples(st.booleans(), st.sampled_from([True, False, None])), max_size=80),
+    st.integers(0, 60),
+    st.integers(0, 60),
+    st.integers(0, 60),
+    st.integers(0, 60),
+)
+def test_every_reported_estimate_is_well_formed(
+    items: list[tuple[bool, bool | None]], tp: int, fn: int, tn: int, fp: int
+) -> None:
+    judge = [j for j, _ in items]
+    human = [h for _, h in items]
+    pos, neg = tp + fn, tn + fp
+    r = corrected_pass_rate(
+        judge,
+        tpr=tp / pos if pos else 0.0,
+        tnr=tn / neg if neg else 0.0,
+        calib_pos=pos,
+        calib_neg=neg,
+        human_pass=human,
+        min_pass_rate=0.5,
+        rounds=100,
+    )
+    assert r.passed is (r.defined and r.ci_low is not None and r.ci_low >= 0.5)
+    assert r.estimator in {e.estimator for e in r.estimates}
+    for e in r.estimates:
+        if e.defined:
+            assert 0.0 <= e.low <= e.value <= e.high <= 1.0
+            assert e.high > e.low  # never the zero-width interval of the old bootstrap
+        else:
+            assert e.reason and e.value is None
+    if r.estimator == "rogan_gladen" and r.defined:
+        assert min(pos, neg) >= 10

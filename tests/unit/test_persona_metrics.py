@@ -1,9 +1,11 @@
 import math
 import warnings
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scipy.stats import binomtest
 from sklearn.metrics import (
     accuracy_score,
     cohen_kappa_score,
@@ -17,7 +19,9 @@ from llmjudge.personas.metrics import (
     compute_metrics,
     confusion_from_decisions,
     confusion_from_labels,
+    metrics_with_intervals,
     split_holdout,
+    wilson_interval,
 )
 
 label_pairs = st.integers(min_value=1, max_value=60).flatmap(
@@ -222,3 +226,99 @@ def test_split_rejects_bad_input() -> None:
         split_holdout([1, 2], fraction=1.5)
     with pytest.raises(ValueError):
         split_holdout([1, 2], fraction=-0.1)
+
+
+# -- counts and intervals ----------------------------------------------------------------------
+
+
+@given(st.integers(1, 500).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
+def test_wilson_equals_scipy_and_is_never_zero_width(kn: tuple[int, int]) -> None:
+    k, n = kn
+    low, high = wilson_interval(k, n)
+    ref = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    assert low == pytest.approx(ref.low, abs=1e-9) and high == pytest.approx(ref.high, abs=1e-9)
+    assert 0.0 <= low <= k / n <= high <= 1.0
+    assert high - low > 0.0
+
+
+def test_wilson_known_values_and_edges() -> None:
+    low, high = wilson_interval(2, 2)
+    assert low == pytest.approx(0.3424, abs=1e-4) and high == 1.0
+    assert wilson_interval(0, 0) == (0.0, 1.0)  # no evidence: anything
+    assert wilson_interval(0, 5)[0] == 0.0
+    for bad in ((3, 2), (-1, 2)):
+        with pytest.raises(ValueError):
+            wilson_interval(*bad)
+    with pytest.raises(ValueError):
+        wilson_interval(1, 2, confidence=1.0)
+
+
+@given(label_pairs)
+def test_reported_values_equal_sklearn_and_sit_inside_their_intervals(
+    labels: tuple[list[bool], list[bool]],
+) -> None:
+    y_true, y_pred = labels
+    c = confusion_from_labels(y_true, y_pred)
+    report = metrics_with_intervals(c, rounds=200, seed=1)
+    expected = sklearn_metrics(y_true, y_pred)
+    counts = {
+        "precision": c.tp + c.fp,
+        "recall": c.tp + c.fn,
+        "f1": c.n,
+        "kappa": c.n,
+        "accuracy": c.n,
+    }
+    for name, value in expected.items():
+        est = getattr(report, name)
+        assert est.value == pytest.approx(value, abs=1e-12), name
+        assert est.low <= est.value <= est.high, name
+        assert est.n == counts[name], name
+        low_limit = -1.0 if name == "kappa" else 0.0
+        assert low_limit <= est.low <= est.high <= 1.0
+    assert report.n == len(y_true) and report.confusion == c
+
+
+def test_a_perfect_record_on_few_pairs_has_a_wide_interval() -> None:
+    small = metrics_with_intervals(Confusion(tp=4, tn=3, fp=0, fn=0))
+    assert small.f1.value == 1.0 and small.f1.high == 1.0
+    assert small.f1.low < 0.8  # a plain bootstrap gives [1, 1] here
+    assert small.kappa.low < 0.5
+    assert small.precision.method == "wilson" and small.f1.method == "bayesian-bootstrap"
+    big = metrics_with_intervals(Confusion(tp=400, tn=300, fp=0, fn=0))
+    assert big.f1.low > 0.98
+
+
+def test_intervals_are_seeded_and_narrow_with_more_pairs() -> None:
+    c = Confusion(tp=40, tn=30, fp=10, fn=20)
+    assert metrics_with_intervals(c, seed=3) == metrics_with_intervals(c, seed=3)
+    assert metrics_with_intervals(c, seed=3).f1 != metrics_with_intervals(c, seed=4).f1
+    tenfold = metrics_with_intervals(Confusion(tp=400, tn=300, fp=100, fn=200), seed=3)
+    small = metrics_with_intervals(c, seed=3)
+    for name in ("precision", "recall", "f1", "kappa", "accuracy"):
+        wide, narrow = getattr(small, name), getattr(tenfold, name)
+        assert narrow.high - narrow.low < (wide.high - wide.low) / 2, name
+
+
+def test_empty_report_knows_nothing() -> None:
+    report = metrics_with_intervals(Confusion(0, 0, 0, 0))
+    for name in ("precision", "recall", "f1", "kappa", "accuracy"):
+        est = getattr(report, name)
+        assert (est.low, est.high, est.n) == (0.0, 1.0, 0)
+    assert set(report.to_dict()["f1"]) == {"value", "low", "high", "n", "method"}
+    with pytest.raises(ValueError):
+        metrics_with_intervals(Confusion(1, 1, 1, 1), rounds=0)
+
+
+def test_f1_interval_covers_the_population_f1() -> None:
+    """Seeded: judges of known population F1 on 60 pairs; the 95% interval holds it."""
+    rng = np.random.default_rng(7)
+    shares = np.array([0.35, 0.35, 0.15, 0.15])  # tp, tn, fp, fn
+    true_f1 = 2 * 0.35 / (2 * 0.35 + 0.15 + 0.15)
+    hits = 0
+    trials = 300
+    for trial in range(trials):
+        tp, tn, fp, fn = (int(x) for x in rng.multinomial(60, shares))
+        report = metrics_with_intervals(Confusion(tp, tn, fp, fn), rounds=500, seed=trial)
+        hits += report.f1.low <= true_f1 <= report.f1.high
+    print(f"\nF1 interval coverage on 60 pairs: {hits / trials:.3f} over {trials} trials")
+    assert 0.9 <= hits / trials <= 0.99

@@ -14,14 +14,19 @@ from scipy.stats import norm, pearsonr
 
 from llmjudge.providers.base import ChatRequest, ProviderConfig, ProviderError
 from llmjudge.providers.simulator import (
+    FAILURE_TAGS,
     SimulatorClient,
     SimulatorParams,
     corrupt,
     count_rules,
+    failure_tag,
+    judge_accuracy,
     latent_quality,
     normalise,
     paraphrase,
     respond,
+    rule_for,
+    rules_naming,
     simulate_judge_label,
     simulate_pairwise,
     simulate_prompt_engineer,
@@ -181,9 +186,14 @@ def test_task_answers_are_right_at_the_configured_rate() -> None:
     assert simulate_task_answer(params, never, "p") == "no"
 
 
-def judge_accuracy_at(rules: int, n: int = 600) -> float:
+def judge_accuracy_at(rules: int, n: int = 600, tags: tuple[str, ...] = ("", "")) -> float:
+    """Accuracy on pairs that are "42." (formatting) when right and "41" (number) when
+    wrong, with ``rules`` rule lines for each of ``tags`` ("" for a rule naming no tag)."""
     params = SimulatorParams()
-    prompt = "Judge the answer.\n" + "".join(f"- Rule: rule {r}\n" for r in range(rules))
+    lines = [
+        f"- Rule: {f'[tag: {tag}] ' if tag else ''}rule {r}\n" for r in range(rules) for tag in tags
+    ]
+    prompt = "Judge the answer.\n" + "".join(lines)
     hits = 0
     for i in range(n):
         truth = i % 2 == 0
@@ -198,8 +208,9 @@ def judge_accuracy_at(rules: int, n: int = 600) -> float:
     return hits / n
 
 
-def test_judge_accuracy_rises_with_rules_up_to_the_cap() -> None:
-    accuracies = [judge_accuracy_at(r) for r in (0, 3, 10)]
+def test_judge_accuracy_rises_with_rules_naming_the_tags_up_to_the_cap() -> None:
+    named = ("formatting", "number")
+    accuracies = [judge_accuracy_at(r, tags=named) for r in (0, 3, 10)]
     assert accuracies[0] == pytest.approx(0.65, abs=0.06)
     assert accuracies[1] == pytest.approx(0.83, abs=0.06)
     assert accuracies[2] == pytest.approx(0.97, abs=0.03)  # capped
@@ -227,6 +238,165 @@ def test_prompt_engineer_adds_one_rule_from_a_failure() -> None:
     assert count_rules(again["prompt"]) == 2  # same failure: a new, generic rule
     empty = simulate_prompt_engineer(SimulatorParams(), {"judge_prompt": ""})
     assert count_rules(empty["prompt"]) == 1
+
+
+# -- the honest persona judge: rules help only on the pairs whose failure tag they name ----
+
+
+def test_irrelevant_rules_do_not_improve_accuracy() -> None:
+    params = SimulatorParams()
+    irrelevant = "Judge.\n" + "".join(f"- Rule: [tag: omission] rule {r}\n" for r in range(10))
+    untagged = "Judge.\n" + "".join(f"- Rule: be careful, check {r}\n" for r in range(10))
+    for prompt in (irrelevant, untagged, "Judge.\nRule: [tag: number] not a rule line"):
+        for tag in ("formatting", "number"):
+            assert judge_accuracy(params, prompt, tag) == params.judge_base_accuracy
+    base = judge_accuracy_at(0)
+    assert judge_accuracy_at(10, tags=("",)) == pytest.approx(base, abs=0.06)
+    assert judge_accuracy_at(10, tags=("omission", "other")) == pytest.approx(base, abs=0.06)
+    assert base == pytest.approx(0.65, abs=0.06)
+
+
+def test_a_rule_naming_the_right_tag_helps_only_on_the_tagged_pairs() -> None:
+    params = SimulatorParams()
+    prompt = "Judge.\n" + "".join(f"- Rule: [tag: number] rule {r}\n" for r in range(5))
+    assert judge_accuracy(params, prompt, "number") == pytest.approx(0.95)
+    assert judge_accuracy(params, prompt, "formatting") == params.judge_base_accuracy
+
+    def accuracy(answer: str, truth: bool) -> float:
+        hits = 0
+        for i in range(500):
+            ctx = {"input": f"q{i}", "correct_output": "42", "answer": answer}
+            label = simulate_judge_label(params, {**ctx, "judge_prompt": prompt})["label"]
+            hits += (label == "correct") == truth
+        return hits / 500
+
+    assert accuracy("41", truth=False) == pytest.approx(0.95, abs=0.03)  # tagged "number"
+    assert accuracy("42.", truth=True) == pytest.approx(0.65, abs=0.06)  # "formatting"
+    out = simulate_judge_label(
+        params, {"correct_output": "42", "answer": "41", "judge_prompt": prompt}
+    )
+    assert "failure tag 'number', named by 5 rule(s)" in out["reasoning"]
+
+
+def test_a_rule_line_names_at_most_one_tag() -> None:
+    counts = rules_naming(
+        "- Rule: [tag: number] [tag: exact] x\n- Rule: [TAG: Exact] y\n- Rule: [tag: nope]"
+    )
+    assert counts == {**dict.fromkeys(FAILURE_TAGS, 0), "number": 1, "exact": 1}
+
+
+@pytest.mark.parametrize(
+    ("answer", "correct", "tag"),
+    [
+        ("Paris", "Paris", "exact"),
+        ("paris.", "Paris", "formatting"),
+        ("  Paris\n", "Paris", "formatting"),
+        ("41 apples", "42 apples", "number"),
+        ("42", "forty-two", "number"),
+        ("no", "yes", "flipped"),
+        ("the red car", "the big red car", "omission"),
+        ("rac", "car", "other"),
+        ("", "car", "other"),
+    ],
+)
+def test_failure_tags(answer: str, correct: str, tag: str) -> None:
+    assert failure_tag(answer, correct) == tag
+
+
+@given(st.text(max_size=40), st.integers(0, 2**32))
+def test_tags_separate_right_from_wrong_answers(text: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    assert failure_tag(paraphrase(text, rng), text) in {"exact", "formatting"}
+    assert failure_tag(corrupt(text, rng), text) in {"number", "flipped", "omission", "other"}
+
+
+def test_engineer_names_only_tags_it_sees_in_the_failures() -> None:
+    def failure(answer: str, correct: str, human: str) -> dict[str, str]:
+        return {
+            "input": f"q {answer}",
+            "answer": answer,
+            "correct_output": correct,
+            "judge_label": "correct" if human == "incorrect" else "incorrect",
+            "human_label": human,
+        }
+
+    failures = [
+        failure("41", "42", "incorrect"),
+        failure("Paris.", "Paris", "correct"),
+        failure("7", "8", "incorrect"),
+    ]
+    out = simulate_prompt_engineer(SimulatorParams(), {"judge_prompt": "J.", "failures": failures})
+    added = out["prompt"].splitlines()[-1]
+    assert added == rule_for(failures[0]) and "[tag: number]" in added
+    assert "Reject" in added and "(number)" in out["rationale"]
+    # next time the same failures: another example of the same tag, then the next tag
+    second = simulate_prompt_engineer(
+        SimulatorParams(), {"judge_prompt": out["prompt"], "failures": failures}
+    )
+    assert second["prompt"].splitlines()[-1] == rule_for(failures[2])
+    third = simulate_prompt_engineer(
+        SimulatorParams(), {"judge_prompt": second["prompt"], "failures": failures}
+    )
+    assert "[tag: formatting]" in third["prompt"].splitlines()[-1]
+    named = rules_naming(third["prompt"])
+    assert {t for t, k in named.items() if k} == {"number", "formatting"}
+
+
+def simulated_training(engineer: Any, rounds: int = 8) -> list[tuple[float, float]]:
+    """The loop in miniature: judge the pairs, give the engineer the failures, repeat.
+    Returns (accuracy on pairs of tags the engineer was shown, on the others) per round."""
+    params = SimulatorParams()
+    shown = [
+        {
+            "input": f"s{i}",
+            "correct_output": f"{i} apples",
+            "answer": f"{i} apples" if i % 2 else f"{i + 1} apples",
+        }
+        for i in range(120)
+    ]
+    # other kinds of difference, never among the failures shown
+    unseen = [
+        {"input": f"u{i}", "correct_output": "yes", "answer": "yes." if i % 2 else "no"}
+        for i in range(120)
+    ]
+    prompt, history = "Judge the answer.", []
+    for _ in range(rounds):
+        accuracy = []
+        failures = []
+        for pairs in (shown, unseen):
+            hits = 0
+            for p in pairs:
+                label = simulate_judge_label(params, {**p, "judge_prompt": prompt})["label"]
+                truth = normalise(p["answer"]) == normalise(p["correct_output"])
+                right = (label == "correct") == truth
+                hits += right
+                if pairs is shown and not right:
+                    human = "correct" if truth else "incorrect"
+                    failures.append({**p, "judge_label": label, "human_label": human})
+            accuracy.append(hits / len(pairs))
+        history.append((accuracy[0], accuracy[1]))
+        prompt = engineer(params, {"judge_prompt": prompt, "failures": failures})["prompt"]
+    return history
+
+
+def test_training_improves_only_what_the_engineer_was_shown() -> None:
+    history = simulated_training(simulate_prompt_engineer)
+    (first_shown, first_unseen), (last_shown, last_unseen) = history[0], history[-1]
+    assert last_shown > first_shown + 0.2
+    assert abs(last_unseen - first_unseen) < 0.1  # "flipped"/"formatting" never named
+
+
+def test_an_engineer_writing_irrelevant_rules_gets_nowhere() -> None:
+    def vague(params: SimulatorParams, ctx: dict[str, Any]) -> dict[str, str]:
+        n = count_rules(ctx["judge_prompt"]) + 1
+        return {"prompt": f"{ctx['judge_prompt']}\n- Rule: think harder ({n}).", "rationale": ""}
+
+    history = simulated_training(vague)
+    shown = [h[0] for h in history]
+    # 120 pairs a round: each round is base accuracy plus noise (sd 0.044), no trend
+    assert np.mean(shown) == pytest.approx(0.65, abs=0.04)
+    assert all(abs(a - 0.65) < 0.15 for a in shown)
+    assert np.mean(shown[-3:]) < np.mean(shown[:3]) + 0.1
 
 
 # -- the client ------------------------------------------------------------------------------

@@ -15,11 +15,25 @@ against a known truth. The task comes from ``ChatRequest.context["task"]``:
     the correct output, lightly reworded in ways ``normalise`` undoes; otherwise a
     deterministic corruption of it (a changed number, a flipped yes/no, a dropped word...).
 ``judge_label``
-    Truth is ``normalise(answer) == normalise(correct_output)``. The judge returns the truth
-    with probability ``min(judge_max_accuracy, judge_base_accuracy + judge_gain_per_rule * R)``
-    where ``R`` counts the judge prompt's lines starting with ``- Rule:``.
+    Truth is ``normalise(answer) == normalise(correct_output)``. Each (answer, correct
+    output) pair carries one failure tag, a pure function of the two texts
+    (``failure_tag``): ``exact`` (the same text), ``formatting`` (equal once case, spacing,
+    outer quotes and end punctuation are dropped), ``number`` (a number differs),
+    ``flipped`` (yes/no, true/false, correct/incorrect swapped), ``omission`` (the answer
+    is the correct output with words left out) or ``other``. The judge returns the truth
+    with probability ``min(judge_max_accuracy, judge_base_accuracy + judge_gain_per_rule
+    * R_t)`` where ``R_t`` counts the judge prompt's ``- Rule:`` lines that name the pair's
+    tag ``t`` with the marker ``[tag: t]`` (a line names at most one tag: its first
+    marker). Any other line, rule or not, changes nothing, so a prompt gets better only on
+    the pairs whose kind of difference it addresses, and no amount of irrelevant rules
+    helps. The reasoning names the tag and ``R_t``, so the mechanism can be inspected.
 ``prompt_engineer``
-    Returns the judge prompt with one more ``- Rule:`` line derived from a failure.
+    Sees only the failures it is given (input, answer, correct output, labels, notes),
+    computes their tags from that text, and adds one ``- Rule:`` line naming the most
+    common tag among them (ties in ``FAILURE_TAGS`` order), with an example from a failure
+    of that tag not already quoted. With no failures it adds a generic rule that names no
+    tag, and so helps nothing. Simulated convergence therefore shows that the loop feeds
+    failures back to the engineer, not that a real optimiser works.
 no task
     A short fixed reply saying it is the simulator.
 
@@ -228,8 +242,58 @@ def simulate_task_answer(params: SimulatorParams, ctx: Mapping[str, Any], prompt
     return paraphrase(correct, rng) if rng.random() < accuracy else corrupt(correct, rng)
 
 
-def judge_accuracy(params: SimulatorParams, judge_prompt: str) -> float:
-    gain = params.judge_gain_per_rule * count_rules(judge_prompt)
+FAILURE_TAGS = ("exact", "formatting", "number", "flipped", "omission", "other")
+_TAG_MARKER = re.compile(r"\[tag:\s*([a-z]+)\s*\]", re.IGNORECASE)
+_TAG_GUIDANCE = {
+    "exact": "An answer identical to the expected output is correct.",
+    "formatting": (
+        "Differences of case, spacing, quotes or end punctuation alone do not make an answer wrong."
+    ),
+    "number": "An answer whose number differs from the expected output's is incorrect.",
+    "flipped": "An answer that says yes where the expected output says no (or the reverse) is incorrect.",
+    "omission": "An answer that leaves out words of the expected output is incorrect.",
+    "other": "An answer that states something other than the expected output is incorrect.",
+}
+
+
+def failure_tag(answer: str, correct_output: str) -> str:
+    """The kind of difference between an answer and the correct output (see the docstring)."""
+    answer, correct = str(answer), str(correct_output)
+    if answer == correct:
+        return "exact"
+    a, c = normalise(answer), normalise(correct)
+    if a == c:
+        return "formatting"
+    if _NUMBER.findall(a) != _NUMBER.findall(c):
+        return "number"
+    if _FLIPS.get(c) == a:
+        return "flipped"
+    a_words, c_words = a.split(), c.split()
+    if 0 < len(a_words) < len(c_words) and _is_subsequence(a_words, c_words):
+        return "omission"
+    return "other"
+
+
+def _is_subsequence(short: list[str], long: list[str]) -> bool:
+    it = iter(long)
+    return all(word in it for word in short)
+
+
+def rules_naming(judge_prompt: str) -> dict[str, int]:
+    """How many ``- Rule:`` lines name each failure tag (a line names at most one)."""
+    counts = dict.fromkeys(FAILURE_TAGS, 0)
+    for line in judge_prompt.splitlines():
+        if not line.lstrip().startswith(RULE_PREFIX):
+            continue
+        marker = _TAG_MARKER.search(line)
+        if marker and marker.group(1).lower() in counts:
+            counts[marker.group(1).lower()] += 1
+    return counts
+
+
+def judge_accuracy(params: SimulatorParams, judge_prompt: str, tag: str) -> float:
+    """The simulated judge's chance of being right on a pair with this failure tag."""
+    gain = params.judge_gain_per_rule * rules_naming(judge_prompt).get(tag, 0)
     return min(params.judge_max_accuracy, params.judge_base_accuracy + gain)
 
 
@@ -237,6 +301,7 @@ def simulate_judge_label(params: SimulatorParams, ctx: Mapping[str, Any]) -> dic
     answer, correct = str(ctx.get("answer", "")), str(ctx.get("correct_output", ""))
     judge_prompt = str(ctx.get("judge_prompt", ""))
     truth = normalise(answer) == normalise(correct)
+    tag = failure_tag(answer, correct)
     rng = _rng(
         params.seed,
         "judge_label",
@@ -245,11 +310,13 @@ def simulate_judge_label(params: SimulatorParams, ctx: Mapping[str, Any]) -> dic
         judge_prompt,
         ctx.get("call_key"),
     )
-    says_correct = truth if rng.random() < judge_accuracy(params, judge_prompt) else not truth
+    says_correct = truth if rng.random() < judge_accuracy(params, judge_prompt, tag) else not truth
     if says_correct:
         reasoning = "The answer states the same result as the expected output."
     else:
         reasoning = "The answer does not match the expected output."
+    named = rules_naming(judge_prompt)[tag]
+    reasoning += f" (Simulated: failure tag {tag!r}, named by {named} rule(s).)"
     return {"label": "correct" if says_correct else "incorrect", "reasoning": reasoning}
 
 
@@ -263,19 +330,15 @@ def _is_correct_label(label: Any) -> bool:
 
 
 def rule_for(failure: Mapping[str, Any]) -> str:
-    """A one-line rule that would have fixed this failure."""
+    """A one-line rule naming this failure's tag, with the failure as its example."""
+    tag = failure_tag(failure.get("answer", ""), failure.get("correct_output", ""))
     example = _clip(failure.get("input"), 60)
-    if _is_correct_label(failure.get("human_label")):
-        rule = (
-            f"{RULE_PREFIX} Accept an answer that states the expected output "
-            f"({_clip(failure.get('correct_output'), 40)!r}) even when worded differently, "
-            f"e.g. for {example!r}."
-        )
-    else:
-        rule = (
-            f"{RULE_PREFIX} Reject an answer that differs from the expected output, "
-            f"e.g. {_clip(failure.get('answer'), 40)!r} for {example!r}."
-        )
+    verb = "Accept" if _is_correct_label(failure.get("human_label")) else "Reject"
+    rule = (
+        f"{RULE_PREFIX} [tag: {tag}] {verb} answers like {_clip(failure.get('answer'), 40)!r} "
+        f"for {example!r} (expected {_clip(failure.get('correct_output'), 40)!r}): "
+        f"{_TAG_GUIDANCE[tag]}"
+    )
     notes = _clip(failure.get("notes"), 80)
     return f"{rule} Reviewer note: {notes}" if notes else rule
 
@@ -284,16 +347,28 @@ def simulate_prompt_engineer(params: SimulatorParams, ctx: Mapping[str, Any]) ->
     prompt = str(ctx.get("judge_prompt", ""))
     failures: Sequence[Mapping[str, Any]] = ctx.get("failures") or []
     present = {line.strip() for line in prompt.splitlines()}
-    new_rules = (rule_for(f) for f in failures)
-    rule = next((r for r in new_rules if r not in present), None)
+    tags = [failure_tag(f.get("answer", ""), f.get("correct_output", "")) for f in failures]
+    counts = {t: tags.count(t) for t in FAILURE_TAGS}
+    rule = None
+    # the most common tag first; another tag only if every rule for it is already there
+    for tag in sorted(FAILURE_TAGS, key=lambda t: -counts[t]):
+        if not counts[tag]:
+            break
+        candidates = (rule_for(f) for f, t in zip(failures, tags, strict=True) if t == tag)
+        rule = next((r for r in candidates if r not in present), None)
+        if rule is not None:
+            break
     if rule is None:
         rule = (
-            f"{RULE_PREFIX} Compare the answer with the expected output after ignoring case, "
-            f"spacing and punctuation (check {count_rules(prompt) + 1})."
+            f"{RULE_PREFIX} Compare the answer with the expected output carefully "
+            f"(check {count_rules(prompt) + 1})."
         )
     new_prompt = f"{prompt.rstrip()}\n{rule}" if prompt.strip() else rule
     f1 = (ctx.get("metrics") or {}).get("f1")
+    named = _TAG_MARKER.search(rule)
     rationale = f"Added one rule learned from {len(failures)} failure(s)"
+    if named:
+        rationale += f", for the most common kind of failure ({named.group(1)})"
     rationale += f" (F1 was {f1})." if f1 is not None else "."
     return {"prompt": new_prompt, "rationale": rationale}
 

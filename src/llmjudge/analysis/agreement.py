@@ -94,7 +94,10 @@ def wilson(successes: int, n: int, z: float = Z95) -> Estimate:
     z2 = z * z
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return Estimate(p, n, max(0.0, centre - half), min(1.0, centre + half))
+    # Rounding must not put the share outside its own interval (1.0 > 0.9999999999999999).
+    low = 0.0 if successes == 0 else min(p, centre - half)
+    high = 1.0 if successes == n else max(p, centre + half)
+    return Estimate(p, n, low, high)
 
 
 def flip(label: Label) -> Label:
@@ -178,34 +181,55 @@ def macro_prf(reference: Sequence[str], judge: Sequence[str]) -> tuple[float, fl
 
 def _bootstrap(
     per_item: np.ndarray,
-    statistic: Callable[[np.ndarray], np.ndarray],
+    statistics: Sequence[Callable[[np.ndarray], np.ndarray]],
     rounds: int,
     seed: int,
-) -> tuple[float | None, float | None]:
-    """Percentile 95 % interval of ``statistic`` over items resampled with replacement.
+) -> list[tuple[float | None, float | None]]:
+    """Percentile 95 % intervals of ``statistics`` over items resampled with replacement.
 
     ``per_item`` is ``(items, ...)`` of additive per-item parts (counts); a resample is a
-    weighted sum of them, so each round is one matrix product. ``statistic`` maps summed
-    parts ``(rounds, ...)`` to values ``(rounds,)``; NaN rounds (undefined) are dropped.
+    weighted sum of them, so a chunk of rounds is one matrix product, and every statistic
+    reads the same resamples. A statistic maps summed parts ``(rounds, ...)`` to values
+    ``(rounds,)``; NaN rounds (undefined there) are dropped.
     """
     items = per_item.shape[0]
     if items == 0 or rounds <= 0:
-        return None, None
+        return [(None, None)] * len(statistics)
     rng = np.random.default_rng(seed)
     flat = per_item.reshape(items, -1).astype(float)
     chunk = max(1, _CELLS_PER_CHUNK // items)
-    values = []
+    values: list[list[np.ndarray]] = [[] for _ in statistics]
     for done in range(0, rounds, chunk):
         size = min(chunk, rounds - done)
         weights = rng.multinomial(items, np.full(items, 1.0 / items), size=size)
         sums = (weights @ flat).reshape((size, *per_item.shape[1:]))
-        values.append(statistic(sums))
-    all_values = np.concatenate(values)
-    all_values = all_values[~np.isnan(all_values)]
-    if all_values.size == 0:
-        return None, None
-    low, high = np.percentile(all_values, [2.5, 97.5])
-    return float(low), float(high)
+        for out, statistic in zip(values, statistics, strict=True):
+            out.append(statistic(sums))
+    intervals: list[tuple[float | None, float | None]] = []
+    for parts in values:
+        joined = np.concatenate(parts)
+        joined = joined[~np.isnan(joined)]
+        if joined.size == 0:
+            intervals.append((None, None))
+        else:
+            low, high = np.percentile(joined, [2.5, 97.5])
+            intervals.append((float(low), float(high)))
+    return intervals
+
+
+def _boot_estimates(
+    values: Sequence[float],
+    n: int,
+    per_item: np.ndarray,
+    statistics: Sequence[Callable[[np.ndarray], np.ndarray]],
+    rounds: int,
+    seed: int,
+) -> list[Estimate]:
+    intervals = _bootstrap(per_item, statistics, rounds, seed)
+    return [
+        Estimate(None, n) if math.isnan(v) else Estimate(v, n, low, high)
+        for v, (low, high) in zip(values, intervals, strict=True)
+    ]
 
 
 def _boot_estimate(
@@ -216,10 +240,7 @@ def _boot_estimate(
     rounds: int,
     seed: int,
 ) -> Estimate:
-    if math.isnan(value):
-        return Estimate(None, n)
-    low, high = _bootstrap(per_item, statistic, rounds, seed)
-    return Estimate(value, n, low, high)
+    return _boot_estimates([value], n, per_item, [statistic], rounds, seed)[0]
 
 
 # --------------------------------------------------------------------------- references
@@ -364,20 +385,15 @@ def agreement_report(
     decisive = total[:2, :2]
     accuracy_without_ties = wilson(int(np.trace(decisive)), int(decisive.sum()))
 
-    kappa_value = float(_kappa(total))
-    kappa = _boot_estimate(kappa_value, len(scored), per_pair, _kappa, rounds, seed)
     prf = _prf(total)
-    prf_estimates = [
-        _boot_estimate(
-            float(prf[i]),
-            len(scored),
-            per_pair,
-            lambda m, i=i: _prf(m)[..., i],
-            rounds,
-            seed,
-        )
-        for i in range(3)
-    ]
+    kappa, precision, recall, f1 = _boot_estimates(
+        [float(_kappa(total)), float(prf[0]), float(prf[1]), float(prf[2])],
+        len(scored),
+        per_pair,
+        [_kappa] + [lambda m, i=i: _prf(m)[..., i] for i in range(3)],
+        rounds,
+        seed,
+    )
 
     # Swap-aware pair scores over pairs with verdicts in both orders.
     tie = _INDEX["TIE"]
@@ -408,9 +424,9 @@ def agreement_report(
         net_vote=net_vote,
         consistency=consistency,
         kappa=kappa,
-        precision=prf_estimates[0],
-        recall=prf_estimates[1],
-        f1=prf_estimates[2],
+        precision=precision,
+        recall=recall,
+        f1=f1,
         confusion=tuple(tuple(int(x) for x in row) for row in total),  # type: ignore[misc]
         judgments=len(scored),
         pairs=n_pairs,

@@ -334,6 +334,8 @@ def test_select_references() -> None:
         select_references(labels, "crowd")
     with pytest.raises(ValueError, match="one of A, B, TIE"):
         select_references([ReferenceLabel("p", "C", "gold")], "gold")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="source must be"):
+        select_references([ReferenceLabel("p", "A", "crowd")], "gold")  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- people with people

@@ -205,6 +205,7 @@ def test_on_unparsed_tie_for_json_and_tags(kind: str) -> None:
     fmt = VerdictFormat(kind=kind, on_unparsed="tie")  # type: ignore[arg-type]
     parsed = parse_with_format("no verdict here at all", fmt)
     assert parsed.winner == "TIE" and parsed.unparsed
+    assert parsed.verdict.format == {"json": "json", "tags": "tag"}[kind]
     with pytest.raises(VerdictParseError):
         parse_with_format("no verdict here at all", VerdictFormat(kind=kind))  # type: ignore[arg-type]
 

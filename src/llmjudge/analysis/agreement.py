@@ -279,6 +279,8 @@ def select_references(
     """
     latest: dict[Hashable, dict[tuple[str, str], Label]] = defaultdict(dict)
     for item in labels:
+        if item.source not in ("human", "gold"):
+            raise ValueError(f"label source must be human or gold, got {item.source!r}")
         latest[item.pair][(item.source, item.annotator)] = _check(item.label)
     name: str | None = None
     if reference.startswith("annotator:"):

@@ -38,6 +38,7 @@ import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from llmjudge.judging.verdicts import (
+    Format,
     Verdict,
     VerdictParseError,
     Winner,
@@ -194,7 +195,7 @@ def parse_with_format(text: str, fmt: VerdictFormat, criteria: Sequence[str] = (
     except VerdictParseError as exc:
         if fmt.on_unparsed == "fail":
             raise
-        return _unparsed_tie(text, str(exc))
+        return _unparsed_tie(text, str(exc), fmt.kind)
     return ParsedVerdict(verdict=verdict, strength=2 if verdict.strength == "strong" else 1)
 
 
@@ -202,8 +203,13 @@ class _Unreadable(Exception):
     """A rule pattern ran past the search budget."""
 
 
-def _unparsed_tie(text: str, reason: str) -> ParsedVerdict:
-    verdict = Verdict(winner="TIE", confidence=None, reasoning=text.strip(), format="labels")
+_VERDICT_FORMAT: dict[FormatKind, Format] = {"json": "json", "tags": "tag", "labels": "labels"}
+
+
+def _unparsed_tie(text: str, reason: str, kind: FormatKind) -> ParsedVerdict:
+    verdict = Verdict(
+        winner="TIE", confidence=None, reasoning=text.strip(), format=_VERDICT_FORMAT[kind]
+    )
     return ParsedVerdict(verdict=verdict, unparsed=reason)
 
 
@@ -225,7 +231,7 @@ def _read_labels(text: str, fmt: VerdictFormat) -> ParsedVerdict:
         reason = f"no rule of the verdict format matches the answer ({len(fmt.rules)} tried)"
         if fmt.on_unparsed == "fail":
             raise VerdictParseError(reason)
-        return _unparsed_tie(text, reason)
+        return _unparsed_tie(text, reason, fmt.kind)
     rule = fmt.rules[best[1]]
     verdict = Verdict(
         winner=rule.winner,

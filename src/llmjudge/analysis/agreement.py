@@ -24,6 +24,10 @@ The report (:func:`agreement_report`):
 
 References come from :func:`select_references` (gold, human, one annotator, majority);
 people's agreement with each other from :func:`human_agreement`.
+
+One module (over 500 lines) on purpose: judge-vs-reference and human-human figures share
+the label coding, the Estimate type and the vectorised bootstrap, and the service that
+builds the agreement report reads them together.
 """
 
 from __future__ import annotations

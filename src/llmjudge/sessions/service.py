@@ -2,7 +2,7 @@
 
 A session's comparisons are inserted when it is created (so its size and estimate are
 exact) with PostgreSQL COPY, which takes a million-row plan in seconds. Starting a session
-makes its comparisons claimable; workers (see ``queue.pool``) do the rest.
+makes its comparisons claimable; workers (see ``sessions.jobs``) do the rest.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from llmjudge.events.hub import EventHub
 from llmjudge.judging.prompts import build_judge_messages, estimate_tokens
 from llmjudge.providers.models import LLMModel, Provider
 from llmjudge.providers.simulator import SimulatorParams
-from llmjudge.queue.claims import notify_work
+from llmjudge.sessions.claims import notify_work
 from llmjudge.sessions.estimate import ModelCost, estimate_plan
 from llmjudge.sessions.models import Comparison, JudgeSession
 from llmjudge.sessions.pairing import PlanArrays, PlanOptions, ThreadRef, build_plan_arrays

@@ -295,3 +295,29 @@ async def test_a_stopped_pool_gives_unfinished_toy_jobs_back_without_an_attempt(
     finally:
         await pool2.stop()
     assert all(r[2] == 1 for r in await rows(engine, 3))
+
+
+async def test_claim_ahead_holds_one_next_job_per_busy_slot_unless_the_kind_opts_out(
+    engine: AsyncEngine,
+) -> None:
+    for grp, ahead in ((4, True), (5, False)):
+        await add_jobs(engine, grp, 10)
+        kind = Toy(concurrency=3)
+        kind.hang, kind.claim_ahead = True, ahead
+        pool = WorkerPool(engine=engine, kind=kind, concurrency=8, poll_s=0.1)
+        await pool.start()
+        try:
+
+            async def busy(grp: int = grp, pool: WorkerPool[Job, Done] = pool) -> bool:
+                return pool.in_flight == 3 and any(
+                    r[1] == "running" for r in await rows(engine, grp)
+                )
+
+            await wait_for(busy)
+            await asyncio.sleep(0.5)  # several claim rounds: nothing more is taken
+            running = sum(1 for r in await rows(engine, grp) if r[1] == "running")
+            held = sum(1 for w in pool.slots if w.next is not None)
+        finally:
+            await pool.stop(drain_timeout_s=0.1)
+        assert (running, held) == ((6, 3) if ahead else (3, 0))
+        assert all(r[1] == "pending" and r[2] == 0 for r in await rows(engine, grp))

@@ -237,7 +237,11 @@ class WorkerPool(Generic[I, R]):
             if self._stopping:
                 break
             room = max(0, min(g.concurrency - self._busy[g.id], len(self._free)))
-            ahead = [n for n, w in enumerate(self.slots) if w.group_id == g.id and w.next is None]
+            ahead = (
+                [n for n, w in enumerate(self.slots) if w.group_id == g.id and w.next is None]
+                if self.kind.claim_ahead
+                else []
+            )
             if not room and not ahead:
                 continue
             fresh = [self._free.pop() for _ in range(room)]

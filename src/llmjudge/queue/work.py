@@ -87,6 +87,9 @@ class WorkKind(ABC, Generic[I, R]):
     name: str = "work"
     # NOTIFY channel that wakes idle dispatchers (None: polling only).
     channel: str | None = None
+    # Each busy slot holds its next item, claimed ahead, so it never waits for a claim
+    # round. Off for work whose items must not wait under a lease.
+    claim_ahead: bool = True
 
     @abstractmethod
     async def groups(self, conn: AsyncConnection) -> Sequence[Group]:

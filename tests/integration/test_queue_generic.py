@@ -321,3 +321,5 @@ async def test_claim_ahead_holds_one_next_job_per_busy_slot_unless_the_kind_opts
             await pool.stop(drain_timeout_s=0.1)
         assert (running, held) == ((6, 3) if ahead else (3, 0))
         assert all(r[1] == "pending" and r[2] == 0 for r in await rows(engine, grp))
+        async with engine.begin() as conn:  # not claimable by the next pool
+            await conn.execute(text("DELETE FROM toy_jobs WHERE grp = :g"), {"g": grp})

@@ -36,6 +36,8 @@ CORE = frozenset(
     {
         "llmjudge.judging.prompts",
         "llmjudge.judging.verdicts",
+        "llmjudge.judging.panels",
+        "llmjudge.analysis.agreement",
         "llmjudge.sessions.pairing",
         "llmjudge.sessions.estimate",
         "llmjudge.analysis.outcomes",

@@ -3,7 +3,7 @@ judgments made elsewhere; the comparisons of one thread."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, File, Form, Path, Query, Request, UploadFile, status
 from sse_starlette import EventSourceResponse
@@ -11,7 +11,7 @@ from sse_starlette import EventSourceResponse
 from llmjudge.errors import Invalid
 from llmjudge.events.hub import EventHub
 from llmjudge.events.sse import sse_response
-from llmjudge.sessions import judgment_import, reads, service
+from llmjudge.sessions import judgment_import, panels, reads, service
 from llmjudge.sessions.importing import parse_judgment_file
 from llmjudge.sessions.schemas import (
     ComparisonDetail,
@@ -67,6 +67,12 @@ async def import_judgments(
     file: Annotated[UploadFile, File(description="JSONL, one judgment per line")],
     session_name: Annotated[str, Form(min_length=1, max_length=200)],
     judge_label: Annotated[str | None, Form(max_length=200)] = None,
+    aggregation: Annotated[
+        str, Form(description="a panel's rule: majority, mean, weighted or calibrated")
+    ] = "majority",
+    weights: Annotated[
+        str | None, Form(max_length=2000, description="weighted: one weight per judge, a,b,c")
+    ] = None,
 ) -> JudgmentImportOut:
     """Import judgments made elsewhere as a completed session that every analysis endpoint
     reads. Each line: `{"thread_a": REF, "thread_b": REF, "verdict": "A"|"B"|"TIE"}` or
@@ -76,7 +82,9 @@ async def import_judgments(
     `scores_a`/`scores_b` ({criterion: 1..5}), `repetition`, `swap_group`, `group`.
     Swap pairs: lines sharing a `swap_group` (original first, then its mirror); otherwise a
     line showing (b, a) is the swap of the earliest unpaired (a, b) line of the same
-    `group` and `repetition`. All or nothing."""
+    `group` and `repetition`. All or nothing. With a `judge` on each line naming several
+    judges, the session is a panel: each judge's verdict is a vote on the comparison, the
+    comparison's verdict their `aggregation` (`weights` for `weighted`, in judge order)."""
     if not session_name.strip():
         raise Invalid("session_name must not be blank")
     settings = request.app.state.settings
@@ -90,9 +98,20 @@ async def import_judgments(
             parsed=parsed,
             session_name=session_name.strip(),
             judge_label=judge_label,
+            aggregation=aggregation,
+            weights=_weights(weights),
         )
     except judgment_import.JudgmentsRejected as e:
         raise ImportRejected(e.errors) from None
+
+
+def _weights(raw: str | None) -> list[float] | None:
+    if raw is None or not raw.strip():
+        return None
+    try:
+        return [float(x) for x in raw.split(",")]
+    except ValueError:
+        raise Invalid("weights must be numbers separated by commas") from None
 
 
 @router.post("", response_model=SessionOut, status_code=status.HTTP_201_CREATED)
@@ -174,6 +193,16 @@ async def retry_failed(session_id: int, db: DbSession, hub: Hub) -> RetryResult:
 async def delete_session(session_id: int, db: DbSession, hub: Hub) -> None:
     """Delete a session and all its comparisons."""
     await service.delete_session(db=db, session_id=session_id, hub=hub)
+
+
+@router.get("/{session_id}/panel")
+async def panel_report(session_id: int, db: DbSession) -> dict[str, Any]:
+    """A panel session's report: per member agreement with the panel, Cohen's kappa between
+    members, accuracy against reference labels (Wilson 95 % intervals), position
+    consistency, cost and latency; the panel against its best and its cheapest member on
+    the same comparisons; the effective number of independent votes; for a cascade, the
+    share stopped at each member and the saving against asking everyone."""
+    return await panels.panel_report(db, session_id)
 
 
 @router.get("/{session_id}/comparisons", response_model=ComparisonPage)

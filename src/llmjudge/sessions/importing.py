@@ -94,6 +94,8 @@ class JudgmentIn(BaseModel):
     repetition: int = Field(default=0, ge=0, le=1_000_000)
     swap_group: StrictInt | str | None = None
     group: StrictInt | str | None = None
+    # Whose verdict this is: several judges' lines for the same pairs make a panel.
+    judge: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,7 @@ class ParsedJudgment:
     repetition: int
     swap_label: str | None  # explicit swap_group, as text
     group: str | None
+    judge: str | None = None
 
 
 @dataclass
@@ -171,6 +174,7 @@ def _judged(row: JudgmentIn, line: int) -> ParsedJudgment | RowError:
         repetition=row.repetition,
         swap_label=_label(row.swap_group),
         group=_label(row.group),
+        judge=row.judge,
     )
 
 
@@ -381,3 +385,67 @@ def resolve_judgments(
         for (r, a, b), g, s in zip(known, groups, swapped, strict=True)
     ]
     return resolved, errors[:MAX_ERRORS]
+
+
+@dataclass(frozen=True)
+class PanelImport:
+    """Several judges' lines as one panel: the comparisons (each judge's lines matched by
+    threads, repetition, group and swap label, the k-th such line of one judge to the k-th
+    of another) and each member's judgment of each (None: that judge has no line for it)."""
+
+    judges: list[str]
+    comparisons: list[ResolvedJudgment]  # the first line seen of each, swap groups redone
+    votes: list[list[ParsedJudgment | None]]  # [comparison][member]
+
+
+def panel_judges(rows: Sequence[ParsedJudgment]) -> tuple[list[str], list[RowError]]:
+    """The judges named in a file, in order of appearance; a file names a judge on every
+    line or on none (a line without one would belong to nobody)."""
+    judges = list(dict.fromkeys(r.judge for r in rows if r.judge is not None))
+    if not judges:
+        return [], []
+    errors = [
+        RowError(line=r.line, field="judge", message="name the judge on every line or on none")
+        for r in rows
+        if r.judge is None
+    ]
+    return judges, errors[:MAX_ERRORS]
+
+
+def group_panel(
+    judges: Sequence[str], resolved: Mapping[str, Sequence[ResolvedJudgment]]
+) -> tuple[PanelImport, list[RowError]]:
+    """Match the judges' resolved lines into comparisons (O(n))."""
+    index: dict[tuple[object, ...], int] = {}
+    firsts: list[ResolvedJudgment] = []
+    votes: list[list[ParsedJudgment | None]] = []
+    errors: list[RowError] = []
+    for m, judge in enumerate(judges):
+        seen: dict[tuple[object, ...], int] = {}
+        for r in resolved[judge]:
+            j = r.judgment
+            base = (r.thread_a.id, r.thread_b.id, j.repetition, j.group, j.swap_label)
+            k = seen.get(base, 0)
+            seen[base] = k + 1
+            key = (*base, k)
+            i = index.get(key)
+            if i is None:
+                i = index[key] = len(firsts)
+                firsts.append(r)
+                votes.append([None] * len(judges))
+            votes[i][m] = j
+    groups, swapped, pairing_errors = assign_swap_groups(
+        [(r.thread_a.id, r.thread_b.id) for r in firsts],
+        [r.judgment.swap_label for r in firsts],
+        [r.judgment.group for r in firsts],
+        [r.judgment.repetition for r in firsts],
+        [r.judgment.line for r in firsts],
+    )
+    errors.extend(pairing_errors)
+    comparisons = [
+        ResolvedJudgment(
+            judgment=r.judgment, thread_a=r.thread_a, thread_b=r.thread_b, swap_group=g, is_swap=s
+        )
+        for r, g, s in zip(firsts, groups, swapped, strict=True)
+    ]
+    return PanelImport(list(judges), comparisons, votes), errors

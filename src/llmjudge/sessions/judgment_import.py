@@ -10,21 +10,33 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 import numpy as np
-from sqlalchemy import ARRAY, Integer, String, any_, cast, func, select
+from sqlalchemy import ARRAY, Integer, String, any_, cast, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog.models import Pillar, Thread
 from llmjudge.catalog.schemas import RowError
 from llmjudge.errors import Invalid
+from llmjudge.judging.panels import (
+    AGGREGATIONS,
+    Aggregate,
+    Vote,
+    aggregate,
+    calibrated_weights,
+    codes,
+)
 from llmjudge.sessions.importing import (
     KnownThread,
+    ParsedJudgment,
     ParsedJudgments,
     ResolvedJudgment,
     ThreadKey,
+    group_panel,
+    panel_judges,
     resolve_judgments,
 )
-from llmjudge.sessions.models import JudgeSession
+from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
 from llmjudge.sessions.pairing import PlanArrays
+from llmjudge.sessions.panels import canonical_references, reference_codes
 from llmjudge.sessions.plans import StoredResult, insert_plan
 from llmjudge.sessions.schemas import JudgmentImportOut
 
@@ -115,6 +127,8 @@ async def import_judgments(
     parsed: ParsedJudgments,
     session_name: str,
     judge_label: str | None = None,
+    aggregation: str = "majority",
+    weights: Sequence[float] | None = None,
 ) -> JudgmentImportOut:
     """Store a parsed judgment file as a finished session, in one transaction; raises
     JudgmentsRejected (nothing stored) for unknown threads, self-pairs or bad swap groups.
@@ -123,6 +137,20 @@ async def import_judgments(
     a live session, one with no readable judgment at all ends as "failed"."""
     if parsed.errors:
         raise JudgmentsRejected(parsed.errors)
+    judges, judge_errors = panel_judges(parsed.rows)
+    if judge_errors:
+        raise JudgmentsRejected(judge_errors)
+    if len(judges) > 1:
+        return await _import_panel(
+            db=db,
+            parsed=parsed,
+            judges=judges,
+            session_name=session_name,
+            aggregation=aggregation,
+            weights=weights,
+        )
+    if judges and judge_label is None:
+        judge_label = judges[0]
     keys = [k for r in parsed.rows for k in (r.thread_a, r.thread_b)]
     resolved, errors = resolve_judgments(parsed.rows, await _known_threads(db, keys))
     if errors:
@@ -173,4 +201,203 @@ async def import_judgments(
             RowError(line=j.line, field="judgment", message=j.parse_error or "")
             for j in failures[:PARSE_FAILURES_SHOWN]
         ],
+    )
+
+
+def _vote(j: ParsedJudgment | None) -> Vote:
+    if j is None or j.winner is None:
+        return Vote(None)
+    return Vote(j.winner, j.confidence, j.scores_a or None, j.scores_b or None)
+
+
+async def _panel_weights(
+    db: AsyncSession,
+    rule: str,
+    judges: Sequence[str],
+    comparisons: Sequence[ResolvedJudgment],
+    votes: Sequence[Sequence[Vote]],
+    weights: Sequence[float] | None,
+) -> tuple[list[float] | None, int]:
+    """The members' weights for ``weighted`` (given) and ``calibrated`` (learned from the
+    reference labels of these pairs), and how many labelled comparisons they rest on."""
+    if rule == "weighted":
+        if weights is None or len(weights) != len(judges):
+            raise Invalid(f"weighted needs one weight per judge ({len(judges)}: {judges})")
+        return [float(w) for w in weights], 0
+    if rule != "calibrated":
+        return None, 0
+    pairs = [(r.thread_a.id, r.thread_b.id) for r in comparisons]
+    ref = reference_codes(pairs, await canonical_references(db, pairs))
+    v = np.array([codes([x.winner for x in row]) for row in votes], dtype=np.int64)
+    labelled = (v >= 0) & (ref[:, None] >= 0)
+    learned = calibrated_weights(v == ref[:, None], labelled)
+    return [float(w) for w in learned], int((ref >= 0).sum())
+
+
+async def _import_panel(
+    *,
+    db: AsyncSession,
+    parsed: ParsedJudgments,
+    judges: list[str],
+    session_name: str,
+    aggregation: str,
+    weights: Sequence[float] | None,
+) -> JudgmentImportOut:
+    """Several judges' lines as a panel session: one comparison per matched line, each
+    judge's verdict a vote, the comparison's verdict their aggregate."""
+    if aggregation not in AGGREGATIONS or aggregation == "cascade":
+        raise Invalid("an imported panel aggregates by majority, mean, weighted or calibrated")
+    keys = [k for r in parsed.rows for k in (r.thread_a, r.thread_b)]
+    known = await _known_threads(db, keys)
+    by_judge: dict[str, list[ResolvedJudgment]] = {}
+    errors: list[RowError] = []
+    for judge in judges:
+        resolved, errs = resolve_judgments([r for r in parsed.rows if r.judge == judge], known)
+        by_judge[judge] = resolved
+        errors.extend(errs)
+    if errors:
+        raise JudgmentsRejected(sorted(errors, key=lambda e: e.line))
+    grouped, errors = group_panel(judges, by_judge)
+    if errors:
+        raise JudgmentsRejected(errors)
+    votes = [[_vote(j) for j in row] for row in grouped.votes]
+    member_weights, labelled = await _panel_weights(
+        db, aggregation, judges, grouped.comparisons, votes, weights
+    )
+    aggregates: list[Aggregate] = [
+        aggregate(aggregation, row, weights=member_weights) for row in votes
+    ]
+    now = datetime.now(UTC)
+    completed = sum(a.winner is not None for a in aggregates)
+    criteria = list(
+        dict.fromkeys(
+            c for row in grouped.votes for j in row if j for c in (*j.scores_a, *j.scores_b)
+        )
+    )
+    session = JudgeSession(
+        name=session_name,
+        status="completed" if completed else "failed",
+        comparison_mode=IMPORTED_MODE,
+        pillar_ids=sorted(
+            {p for r in grouped.comparisons for p in (r.thread_a.pillar_id, r.thread_b.pillar_id)}
+        ),
+        options={
+            "source": "import",
+            "judge_label": " + ".join(judges),
+            "position_swap": any(r.is_swap for r in grouped.comparisons),
+            "repetitions_per_pair": 1 + max(r.judgment.repetition for r in grouped.comparisons),
+            "calculate_elo": True,
+            "seed": 0,
+        },
+        panel={
+            "rule": aggregation,
+            "members": [
+                {
+                    "model_id": None,
+                    "label": judge,
+                    "weight": None if member_weights is None else member_weights[k],
+                }
+                for k, judge in enumerate(judges)
+            ],
+            "weights_from_labels": labelled if aggregation == "calibrated" else None,
+        },
+        worker_count=1,
+        judge_model_id=None,
+        criteria=criteria,
+        total=len(aggregates),
+        completed=completed,
+        failed=len(aggregates) - completed,
+        started_at=now,
+        finished_at=now,
+    )
+    db.add(session)
+    await db.flush()
+    results = [
+        StoredResult(
+            status="completed" if a.winner is not None else "failed",
+            attempts=1,
+            completed_at=now,
+            winner=a.winner,
+            confidence=a.confidence,
+            scores_a=json.dumps(a.scores_a) if a.scores_a else None,
+            scores_b=json.dumps(a.scores_b) if a.scores_b else None,
+            reasoning=None,
+            raw_response=None,
+            parse_error=None if a.winner is not None else "no judge of the panel was read",
+        )
+        for a in aggregates
+    ]
+    await insert_plan(db, session.id, judged_plan(grouped.comparisons), results=results)
+    ids = dict(
+        (
+            await db.execute(
+                select(Comparison.queue_position, Comparison.id).where(
+                    Comparison.session_id == session.id
+                )
+            )
+        ).all()
+    )
+    rows = []
+    for i, row in enumerate(grouped.votes):
+        for k, j in enumerate(row):
+            voted = j is not None and j.winner is not None
+            rows.append(
+                {
+                    "comparison_id": ids[i],
+                    "session_id": session.id,
+                    "member": k,
+                    "model_id": None,
+                    "judge": judges[k],
+                    "status": "voted" if voted else "missing",
+                    "winner": j.winner if j else None,
+                    "confidence": j.confidence if j else None,
+                    "scores_a": (j.scores_a or None) if j else None,
+                    "scores_b": (j.scores_b or None) if j else None,
+                    "reasoning": j.reasoning if j else None,
+                    "raw_response": j.raw_response if j else None,
+                    "error": None
+                    if voted
+                    else (j.parse_error if j else "no recorded judgment for this comparison"),
+                }
+            )
+    if rows:
+        await db.execute(insert(ComparisonVote), rows)
+    await db.execute(
+        update(Comparison)
+        .where(Comparison.session_id == session.id)
+        .values(votes_asked=len(judges))
+    )
+    await _set_votes_cast(
+        db, [ids[i] for i in range(len(aggregates))], [a.voted for a in aggregates]
+    )
+    await db.commit()
+    failures = [
+        (r.judgment, a)
+        for r, a in zip(grouped.comparisons, aggregates, strict=True)
+        if a.winner is None
+    ]
+    return JudgmentImportOut(
+        session_id=session.id,
+        session_name=session_name,
+        total=len(aggregates),
+        completed=completed,
+        failed=len(failures),
+        swap_pairs=sum(r.is_swap for r in grouped.comparisons),
+        criteria=criteria,
+        parse_failures=[
+            RowError(line=j.line, field="judgment", message="no judge of the panel was read")
+            for j, _ in failures[:PARSE_FAILURES_SHOWN]
+        ],
+        judges=judges,
+        aggregation=aggregation,
+    )
+
+
+async def _set_votes_cast(db: AsyncSession, ids: Sequence[int], cast_: Sequence[int]) -> None:
+    await db.execute(
+        text(
+            "UPDATE comparisons c SET votes_cast = v.n "
+            "FROM unnest(CAST(:ids AS bigint[]), CAST(:n AS int[])) AS v(id, n) WHERE c.id = v.id"
+        ),
+        {"ids": list(ids), "n": list(cast_)},
     )

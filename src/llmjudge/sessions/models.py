@@ -14,6 +14,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    SmallInteger,
     String,
     Text,
     UniqueConstraint,
@@ -60,6 +61,9 @@ class JudgeSession(Base):
     # prompt runs unchanged; None means the built-in ones.
     system_prompt: Mapped[str | None] = mapped_column(Text)
     verdict_format: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    # A panel of judges instead of judge_model_id alone (sessions.schemas.PanelIn):
+    # {"rule", "members": [{"model_id", "label", "weight"}], "cascade": {"rule", "threshold"}}.
+    panel: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = created_at_column()
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -123,6 +127,49 @@ class Comparison(Base):
     reasoning: Mapped[str | None] = mapped_column(Text)
     raw_response: Mapped[str | None] = mapped_column(Text)
     parse_error: Mapped[str | None] = mapped_column(Text)
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    latency_s: Mapped[float | None] = mapped_column(Float)
+    cache_hit: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
+    error: Mapped[str | None] = mapped_column(Text)
+    # Panel sessions: members that voted on the aggregate, and members asked (a cascade
+    # stops early); None for a single judge.
+    votes_cast: Mapped[int | None] = mapped_column(SmallInteger)
+    votes_asked: Mapped[int | None] = mapped_column(SmallInteger)
+
+
+VOTE_STATUSES = ("voted", "missing", "skipped")
+
+
+class ComparisonVote(Base):
+    """One panel member's answer to one comparison. ``missing``: it failed after its
+    retries (or its answer never parsed); ``skipped``: a cascade stopped before it."""
+
+    __tablename__ = "comparison_votes"
+    __table_args__ = (
+        CheckConstraint(f"status IN {VOTE_STATUSES!r}", name="status"),
+        CheckConstraint("winner IS NULL OR winner IN ('A', 'B', 'TIE')", name="winner"),
+        UniqueConstraint("comparison_id", "member"),
+        Index("ix_comparison_votes_session_id", "session_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    comparison_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("comparisons.id", ondelete="CASCADE")
+    )
+    session_id: Mapped[int] = mapped_column(ForeignKey("judge_sessions.id", ondelete="CASCADE"))
+    member: Mapped[int] = mapped_column(SmallInteger)
+    model_id: Mapped[int | None] = mapped_column(ForeignKey("llm_models.id", ondelete="SET NULL"))
+    judge: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    status: Mapped[str] = mapped_column(String(10))
+    winner: Mapped[str | None] = mapped_column(String(3))
+    strength: Mapped[float | None] = mapped_column(Float)
+    confidence: Mapped[float | None] = mapped_column(Float)
+    scores_a: Mapped[dict[str, float] | None] = mapped_column(JSONB)
+    scores_b: Mapped[dict[str, float] | None] = mapped_column(JSONB)
+    reasoning: Mapped[str | None] = mapped_column(Text)
+    raw_response: Mapped[str | None] = mapped_column(Text)
     input_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     output_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")

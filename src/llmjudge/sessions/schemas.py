@@ -222,6 +222,8 @@ class JudgmentImportOut(BaseModel):
     swap_pairs: int = Field(description="comparisons stored as the swapped twin of another")
     criteria: list[str]
     parse_failures: list[RowError] = Field(description="first 200 unreadable judgments")
+    judges: list[str] = Field(default_factory=list, description="a panel's judges, in order")
+    aggregation: str | None = Field(default=None, description="a panel's aggregation rule")
 
 
 class ThreadComparison(BaseModel):

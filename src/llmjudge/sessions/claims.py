@@ -29,12 +29,14 @@ __all__ = [
     "Claimed",
     "Finish",
     "FinishedSession",
+    "MemberVote",
     "RunningSession",
     "claim",
     "finish",
     "notify_work",
     "renew",
     "running_sessions",
+    "write_votes",
 ]
 
 # NOTIFY channel that wakes idle dispatchers (payload: the session id).
@@ -94,6 +96,34 @@ class Finish:
     latency_s: float | None = None
     cache_hit: bool = False
     refund: bool = False  # a release: the attempt does not count
+    # A panel's comparison: every member's answer (stored with the finish that applies),
+    # how many voted on the aggregate, how many were asked. Empty/None for one judge.
+    votes: tuple[MemberVote, ...] = ()
+    votes_cast: int | None = None
+    votes_asked: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberVote:
+    """One panel member's answer: ``voted``, ``missing`` (failed after its retries, or its
+    answer did not parse) or ``skipped`` (a cascade stopped before it)."""
+
+    member: int
+    model_id: int | None
+    judge: str
+    status: Literal["voted", "missing", "skipped"]
+    winner: str | None = None
+    confidence: float | None = None
+    scores_a: dict[str, float] | None = None
+    scores_b: dict[str, float] | None = None
+    reasoning: str | None = None
+    raw_response: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float | None = None
+    cache_hit: bool = False
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,6 +383,113 @@ async def finish(conn: AsyncConnection, items: Sequence[Finish]) -> list[Finishe
         )
         for r in rows.all()
     ]
+
+
+_VOTES = text(
+    """
+    WITH v AS (
+        SELECT * FROM unnest(
+            CAST(:comparison_id AS bigint[]), CAST(:member AS int[]), CAST(:model_id AS int[]),
+            CAST(:judge AS text[]), CAST(:status AS text[]), CAST(:winner AS text[]),
+            CAST(:confidence AS float8[]), CAST(:scores_a AS jsonb[]),
+            CAST(:scores_b AS jsonb[]), CAST(:reasoning AS text[]),
+            CAST(:raw_response AS text[]), CAST(:input_tokens AS int[]),
+            CAST(:output_tokens AS int[]), CAST(:cost_usd AS float8[]),
+            CAST(:latency_s AS float8[]), CAST(:cache_hit AS bool[]), CAST(:error AS text[])
+        ) AS v(comparison_id, member, model_id, judge, status, winner, confidence, scores_a,
+               scores_b, reasoning, raw_response, input_tokens, output_tokens, cost_usd,
+               latency_s, cache_hit, error)
+    )
+    INSERT INTO comparison_votes (comparison_id, session_id, member, model_id, judge, status,
+        winner, strength, confidence, scores_a, scores_b, reasoning, raw_response,
+        input_tokens, output_tokens, cost_usd, latency_s, cache_hit, error)
+    SELECT v.comparison_id, c.session_id, v.member, v.model_id, v.judge, v.status, v.winner,
+           NULL, v.confidence, v.scores_a, v.scores_b, v.reasoning, v.raw_response,
+           v.input_tokens, v.output_tokens, v.cost_usd, v.latency_s, v.cache_hit, v.error
+    FROM v JOIN comparisons c ON c.id = v.comparison_id
+    -- A comparison judged again (retry-failed) replaces its votes.
+    ON CONFLICT (comparison_id, member) DO UPDATE SET
+        model_id = EXCLUDED.model_id, judge = EXCLUDED.judge, status = EXCLUDED.status,
+        winner = EXCLUDED.winner, confidence = EXCLUDED.confidence,
+        scores_a = EXCLUDED.scores_a, scores_b = EXCLUDED.scores_b,
+        reasoning = EXCLUDED.reasoning, raw_response = EXCLUDED.raw_response,
+        input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens,
+        cost_usd = EXCLUDED.cost_usd, latency_s = EXCLUDED.latency_s,
+        cache_hit = EXCLUDED.cache_hit, error = EXCLUDED.error
+    """
+).bindparams(
+    bindparam("comparison_id", type_=ARRAY(BigInteger)),
+    bindparam("member", type_=ARRAY(Integer)),
+    bindparam("model_id", type_=ARRAY(Integer)),
+    bindparam("judge", type_=ARRAY(String)),
+    bindparam("status", type_=ARRAY(String)),
+    bindparam("winner", type_=ARRAY(String)),
+    bindparam("confidence", type_=ARRAY(Float)),
+    bindparam("scores_a", type_=ARRAY(JSONB)),
+    bindparam("scores_b", type_=ARRAY(JSONB)),
+    bindparam("reasoning", type_=ARRAY(Text)),
+    bindparam("raw_response", type_=ARRAY(Text)),
+    bindparam("input_tokens", type_=ARRAY(Integer)),
+    bindparam("output_tokens", type_=ARRAY(Integer)),
+    bindparam("cost_usd", type_=ARRAY(Float)),
+    bindparam("latency_s", type_=ARRAY(Float)),
+    bindparam("cache_hit", type_=ARRAY(Boolean)),
+    bindparam("error", type_=ARRAY(Text)),
+)
+
+_VOTE_COUNTS = text(
+    """
+    UPDATE comparisons c SET votes_cast = v.cast_, votes_asked = v.asked
+    FROM unnest(CAST(:ids AS bigint[]), CAST(:cast_ AS int[]), CAST(:asked AS int[]))
+         AS v(id, cast_, asked)
+    WHERE c.id = v.id
+    """
+).bindparams(
+    bindparam("ids", type_=ARRAY(BigInteger)),
+    bindparam("cast_", type_=ARRAY(Integer)),
+    bindparam("asked", type_=ARRAY(Integer)),
+)
+
+
+async def write_votes(conn: AsyncConnection, items: Sequence[Finish], applied: set[int]) -> int:
+    """Store the panel votes of the finishes that ``finish`` applied, in the caller's
+    transaction (so a comparison's votes are written exactly when its result is): a retry
+    (``pending``) keeps none, a lost claim writes nothing. Returns the votes written."""
+    done = [f for f in items if f.id in applied and f.votes and f.status != "pending"]
+    if not done:
+        return 0
+    votes = [(f.id, v) for f in done for v in f.votes]
+    await conn.execute(
+        _VOTES,
+        {
+            "comparison_id": [i for i, _ in votes],
+            "member": [v.member for _, v in votes],
+            "model_id": [v.model_id for _, v in votes],
+            "judge": [v.judge for _, v in votes],
+            "status": [v.status for _, v in votes],
+            "winner": [v.winner for _, v in votes],
+            "confidence": [v.confidence for _, v in votes],
+            "scores_a": [v.scores_a for _, v in votes],
+            "scores_b": [v.scores_b for _, v in votes],
+            "reasoning": [v.reasoning for _, v in votes],
+            "raw_response": [v.raw_response for _, v in votes],
+            "input_tokens": [v.input_tokens for _, v in votes],
+            "output_tokens": [v.output_tokens for _, v in votes],
+            "cost_usd": [v.cost_usd for _, v in votes],
+            "latency_s": [v.latency_s for _, v in votes],
+            "cache_hit": [v.cache_hit for _, v in votes],
+            "error": [v.error for _, v in votes],
+        },
+    )
+    await conn.execute(
+        _VOTE_COUNTS,
+        {
+            "ids": [f.id for f in done],
+            "cast_": [f.votes_cast or 0 for f in done],
+            "asked": [f.votes_asked or 0 for f in done],
+        },
+    )
+    return len(votes)
 
 
 async def running_sessions(conn: AsyncConnection) -> list[RunningSession]:

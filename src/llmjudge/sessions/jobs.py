@@ -29,7 +29,9 @@ from llmjudge.sessions.claims import (
     finish,
     renew,
     running_sessions,
+    write_votes,
 )
+from llmjudge.sessions.panel_judging import PanelConfig, judge_panel, panel_config
 from llmjudge.sessions.worker import (
     MAX_ATTEMPTS,
     ChatService,
@@ -70,6 +72,7 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
         self.hub = hub
         self.max_attempts = max_attempts
         self._configs: dict[int, SessionConfig] = {}
+        self._panels: dict[int, PanelConfig | None] = {}
         self._threads = ThreadCache()
 
     # -- the queue's SQL ------------------------------------------------------------------
@@ -89,7 +92,10 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
 
     async def write(self, conn: AsyncConnection, results: Sequence[Finish]) -> Written:
         sessions = await finish(conn, results)
-        return Written(applied={i for s in sessions for i in s.applied}, extra=sessions)
+        applied = {i for s in sessions for i in s.applied}
+        if any(f.votes for f in results):  # a panel's votes, in the same transaction
+            await write_votes(conn, results, applied)
+        return Written(applied=applied, extra=sessions)
 
     def give_back(self, item: Claimed) -> Finish:
         return Finish(
@@ -117,23 +123,44 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
             row = (
                 await conn.execute(
                     text(
-                        "SELECT criteria, prompt_template, judge_model_id "
+                        "SELECT criteria, prompt_template, judge_model_id, panel "
                         "FROM judge_sessions WHERE id = :id"
                     ),
                     {"id": session_id},
                 )
             ).one()
-        criteria, template, model_id = row
-        prices = (0.0, 0.0)
-        if model_id is not None:
-            with contextlib.suppress(LookupError):  # deleted: judge_comparison says so
-                info = await self.llm.model_info(model_id)
-                prices = (info.input_price_per_million, info.output_price_per_million)
+        criteria, template, model_id, panel = row
+        prices = await self._prices(model_id)
         config = SessionConfig(session_id, tuple(criteria), template, model_id, *prices)
+        self._panels[session_id] = (
+            panel_config(panel, [await self._prices(m.get("model_id")) for m in panel["members"]])
+            if panel
+            else None
+        )
         self._configs[session_id] = config
         return config
 
+    async def _prices(self, model_id: int | None) -> tuple[float, float]:
+        if model_id is not None:
+            with contextlib.suppress(LookupError):  # deleted: the judging says so
+                info = await self.llm.model_info(model_id)
+                return (info.input_price_per_million, info.output_price_per_million)
+        return (0.0, 0.0)
+
     async def run(self, item: Claimed) -> Finish:
+        panel = self._panels.get(item.session_id)
+        if panel is not None:
+            config = self._configs[item.session_id]
+            return await judge_panel(
+                llm=self.llm,
+                item=item,
+                criteria=config.criteria,
+                prompt_template=config.prompt_template,
+                panel=panel,
+                threads=self._threads,
+                publish=self.hub.publish_nowait if self.hub is not None else None,
+                max_attempts=self.max_attempts,
+            )
         return await judge_comparison(
             llm=self.llm,
             item=item,
@@ -216,6 +243,22 @@ def _finish_event(f: Finish) -> tuple[str, dict[str, Any]]:
         "scores_a": f.scores_a,
         "scores_b": f.scores_b,
         "error": f.parse_error or f.error if f.status == "failed" else None,
+        # A panel: how many voted, and each member's answer (the live lane shows them all).
+        "votes_cast": f.votes_cast,
+        "votes_asked": f.votes_asked,
+        "votes": [
+            {
+                "member": v.member,
+                "judge": v.judge,
+                "status": v.status,
+                "winner": v.winner,
+                "confidence": v.confidence,
+                "cost_usd": v.cost_usd,
+                "error": v.error,
+            }
+            for v in f.votes
+        ]
+        or None,
     }
 
 

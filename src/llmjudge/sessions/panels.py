@@ -19,17 +19,18 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from llmjudge.analysis.agreement import Estimate, select_references, wilson
 from llmjudge.analysis.agreement import ReferenceLabel as RefLabel
 from llmjudge.errors import Invalid, NotFound
-from llmjudge.judging.panels import codes as label_codes
 from llmjudge.judging.panels import (
+    calibrated_weights,
     kappa_matrix,
     n_eff,
     panel_vs_member,
     position_consistency,
 )
+from llmjudge.judging.panels import codes as label_codes
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
 
-__all__ = ["canonical_references", "panel_report"]
+__all__ = ["canonical_references", "learn_weights", "panel_report", "reference_codes"]
 
 _FLIP_CODE = np.array([1, 0, 2])  # A <-> B, TIE stays (class codes 0, 1, 2)
 N_EFF_EXPLAINED = (
@@ -268,3 +269,44 @@ async def panel_report(db: AsyncSession, session_id: int) -> dict[str, Any]:
             "policy": panel.get("cascade"),
         }
     return report
+
+
+async def learn_weights(
+    db: AsyncSession, session_id: int, model_ids: Sequence[int]
+) -> tuple[list[float], int]:
+    """Calibrated weights (``judging.panels.calibrated_weights``) from a finished panel
+    session of the same members in the same order, against the reference labels of its
+    pairs; and the labelled comparisons they rest on."""
+    source = await db.get(JudgeSession, session_id)
+    if source is None or not source.panel:
+        raise Invalid(f"calibration_session_id {session_id} is not a panel session")
+    theirs = [m.get("model_id") for m in source.panel.get("members", [])]
+    if theirs != list(model_ids):
+        raise Invalid(
+            f"session {session_id} had members {theirs}, not {list(model_ids)}: calibrate on "
+            "a run of the same panel"
+        )
+    comps = (
+        await db.execute(
+            select(Comparison.id, Comparison.thread_a_id, Comparison.thread_b_id)
+            .where(Comparison.session_id == session_id, Comparison.status == "completed")
+            .order_by(Comparison.queue_position)
+        )
+    ).all()
+    row_of = {c[0]: i for i, c in enumerate(comps)}
+    votes = np.full((len(comps), len(model_ids)), -1, dtype=np.int64)
+    index = {"A": 0, "B": 1, "TIE": 2}
+    rows = await db.execute(
+        select(ComparisonVote.comparison_id, ComparisonVote.member, ComparisonVote.winner).where(
+            ComparisonVote.session_id == session_id, ComparisonVote.status == "voted"
+        )
+    )
+    for cid, member, winner in rows.all():
+        i = row_of.get(cid)
+        if i is not None and winner is not None and member < len(model_ids):
+            votes[i, member] = index[winner]
+    pairs = [(c[1], c[2]) for c in comps]
+    ref = reference_codes(pairs, await canonical_references(db, pairs))
+    labelled = (votes >= 0) & (ref[:, None] >= 0)
+    weights = calibrated_weights(votes == ref[:, None], labelled)
+    return [float(w) for w in weights], int((ref >= 0).sum())

@@ -139,6 +139,7 @@ async def get_session(*, db: AsyncSession, session_id: int) -> SessionOut:
         counts=Counts(total=sum(counts.values()), **counts),
         input_tokens=s.input_tokens,
         output_tokens=s.output_tokens,
+        panel=s.panel,
     )
 
 

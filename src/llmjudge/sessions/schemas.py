@@ -20,6 +20,60 @@ ComparisonStatus = Literal["pending", "running", "completed", "failed", "cancell
 _CRITERION = re.compile(r"^[A-Za-z][A-Za-z0-9_\- ]{0,59}$")
 
 
+MAX_PANEL = 9
+
+
+class PanelMemberIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model_id: int
+    weight: float | None = Field(default=None, ge=0, le=1000, description="weighted only")
+
+
+class CascadeIn(BaseModel):
+    """When a cascade stops (``judging.panels.CascadePolicy``) and, for the estimate, the
+    share of comparisons expected to stop at each member (from a calibration)."""
+
+    model_config = ConfigDict(extra="forbid")
+    rule: Literal["confidence", "agreement", "swap"] = "confidence"
+    threshold: float = Field(default=0.8, ge=0, le=1)
+    expected_stop_share: list[float] | None = Field(
+        default=None,
+        description="per member, summing to 1; unset = the estimate assumes every member is asked",
+    )
+
+
+class PanelIn(BaseModel):
+    """Several judges per comparison (members in order: a cascade asks the first first, so
+    list the cheapest first) and how their votes become the comparison's verdict."""
+
+    model_config = ConfigDict(extra="forbid")
+    members: list[PanelMemberIn] = Field(min_length=2, max_length=MAX_PANEL)
+    rule: Literal["majority", "mean", "weighted", "calibrated", "cascade"] = "majority"
+    cascade: CascadeIn | None = None
+    calibration_session_id: int | None = Field(
+        default=None,
+        description="calibrated: learn the weights from this panel session's votes against "
+        "reference labels (same members in the same order)",
+    )
+
+    @model_validator(mode="after")
+    def check_rule(self) -> PanelIn:
+        if self.rule == "weighted" and any(m.weight is None for m in self.members):
+            raise ValueError("weighted needs a weight on every member")
+        if self.rule == "calibrated" and self.calibration_session_id is None:
+            raise ValueError("calibrated needs calibration_session_id (a labelled panel run)")
+        if self.rule == "cascade":
+            self.cascade = self.cascade or CascadeIn()
+            share = self.cascade.expected_stop_share
+            if share is not None and (
+                len(share) != len(self.members)
+                or any(x < 0 for x in share)
+                or abs(sum(share) - 1) > 1e-6
+            ):
+                raise ValueError("expected_stop_share: one share >= 0 per member, summing to 1")
+        return self
+
+
 class SessionIn(BaseModel):
     """A tournament: which pillars, how threads are paired, who judges, on what criteria."""
 
@@ -36,6 +90,9 @@ class SessionIn(BaseModel):
     calculate_elo: bool = True
     judge_model_id: int | None = Field(
         default=None, description="unset = the built-in simulated judge"
+    )
+    panel: PanelIn | None = Field(
+        default=None, description="several judges instead of judge_model_id alone"
     )
     baseline_pillar_id: int | None = None
     match_by_prompt_key: bool = False
@@ -142,6 +199,7 @@ class SessionOut(SessionSummary):
     counts: Counts = Field(description="from the comparison rows")
     input_tokens: int
     output_tokens: int
+    panel: dict[str, Any] | None = None
 
 
 class EstimateOut(BaseModel):
@@ -158,6 +216,10 @@ class EstimateOut(BaseModel):
     judge_model: JudgeModelOut
     warnings: list[str]
     recommended_repetitions: int | None
+    panel_members: int = Field(default=1, description="judge calls per comparison (at most)")
+    worst_case_cost_usd: float | None = Field(
+        default=None, description="a cascade: asking every member every time"
+    )
 
 
 class ComparisonOut(BaseModel):

@@ -12,6 +12,7 @@ import json
 import math
 import secrets
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import Text, cast, delete, func, select, update
@@ -20,12 +21,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from llmjudge.catalog.models import Pillar, Thread
 from llmjudge.errors import Conflict, Invalid, NotFound
 from llmjudge.events.hub import EventHub
+from llmjudge.judging.panels import expected_cascade_cost
 from llmjudge.judging.prompts import build_judge_messages, estimate_tokens
 from llmjudge.providers.models import LLMModel, Provider
 from llmjudge.providers.service import configured_latency_s
 from llmjudge.sessions.claims import notify_work
 from llmjudge.sessions.estimate import ModelCost, estimate_plan
 from llmjudge.sessions.models import Comparison, JudgeSession
+from llmjudge.sessions.panels import learn_weights
 from llmjudge.sessions.plans import (
     analyze_comparisons,
     build_plan,
@@ -46,9 +49,12 @@ from llmjudge.sessions.reads import (
     session_row,
 )
 from llmjudge.sessions.schemas import (
+    CascadeIn,
     EstimateOut,
     Mode,
     ModeCount,
+    PanelIn,
+    PanelMemberIn,
     RetryResult,
     SessionIn,
     SessionOut,
@@ -104,7 +110,25 @@ def _session_in(s: JudgeSession) -> SessionIn:
         criteria=list(s.criteria),
         prompt_template=s.prompt_template,
         seed=o.get("seed", 0),
+        panel=_panel_in(s.panel),
     )
+
+
+def _panel_in(panel: dict[str, Any] | None) -> PanelIn | None:
+    """The stored panel as it was asked for (an imported panel has no models: None)."""
+    if not panel or any(m.get("model_id") is None for m in panel.get("members", [])):
+        return None
+    return PanelIn(
+        members=[
+            PanelMemberIn(model_id=m["model_id"], weight=m.get("weight")) for m in panel["members"]
+        ],
+        rule="weighted" if panel["rule"] == "calibrated" else panel["rule"],
+        cascade=CascadeIn(**panel["cascade"]) if panel.get("cascade") else None,
+    )
+
+
+async def _panel_models(db: AsyncSession, panel: PanelIn) -> list[tuple[LLMModel, Provider]]:
+    return [await _judge_model(db, m.model_id) for m in panel.members]
 
 
 async def _judge_model(db: AsyncSession, model_id: int | None) -> tuple[LLMModel, Provider]:
@@ -133,7 +157,11 @@ def _latency(m: LLMModel, p: Provider) -> float:
 async def _estimate(
     db: AsyncSession, data: SessionIn, seed: int, planned: int | None = None
 ) -> EstimateOut:
-    m, p = await _judge_model(db, data.judge_model_id)
+    if data.panel is not None:
+        members = await _panel_models(db, data.panel)
+    else:
+        members = [await _judge_model(db, data.judge_model_id)]
+    m, p = members[0]
     options = plan_options(data, seed)
     threads = await plan_threads(db, data.pillar_ids)
     sizes = {pid: 0 for pid in data.pillar_ids}
@@ -146,37 +174,99 @@ async def _estimate(
             Thread.pillar_id.in_(data.pillar_ids)
         )
     )
-    cost = ModelCost(
-        input_per_million=m.input_price_per_million,
-        output_per_million=m.output_price_per_million,
-        latency_s=_latency(m, p),
-        tokens_in_per_call=_prompt_tokens(data) + 2 * math.ceil(float(avg_chars or 0) / 4),
-        tokens_out_per_call=_answer_tokens(data.criteria),
-    )
+    tokens_in = _prompt_tokens(data) + 2 * math.ceil(float(avg_chars or 0) / 4)
+    costs = [
+        ModelCost(
+            input_per_million=mm.input_price_per_million,
+            output_per_million=mm.output_price_per_million,
+            latency_s=_latency(mm, pp),
+            tokens_in_per_call=tokens_in,
+            tokens_out_per_call=_answer_tokens(data.criteria),
+        )
+        for mm, pp in members
+    ]
     names = dict((await db.execute(select(Pillar.id, Pillar.name))).all())
     try:
-        est = estimate_plan(
-            sizes,
-            options,
-            cost,
-            pillar_names=names,
-            chosen_workers=data.worker_count,
-            planned_comparisons=planned,
-        )
+        per_member = [
+            estimate_plan(
+                sizes,
+                options,
+                c,
+                pillar_names=names,
+                chosen_workers=data.worker_count,
+                planned_comparisons=planned,
+            )
+            for c in costs
+        ]
     except ValueError as exc:
         raise Invalid(str(exc)) from None
+    est = per_member[0]
+    if data.panel is None:
+        cost = costs[0]
+        return _estimate_out(data, est, cost.latency_s, model_out(m, p))
+    return _panel_estimate(data, per_member, costs, model_out(m, p))
+
+
+def _panel_estimate(
+    data: SessionIn, per_member: Sequence[Any], costs: Sequence[ModelCost], judge: Any
+) -> EstimateOut:
+    """Every member's calls: a panel pays each member on each comparison, its latency the
+    slowest member's (they are asked at once); a cascade pays member k only when it is
+    reached, so its expected spend weighs each member by its reach probability."""
+    assert data.panel is not None
+    est = per_member[0]
+    k = len(per_member)
+    worst = sum(e.cost_usd for e in per_member)
+    cascade = data.panel.cascade if data.panel.rule == "cascade" else None
+    warnings = list(est.warnings)
+    if cascade is not None:
+        share = cascade.expected_stop_share
+        if share is None:
+            share = [0.0] * (k - 1) + [1.0]
+            warnings.append(
+                "no expected stop shares for this cascade (calibrate it on labelled "
+                "comparisons): the estimate assumes every member is asked"
+            )
+        reach = [1.0 - sum(share[:i]) for i in range(k)]
+        cost = expected_cascade_cost([e.cost_usd for e in per_member], share)
+        tokens_in = sum(r * e.input_tokens for r, e in zip(reach, per_member, strict=True))
+        tokens_out = sum(r * e.output_tokens for r, e in zip(reach, per_member, strict=True))
+        latency = sum(r * c.latency_s for r, c in zip(reach, costs, strict=True))
+    else:
+        cost = worst
+        tokens_in = sum(e.input_tokens for e in per_member)
+        tokens_out = sum(e.output_tokens for e in per_member)
+        latency = max(c.latency_s for c in costs)
+    out = _estimate_out(data, est, latency, judge)
+    return out.model_copy(
+        update={
+            "input_tokens": int(round(tokens_in)),
+            "output_tokens": int(round(tokens_out)),
+            "cost_usd": cost,
+            "warnings": warnings,
+            "panel_members": k,
+            "worst_case_cost_usd": worst if cascade is not None else None,
+            "minutes_by_workers": {
+                w: minutes * latency / costs[0].latency_s if costs[0].latency_s else minutes
+                for w, minutes in out.minutes_by_workers.items()
+            },
+        }
+    )
+
+
+def _estimate_out(data: SessionIn, est: Any, latency_s: float, judge: Any) -> EstimateOut:
     return EstimateOut(
         total_threads=est.total_threads,
         base_comparisons=est.base_comparisons,
         total_comparisons=est.total_comparisons,
         worker_count=data.worker_count,
-        minutes=math.ceil(est.total_comparisons / data.worker_count) * cost.latency_s / 60,
+        minutes=math.ceil(est.total_comparisons / data.worker_count) * latency_s / 60,
         minutes_by_workers=est.minutes_by_workers,
-        latency_s=cost.latency_s,
+        latency_s=latency_s,
         input_tokens=est.input_tokens,
         output_tokens=est.output_tokens,
         cost_usd=est.cost_usd,
-        judge_model=model_out(m, p),
+        judge_model=judge,
         warnings=est.warnings,
         recommended_repetitions=est.recommended_repetitions,
     )
@@ -265,7 +355,13 @@ async def create_session(
 ) -> SessionOut:
     """Validate, build the plan, store the session and its comparisons in one transaction;
     start it at once with ``auto_start``."""
-    m, _ = await _judge_model(db, data.judge_model_id)
+    panel = None
+    if data.panel is not None:
+        members = await _panel_models(db, data.panel)
+        m = members[0][0]
+        panel = await _stored_panel(db, data.panel, members)
+    else:
+        m, _ = await _judge_model(db, data.judge_model_id)
     seed = data.seed if data.seed is not None else secrets.randbelow(2**31)
     threads = await plan_threads(db, data.pillar_ids)
     plan = build_plan(threads, plan_options(data, seed))
@@ -279,6 +375,7 @@ async def create_session(
         judge_model_id=m.id,
         criteria=list(data.criteria),
         prompt_template=data.prompt_template,
+        panel=panel,
         total=len(plan),
     )
     db.add(s)
@@ -291,6 +388,29 @@ async def create_session(
         await analyze_comparisons(db)
     _publish_status(hub, s.id, s.status)
     return await get_session(db=db, session_id=s.id)
+
+
+async def _stored_panel(
+    db: AsyncSession, panel: PanelIn, members: Sequence[tuple[LLMModel, Provider]]
+) -> dict[str, Any]:
+    weights: list[float | None] = [m.weight for m in panel.members]
+    learned_from = None
+    if panel.rule == "calibrated":
+        assert panel.calibration_session_id is not None
+        learned, learned_from = await learn_weights(
+            db, panel.calibration_session_id, [m.model_id for m in panel.members]
+        )
+        weights = list(learned)
+    return {
+        "rule": panel.rule,
+        "members": [
+            {"model_id": mm.id, "label": mm.name, "weight": w}
+            for (mm, _), w in zip(members, weights, strict=True)
+        ],
+        "cascade": panel.cascade.model_dump() if panel.cascade is not None else None,
+        "calibration_session_id": panel.calibration_session_id,
+        "weights_from_labels": learned_from,
+    }
 
 
 # -- control ------------------------------------------------------------------------------

@@ -369,11 +369,24 @@ def heatmap_chart(
     *,
     title: str,
     legend_label: str = "Win rate of row vs column",
+    value_range: tuple[float, float] = (0.0, 1.0),
+    value_format: str | None = None,
+    missing_label: str = "no games",
 ) -> Markup:
     """Pillar matrix: cell (r, c) is row r's win rate against column c, with "62%" and "n=13".
 
-    None (no games, or the diagonal) is drawn grey.
+    None (no games, or the diagonal) is drawn grey. Other matrices (Cohen's kappa between
+    judges, -1..1) give their ``value_range`` (the colour scale's ends, its middle the
+    neutral colour) and ``value_format`` (e.g. "{:.2f}"; unset: a percentage).
     """
+    lo_v, hi_v = value_range
+
+    def shown(v: float) -> str:
+        return f"{round(v * 100)}%" if value_format is None else value_format.format(v)
+
+    def scaled(v: float) -> float:
+        return (v - lo_v) / (hi_v - lo_v) if hi_v > lo_v else 0.5
+
     nr, nc = len(row_labels), len(col_labels)
     if nr == 0 or nc == 0:
         return _empty("heatmap", title, 640, 200)
@@ -415,9 +428,9 @@ def heatmap_chart(
             x, y = left + c * cell_w, top + r * cell_h
             n = counts[r][c] if counts is not None else None
             missing = v is None or math.isnan(v)
-            fill = MISSING_FILL if missing else diverging_color(v)
-            pct = "–" if missing else f"{round(v * 100)}%"
-            tip = f"{row_labels[r]} vs {col_labels[c]}: {'no games' if missing else pct}"
+            fill = MISSING_FILL if missing else diverging_color(scaled(v))  # type: ignore[arg-type]
+            pct = "–" if missing else shown(v)  # type: ignore[arg-type]
+            tip = f"{row_labels[r]} vs {col_labels[c]}: {missing_label if missing else pct}"
             tip += f" (n={n})" if n is not None else ""
             body.append(
                 f'<rect class="cell{" missing" if missing else ""}" x="{_n(x)}" y="{_n(y)}" '
@@ -455,11 +468,12 @@ def heatmap_chart(
         f'<rect x="12" y="{_n(ky + 8)}" width="150" height="10" fill="url(#{gid})" '
         f'stroke="{GRID}"/>'
     )
-    for frac, lab in ((0, "0%"), (0.5, "50%"), (1, "100%")):
+    for frac in (0, 0.5, 1):
+        lab = shown(lo_v + frac * (hi_v - lo_v))
         body.append(_text(12 + 150 * frac, ky + 32, lab, anchor="middle", size=10, fill=MUTED))
     body.append(
         f'<rect x="180" y="{_n(ky + 8)}" width="10" height="10" fill="{MISSING_FILL}"/>'
-        + _text(196, ky + 17, "no games", size=11, fill=MUTED)
+        + _text(196, ky + 17, missing_label, size=11, fill=MUTED)
         + "</g>"
     )
     desc = f"{legend_label}: {nr} rows by {nc} columns."

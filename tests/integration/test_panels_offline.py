@@ -184,6 +184,15 @@ async def test_majority_panel_report_reproduces_the_published_figures(
     neff = rep["n_eff"]
     assert neff["n"] == 200 and 1.0 <= neff["value"] <= 2.0 and neff["explanation"]
 
+    # The Results tab "Panel" says the same, with the kappa heatmap.
+    page = await client.get(f"/sessions/{sid}/results?tab=panel")
+    assert page.status_code == 200
+    assert "does not beat its best member" in page.text
+    assert 'id="tab-panel"' in page.text and "Cohen&#39;s kappa between members" in page.text
+    assert f"{rep['kappa'][0][1]:.2f}" in page.text
+    partial = await client.get(f"/sessions/{sid}/partials/results/panel")
+    assert partial.status_code == 200 and 'id="panel-members"' in partial.text
+
 
 async def test_calibrated_panel_weights_follow_the_log_odds(
     client: httpx.AsyncClient, llmbar: dict[str, Any]
@@ -223,3 +232,20 @@ async def test_panel_import_errors(client: httpx.AsyncClient, llmbar: dict[str, 
         data={"session_name": "x", "aggregation": "weighted", "weights": "1"},
     )
     assert r.status_code in (400, 422) and "weight" in r.text
+
+
+async def test_one_judge_is_not_a_panel(client: httpx.AsyncClient, llmbar: dict[str, Any]) -> None:
+    lines = [x for x in llmbar["lines"] if x["judge"] == "GPT-4"]
+    body = "\n".join(json.dumps(x) for x in lines).encode()
+    r = await client.post(
+        "/api/sessions/import", files={"file": ("j.jsonl", body)}, data={"session_name": "one"}
+    )
+    assert r.status_code == 201, r.text
+    out = r.json()
+    assert out["judges"] == [] and out["total"] == 200
+    sid = out["session_id"]
+    assert (await client.get(f"/api/sessions/{sid}")).json()["options"]["judge_label"] == "GPT-4"
+    r = await client.get(f"/api/sessions/{sid}/panel")
+    assert r.status_code in (400, 422) and "not a panel" in r.text
+    page = await client.get(f"/sessions/{sid}/results")
+    assert page.status_code == 200 and 'id="tab-panel"' not in page.text

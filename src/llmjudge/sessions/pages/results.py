@@ -21,7 +21,7 @@ from llmjudge.analysis.figures import AnalysisCache, get_cache
 from llmjudge.analysis.loading import get_analysis_session
 from llmjudge.analysis.schemas import AnalysisSession, ThreadLeaderboardOut
 from llmjudge.errors import Conflict, Invalid, NotFound
-from llmjudge.sessions import service
+from llmjudge.sessions import panels, service
 from llmjudge.sessions.pages.common import missing
 from llmjudge.sessions.pages.formatting import (
     SORT_FIRST_DESC,
@@ -42,6 +42,7 @@ TABS: tuple[tuple[str, str], ...] = (
     ("position", "Position bias"),
     ("performance", "Thread performance"),
     ("findings", "Findings"),
+    ("panel", "Panel"),
 )
 TAB_NAMES = tuple(name for name, _ in TABS)
 CHART_TOP = 20  # threads in the leaderboard chart
@@ -55,6 +56,11 @@ Maker = async_sessionmaker[AsyncSession]
 
 def _tab_of(tab: str) -> str:
     return tab if tab in TAB_NAMES else "overview"
+
+
+def _tabs(s: Any) -> tuple[tuple[str, str], ...]:
+    """The Panel tab only for a session judged by a panel."""
+    return TABS if getattr(s, "panel", None) else tuple(t for t in TABS if t[0] != "panel")
 
 
 @router.get("/sessions/{session_id}/results", response_class=HTMLResponse)
@@ -72,7 +78,7 @@ async def results_page(
         body = await _tab_context(request, db, session_id, tab, sort, dir)
     except NotFound as exc:
         return missing(request, str(exc))
-    return render(request, "sessions/results.html", tabs=TABS, tab=tab, **body)
+    return render(request, "sessions/results.html", tabs=_tabs(body["s"]), tab=tab, **body)
 
 
 @router.get("/sessions/{session_id}/partials/results/{tab}", response_class=HTMLResponse)
@@ -87,7 +93,7 @@ async def results_tab(
     """One results tab; the tab bar comes along out of band to mark the active tab."""
     tab = _tab_of(tab)
     body = await _tab_context(request, db, session_id, tab, sort, dir)
-    return render(request, "sessions/_tab.html", tabs=TABS, tab=tab, oob=True, **body)
+    return render(request, "sessions/_tab.html", tabs=_tabs(body["s"]), tab=tab, oob=True, **body)
 
 
 async def _tab_context(
@@ -267,6 +273,23 @@ async def _findings(*, cache: Cache, maker: Maker, session: AnalysisSession) -> 
     return {"found": found}
 
 
+async def _panel(*, cache: Cache, maker: Maker, session: AnalysisSession) -> dict[str, Any]:
+    async with maker() as db:
+        report = await panels.panel_report(db, session.id)
+    labels = [m["label"] for m in report["members"]]
+    chart = charts.heatmap_chart(
+        labels,
+        labels,
+        report["kappa"],
+        title="Cohen's kappa between members",
+        legend_label="Cohen's kappa (1: always agree, 0: as chance, below 0: worse than chance)",
+        value_range=(-1.0, 1.0),
+        value_format="{:.2f}",
+        missing_label="undefined",
+    )
+    return {"panel": report, "kappa_chart": chart}
+
+
 _TAB_BUILDERS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "overview": _overview,
     "leaderboard": _leaderboard_tab,
@@ -275,4 +298,5 @@ _TAB_BUILDERS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "position": _position,
     "performance": _performance,
     "findings": _findings,
+    "panel": _panel,
 }

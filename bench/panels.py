@@ -13,7 +13,7 @@ swap), run one after the other:
 - ``cascade-3``: three in order, stop when the member's confidence >= 0.8.
 
 Per session: wall time, comparisons/s, judge calls per comparison, calls in flight (peak,
-and time-averaged from 5 ms samples), CPU milliseconds per comparison of this Python process
+and time-averaged while any is in flight), CPU milliseconds per comparison of this Python process
 (engine + app) and of the PostgreSQL server processes.
 """
 
@@ -47,28 +47,38 @@ class InFlight:
         self.now = 0
         self.peak = 0
         self.calls = 0
-        self.samples: list[int] = []
+        # Time-weighted: the integral of calls in flight over the time any was in flight.
+        self.area = 0.0
+        self.busy = 0.0
+        self._t = time.perf_counter()
         inner = llm.chat
 
         async def chat(**kw: Any) -> Any:
-            self.now += 1
+            self._tick(+1)
             self.calls += 1
             self.peak = max(self.peak, self.now)
             try:
                 return await inner(**kw)
             finally:
-                self.now -= 1
+                self._tick(-1)
 
         llm.chat = chat
 
+    def _tick(self, delta: int) -> None:
+        t = time.perf_counter()
+        if self.now > 0:
+            self.area += self.now * (t - self._t)
+            self.busy += t - self._t
+        self._t = t
+        self.now += delta
+
     def reset(self) -> None:
         self.peak = self.calls = 0
-        self.samples = []
+        self.area = self.busy = 0.0
 
-    async def sample(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            self.samples.append(self.now)
-            await asyncio.sleep(0.005)
+    @property
+    def mean(self) -> float:
+        return self.area / self.busy if self.busy else 0.0
 
 
 def _pg_cpu(pg_pids: list[psutil.Process]) -> float:
@@ -157,7 +167,6 @@ async def bench(app: Any, client: httpx.AsyncClient, args: argparse.Namespace) -
         r.raise_for_status()
         models.append(r.json()["id"])
     flight = InFlight(app.state.llm)
-    pg_procs = _postgres_processes()
     me = psutil.Process()
     base = {
         "pillar_ids": pillars,
@@ -187,10 +196,8 @@ async def bench(app: Any, client: httpx.AsyncClient, args: argparse.Namespace) -
     for name, extra in [("warm-up", {"judge_model_id": models[0]}), *configs]:
         flight.reset()
         cpu0 = sum(me.cpu_times()[:2])
-        pg0 = _pg_cpu(pg_procs)
+        pg0 = _pg_cpu()
         t0 = time.perf_counter()
-        stop = asyncio.Event()
-        sampler = asyncio.create_task(flight.sample(stop))
         r = await client.post("/api/sessions", json=base | extra | {"session_name": name})
         r.raise_for_status()
         sid = r.json()["id"]
@@ -200,14 +207,11 @@ async def bench(app: Any, client: httpx.AsyncClient, args: argparse.Namespace) -
                 break
             await asyncio.sleep(0.05)
         wall = time.perf_counter() - t0
-        stop.set()
-        await sampler
         cpu = sum(me.cpu_times()[:2]) - cpu0
-        pg_cpu = _pg_cpu(pg_procs) - pg0
+        pg_cpu = _pg_delta(pg0, _pg_cpu())
         n = s["completed"] + s["failed"]
         if name == "warm-up":
             continue
-        busy = [x for x in flight.samples if x > 0] or [0]
         results.append(
             {
                 "session": name,
@@ -217,7 +221,7 @@ async def bench(app: Any, client: httpx.AsyncClient, args: argparse.Namespace) -
                 "per_s": n / wall,
                 "calls_per_comparison": flight.calls / n,
                 "peak_in_flight": flight.peak,
-                "mean_in_flight": sum(busy) / len(busy),
+                "mean_in_flight": flight.mean,
                 "cpu_ms_per_comparison": 1000 * cpu / n,
                 "pg_cpu_ms_per_comparison": 1000 * pg_cpu / n,
                 "cost_usd": s["cost_usd"],

@@ -184,6 +184,10 @@ async def test_majority_panel_report_reproduces_the_published_figures(
     neff = rep["n_eff"]
     assert neff["n"] == 200 and 1.0 <= neff["value"] <= 2.0 and neff["explanation"]
 
+    # LLMBar's answers carry no confidence: no cascade can be calibrated on them.
+    cal = rep["cascade_calibration"]
+    assert cal["available"] is False and cal["n"] == 0 and "confidence" in cal["reason"]
+
     # The Results tab "Panel" says the same, with the kappa heatmap.
     page = await client.get(f"/sessions/{sid}/results?tab=panel")
     assert page.status_code == 200

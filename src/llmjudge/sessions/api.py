@@ -196,13 +196,20 @@ async def delete_session(session_id: int, db: DbSession, hub: Hub) -> None:
 
 
 @router.get("/{session_id}/panel")
-async def panel_report(session_id: int, db: DbSession) -> dict[str, Any]:
+async def panel_report(
+    session_id: int,
+    db: DbSession,
+    target: Annotated[
+        float | None,
+        Query(ge=0, le=1, description="a cascade's target agreement (unset: best member's)"),
+    ] = None,
+) -> dict[str, Any]:
     """A panel session's report: per member agreement with the panel, Cohen's kappa between
     members, accuracy against reference labels (Wilson 95 % intervals), position
     consistency, cost and latency; the panel against its best and its cheapest member on
     the same comparisons; the effective number of independent votes; for a cascade, the
     share stopped at each member and the saving against asking everyone."""
-    return await panels.panel_report(db, session_id)
+    return await panels.panel_report(db, session_id, target=target)
 
 
 @router.get("/{session_id}/comparisons", response_model=ComparisonPage)

@@ -8,6 +8,7 @@ Position consistency maps swapped comparisons back to their pair's order.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -20,6 +21,7 @@ from llmjudge.analysis.agreement import Estimate, select_references, wilson
 from llmjudge.analysis.agreement import ReferenceLabel as RefLabel
 from llmjudge.errors import Invalid, NotFound
 from llmjudge.judging.panels import (
+    calibrate_cascade,
     calibrated_weights,
     kappa_matrix,
     n_eff,
@@ -108,8 +110,13 @@ def _pair_order(winners: np.ndarray, is_swap: np.ndarray) -> np.ndarray:
     return out
 
 
-async def panel_report(db: AsyncSession, session_id: int) -> dict[str, Any]:
-    """Every figure of the panel report; see ``judging.panels`` for each definition."""
+async def panel_report(
+    db: AsyncSession, session_id: int, *, target: float | None = None
+) -> dict[str, Any]:
+    """Every figure of the panel report; see ``judging.panels`` for each definition.
+    ``target``: the agreement with the reference a cascade of these members should reach;
+    its confidence threshold is calibrated on the labelled comparisons every member voted
+    on (unset: the best member's accuracy)."""
     session = await db.get(JudgeSession, session_id)
     if session is None:
         raise NotFound(f"no session with id {session_id}")
@@ -151,10 +158,12 @@ async def panel_report(db: AsyncSession, session_id: int) -> dict[str, Any]:
             ComparisonVote.winner,
             ComparisonVote.cost_usd,
             ComparisonVote.latency_s,
+            ComparisonVote.confidence,
         ).where(ComparisonVote.session_id == session_id)
     )
     index = {"A": 0, "B": 1, "TIE": 2}
-    for cid, member, status, winner, c, lat in vote_rows.all():
+    confidence = np.full((n, m), np.nan)
+    for cid, member, status, winner, c, lat, conf in vote_rows.all():
         i = row_of.get(cid)
         if i is None or member >= m:
             continue
@@ -166,6 +175,8 @@ async def panel_report(db: AsyncSession, session_id: int) -> dict[str, Any]:
             votes[i, member] = index[winner]
             answered[i, member] = True
         cost[i, member] = c or 0.0
+        if conf is not None:
+            confidence[i, member] = conf
         latency[i, member] = np.nan if lat is None else lat
     pairs = [(c[1], c[2]) for c in comps]
     ref = reference_codes(pairs, await canonical_references(db, pairs))
@@ -252,6 +263,9 @@ async def panel_report(db: AsyncSession, session_id: int) -> dict[str, Any]:
         "n_eff": {**asdict(neff), "explanation": N_EFF_EXPLAINED},
         "cascade": None,
     }
+    report["cascade_calibration"] = _calibration(
+        votes, confidence, ref, answered, cost, calls, target, best
+    )
     if panel.get("rule") == "cascade" and n:
         asked = np.fromiter((c[7] or m for c in comps), dtype=np.int64, count=n)
         share = np.bincount(np.clip(asked - 1, 0, max(m - 1, 0)), minlength=m) / n
@@ -269,6 +283,52 @@ async def panel_report(db: AsyncSession, session_id: int) -> dict[str, Any]:
             "policy": panel.get("cascade"),
         }
     return report
+
+
+MIN_CALIBRATION = 30  # labelled comparisons every member voted on, to calibrate a cascade
+
+
+def _calibration(
+    votes: np.ndarray,
+    confidence: np.ndarray,
+    ref: np.ndarray,
+    answered: np.ndarray,
+    cost: np.ndarray,
+    calls: np.ndarray,
+    target: float | None,
+    best: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The cascade these members would make (in their order), its confidence threshold
+    calibrated to reach ``target`` on the labelled comparisons where everyone voted with a
+    confidence; refused below ``MIN_CALIBRATION`` of them."""
+    use = answered.all(axis=1) & (ref >= 0) & np.isfinite(confidence).all(axis=1)
+    n = int(use.sum())
+    if target is None:
+        target = best["accuracy"]["value"] if best is not None else None
+    if n < MIN_CALIBRATION or target is None or votes.shape[1] < 2:
+        return {
+            "n": n,
+            "target": target,
+            "available": False,
+            "reason": f"needs {MIN_CALIBRATION} labelled comparisons answered by every member "
+            f"with a confidence ({n} here)",
+        }
+    per_call = np.where(calls > 0, cost.sum(axis=0) / np.maximum(calls, 1), 0.0)
+    cal = calibrate_cascade(
+        votes[use], confidence[use], ref[use], target=float(target), member_cost=per_call
+    )
+    return {
+        "available": True,
+        "n": cal.n,
+        "target": cal.target,
+        "target_met": cal.target_met,
+        "threshold": cal.threshold if math.isfinite(cal.threshold) else None,
+        "agreement": _estimate(cal.agreement),
+        "escalated": _estimate(cal.escalated),
+        "stop_share": list(cal.stop_share),
+        "expected_cost_usd": cal.expected_cost,
+        "everyone_cost_usd": cal.all_cost,
+    }
 
 
 async def learn_weights(

@@ -81,21 +81,22 @@ class InFlight:
         return self.area / self.busy if self.busy else 0.0
 
 
-def _pg_cpu(pg_pids: list[psutil.Process]) -> float:
-    total = 0.0
-    for p in pg_pids:
-        try:
-            t = p.cpu_times()
-            total += t.user + t.system
-        except psutil.NoSuchProcess:
-            continue
-    return total
+def _pg_cpu() -> dict[int, float]:
+    """CPU seconds of every PostgreSQL process now, by pid (backends come and go: a delta
+    is taken per pid, a new one counting from zero)."""
+    out = {}
+    for p in psutil.process_iter(["name"]):
+        if (p.info["name"] or "").startswith("postgres"):
+            try:
+                t = p.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            out[p.pid] = t.user + t.system
+    return out
 
 
-def _postgres_processes() -> list[psutil.Process]:
-    return [
-        p for p in psutil.process_iter(["name"]) if (p.info["name"] or "").startswith("postgres")
-    ]
+def _pg_delta(before: dict[int, float], after: dict[int, float]) -> float:
+    return sum(max(0.0, v - before.get(pid, 0.0)) for pid, v in after.items())
 
 
 async def run(args: argparse.Namespace) -> None:

@@ -17,6 +17,7 @@
     "comparison_complete",
     "comparison_retry",
     "workers_status",
+    "panel_vote",
   ];
   const waiting = new Map(); // element id -> { pending: bool }
 
@@ -258,6 +259,7 @@
       const v = lane.verdict;
       box.replaceChildren();
       lane.node.classList.remove("won-a", "won-b", "tie");
+      renderVotes(lane, box);
       if (!v) return;
       if (v.error && v.status !== "completed") {
         box.appendChild(el("p", "lane-error", v.error));
@@ -290,6 +292,26 @@
       box.appendChild(table);
     }
 
+    // A panel: every member's answer, as each arrives (panel_vote) and at the end.
+    function renderVotes(lane, box) {
+      const votes = (lane.votes || []).filter(Boolean);
+      if (!votes.length) return;
+      const list = el("ul", "lane-votes");
+      votes.forEach(function (v) {
+        let text = (v.judge || "member " + (v.member + 1)) + ": ";
+        if (v.status === "voted") {
+          text += v.winner === "TIE" ? "tie" : v.winner;
+          if (typeof v.confidence === "number") text += " (" + Math.round(v.confidence * 100) + "%)";
+        } else {
+          text += v.status;
+        }
+        const item = el("li", "vote-" + v.status, text);
+        if (v.error) item.title = v.error;
+        list.appendChild(item);
+      });
+      box.appendChild(list);
+    }
+
     function render(lane) {
       const p = lane.parts;
       setText(p.state, lane.state);
@@ -303,9 +325,10 @@
         p.stream,
         focused || text.length <= LANE_TEXT ? text : "…" + text.slice(text.length - LANE_TEXT),
       );
-      if (lane.shownVerdict !== lane.verdict) {
+      if (lane.shownVerdict !== lane.verdict || lane.shownVotes !== lane.votesVersion) {
         renderVerdict(lane);
         lane.shownVerdict = lane.verdict;
+        lane.shownVotes = lane.votesVersion;
       }
     }
 
@@ -315,6 +338,8 @@
       lane.cid = cid;
       lane.stale = lane.text !== "";
       lane.verdict = null;
+      lane.votes = [];
+      lane.votesVersion = (lane.votesVersion || 0) + 1;
       lane.state = "judging";
     }
 
@@ -344,8 +369,18 @@
           const lane = byWorker.get(d.worker_id);
           if (!lane || lane.cid !== d.comparison_id) return;
           lane.verdict = d;
+          if (d.votes) {
+            lane.votes = d.votes;
+            lane.votesVersion = (lane.votesVersion || 0) + 1;
+          }
           lane.state =
             type === "comparison_retry" ? "retrying" : d.status === "failed" ? "failed" : "done";
+          mark(lane);
+        } else if (type === "panel_vote") {
+          const lane = byWorker.get(d.worker_id);
+          if (!lane || lane.cid !== d.comparison_id) return;
+          lane.votes[d.member] = d;
+          lane.votesVersion = (lane.votesVersion || 0) + 1;
           mark(lane);
         } else if (type === "workers_status") {
           (d.workers || []).forEach(function (w) {

@@ -197,6 +197,7 @@ async def judge_panel(
                 "panel_vote",
                 {
                     "comparison_id": item.id,
+                    "worker_id": item.worker_id,
                     "member": v.member,
                     "judge": v.judge,
                     "status": v.status,

@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 import psutil
+from sqlalchemy import text
 
 from llmjudge.app import create_app
 from llmjudge.config import Settings
@@ -97,6 +98,29 @@ def _pg_cpu() -> dict[int, float]:
 
 def _pg_delta(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(max(0.0, v - before.get(pid, 0.0)) for pid, v in after.items())
+
+
+async def _wait_ended(app: Any, sid: int) -> None:
+    """Poll the session's status with one cheap query every 0.1 s (not through the API,
+    whose requests would add CPU proportional to the wall time)."""
+    async with app.state.engine.connect() as conn:
+        while True:
+            status = await conn.scalar(
+                text("SELECT status FROM judge_sessions WHERE id = :id"), {"id": sid}
+            )
+            await conn.rollback()
+            if status in ("completed", "failed", "cancelled"):
+                return
+            await asyncio.sleep(0.1)
+
+
+async def _idle_cpu_per_s(seconds: float = 3.0) -> float:
+    """CPU seconds per second this process spends with no session running (the pool's
+    polling, heartbeats): subtracted per second of wall time from each measurement."""
+    me = psutil.Process()
+    c0, t0 = sum(me.cpu_times()[:2]), time.perf_counter()
+    await asyncio.sleep(seconds)
+    return (sum(me.cpu_times()[:2]) - c0) / (time.perf_counter() - t0)
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -193,6 +217,8 @@ async def bench(app: Any, client: httpx.AsyncClient, args: argparse.Namespace) -
             },
         ),
     ]
+    idle = await _idle_cpu_per_s()
+    print(f"idle engine CPU: {1000 * idle:.2f} ms per second (subtracted)")
     results = []
     for name, extra in [("warm-up", {"judge_model_id": models[0]}), *configs]:
         flight.reset()
@@ -202,13 +228,10 @@ async def bench(app: Any, client: httpx.AsyncClient, args: argparse.Namespace) -
         r = await client.post("/api/sessions", json=base | extra | {"session_name": name})
         r.raise_for_status()
         sid = r.json()["id"]
-        while True:
-            s = (await client.get(f"/api/sessions/{sid}")).json()
-            if s["status"] in ("completed", "failed", "cancelled"):
-                break
-            await asyncio.sleep(0.05)
+        await _wait_ended(app, sid)
         wall = time.perf_counter() - t0
-        cpu = sum(me.cpu_times()[:2]) - cpu0
+        cpu = max(0.0, sum(me.cpu_times()[:2]) - cpu0 - idle * wall)
+        s = (await client.get(f"/api/sessions/{sid}")).json()
         pg_cpu = _pg_delta(pg0, _pg_cpu())
         n = s["completed"] + s["failed"]
         if name == "warm-up":

@@ -186,6 +186,11 @@ async def test_three_member_panel_with_a_failing_member(
     assert session.cost_usd == pytest.approx(sum(v.cost_usd for v in votes))
     assert session.input_tokens == sum(v.input_tokens for v in votes)
 
+    detail = (await client.get(f"/api/sessions/{sid}/comparisons/{comps[0].id}")).json()
+    assert (detail["votes_cast"], detail["votes_asked"]) == (2, 3)
+    assert [v["status"] for v in detail["votes"]] == ["voted", "voted", "missing"]
+    assert [v["judge"] for v in detail["votes"]] == ["fast-1", "slow-1", "broken-1"]
+
     rep = (await client.get(f"/api/sessions/{sid}/panel")).json()
     assert [m["voted"] for m in rep["members"]] == [n, n, 0]
     assert [m["missing"] for m in rep["members"]] == [0, 0, n]

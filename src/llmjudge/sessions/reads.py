@@ -15,7 +15,7 @@ from sqlalchemy.orm import aliased
 from llmjudge.catalog.models import Pillar, Thread
 from llmjudge.errors import NotFound
 from llmjudge.providers.models import LLMModel, Provider
-from llmjudge.sessions.models import Comparison, JudgeSession
+from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
 from llmjudge.sessions.schemas import (
     ComparisonDetail,
     ComparisonOut,
@@ -27,6 +27,7 @@ from llmjudge.sessions.schemas import (
     ThreadComparison,
     ThreadComparisons,
     ThreadLabelOut,
+    VoteOut,
 )
 
 __all__ = [
@@ -202,7 +203,21 @@ async def get_comparison(
     ).first()
     if row is None:
         raise NotFound(f"comparison {comparison_id} of session {session_id} not found")
-    return ComparisonDetail(**_comparison_fields(row))
+    votes = (
+        (
+            await db.execute(
+                select(ComparisonVote)
+                .where(ComparisonVote.comparison_id == comparison_id)
+                .order_by(ComparisonVote.member)
+            )
+        )
+        .scalars()
+        .all()
+    )
+    return ComparisonDetail(
+        **_comparison_fields(row),
+        votes=[VoteOut.model_validate(v) for v in votes],
+    )
 
 
 # -- one thread's comparisons -------------------------------------------------------------

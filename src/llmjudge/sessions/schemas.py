@@ -258,9 +258,34 @@ class ComparisonOut(BaseModel):
     cache_hit: bool
 
 
+class VoteOut(BaseModel):
+    """One panel member's answer to a comparison."""
+
+    model_config = ConfigDict(from_attributes=True)
+    member: int
+    model_id: int | None
+    judge: str
+    status: str
+    winner: str | None
+    confidence: float | None
+    scores_a: dict[str, float] | None
+    scores_b: dict[str, float] | None
+    reasoning: str | None
+    raw_response: str | None
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    latency_s: float | None
+    cache_hit: bool
+    error: str | None
+
+
 class ComparisonDetail(ComparisonOut):
     raw_response: str | None
     lease_expires_at: datetime | None
+    votes_cast: int | None = None
+    votes_asked: int | None = None
+    votes: list[VoteOut] = Field(default_factory=list, description="a panel's members")
 
 
 class ComparisonPage(BaseModel):

@@ -197,6 +197,32 @@ async def test_three_member_panel_with_a_failing_member(
     assert rep["panel"]["voted"] == {"2": n}
     assert rep["members"][1]["mean_latency_s"] > rep["members"][0]["mean_latency_s"]
 
+    # A calibrated panel learns its weights from this run; with no reference labels for
+    # these pairs it falls back to equal weights (fails closed to the plain vote).
+    members = [{"model_id": m} for m in (fast_id, slow_id, broken_id)]
+    base = {k: v for k, v in body.items() if k != "panel"}
+    r = await client.post(
+        "/api/sessions",
+        json=base
+        | {"panel": {"members": members, "rule": "calibrated", "calibration_session_id": sid}},
+    )
+    assert r.status_code == 201, r.text
+    stored = r.json()["panel"]
+    assert [m["weight"] for m in stored["members"]] == [1.0, 1.0, 1.0]
+    assert stored["weights_from_labels"] == 0
+    r = await client.post(
+        "/api/sessions",
+        json=base
+        | {
+            "panel": {
+                "members": members[::-1],
+                "rule": "calibrated",
+                "calibration_session_id": sid,
+            }
+        },
+    )
+    assert r.status_code in (400, 422) and "same panel" in r.text
+
 
 async def test_cascade_asks_the_next_member_only_when_unsure(
     client: httpx.AsyncClient, app: Any, pillars: list[int]

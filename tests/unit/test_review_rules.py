@@ -224,3 +224,13 @@ def test_everyone_working_finishes_every_pair(n_pairs: int, n_reviewers: int, ne
                 counts[i] += 1
                 progress = True
     assert (counts == min(needed, n_reviewers)).all()
+
+
+@given(pair_lists, st.integers(0, 2**40), st.integers(0, 70))
+def test_pool_order_indexes_the_pool(pairs: list[tuple[int, int]], seed: int, k: int) -> None:
+    lo, hi = _arrays(pairs)
+    keep = (lo + hi) % 2 == 0
+    idx = rules.pool_order(lo, hi, seed=seed, sample_size=k, keep=keep)
+    got_lo, got_hi = rules.build_pool(lo, hi, seed=seed, sample_size=k, keep=keep)
+    assert lo[idx].tolist() == got_lo.tolist() and hi[idx].tolist() == got_hi.tolist()
+    assert keep[idx].all() and len(set(idx.tolist())) == len(idx) == min(k, int(keep.sum()))

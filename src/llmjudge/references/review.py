@@ -12,10 +12,11 @@ reviewers asking at the same moment are served one after the other.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sqlalchemy import and_, case, func, literal, select
+from sqlalchemy import func, literal, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -86,76 +87,69 @@ def settings_of(s: JudgeSession) -> ReviewSettings:
     )
 
 
-async def _session_pairs(db: AsyncSession, session_id: int) -> dict[str, np.ndarray]:
-    """Every pair the session compares whose threads still exist, with the judge's completed
-    verdicts counted in the pair's canonical order."""
-    c = Comparison
-    lo = func.least(c.thread_a_id, c.thread_b_id)
-    hi = func.greatest(c.thread_a_id, c.thread_b_id)
-    done = c.status == "completed"
-    # A verdict for the pair as compared, mapped to the canonical order.
-    lo_won = and_(done, ((c.winner == "A") & (c.thread_a_id < c.thread_b_id)))
-    lo_won_swapped = and_(done, ((c.winner == "B") & (c.thread_a_id > c.thread_b_id)))
-    hi_won = and_(done, ((c.winner == "B") & (c.thread_a_id < c.thread_b_id)))
-    hi_won_swapped = and_(done, ((c.winner == "A") & (c.thread_a_id > c.thread_b_id)))
-    one = literal(1)
-    ta, tb = Thread.__table__.alias("ta"), Thread.__table__.alias("tb")
-    stmt = (
-        select(
-            lo.label("lo"),
-            hi.label("hi"),
-            func.count(case((lo_won | lo_won_swapped, one))),
-            func.count(case((hi_won | hi_won_swapped, one))),
-            func.count(case((and_(done, c.winner == "TIE"), one))),
-        )
-        .join(ta, ta.c.id == lo)
-        .join(tb, tb.c.id == hi)
-        .where(c.session_id == session_id, c.thread_a_id != c.thread_b_id)
-        .group_by(lo, hi)
+# One statement, one row of arrays: a session may compare 100,000 pairs, and row-by-row
+# results cost far more than the query (bench/review_queue.py).
+_QUEUE_SQL = text(
+    """
+    WITH g AS (
+        SELECT least(thread_a_id, thread_b_id) AS lo, greatest(thread_a_id, thread_b_id) AS hi,
+               -- the judge's completed verdicts, mapped to the pair's canonical order
+               count(*) FILTER (WHERE status = 'completed' AND (
+                   (winner = 'A' AND thread_a_id < thread_b_id)
+                   OR (winner = 'B' AND thread_a_id > thread_b_id))) AS lo_wins,
+               count(*) FILTER (WHERE status = 'completed' AND (
+                   (winner = 'B' AND thread_a_id < thread_b_id)
+                   OR (winner = 'A' AND thread_a_id > thread_b_id))) AS hi_wins,
+               count(*) FILTER (WHERE status = 'completed' AND winner = 'TIE') AS ties
+        FROM comparisons
+        WHERE session_id = :sid AND thread_a_id <> thread_b_id
+        GROUP BY 1, 2
+    ),
+    -- human labels from any session or import: they belong to the pair
+    l AS (
+        SELECT r.thread_a_id AS lo, r.thread_b_id AS hi, count(*) AS n,
+               bool_or(r.annotator = :me) AS mine
+        FROM reference_labels r JOIN g ON r.thread_a_id = g.lo AND r.thread_b_id = g.hi
+        WHERE r.source = 'human'
+        GROUP BY 1, 2
     )
-    rows = (await db.execute(stmt)).all()
-    arr = np.array(rows, dtype=np.int64).reshape(-1, 5)
-    names = ("lo", "hi", "lo_wins", "hi_wins", "ties")
-    return {name: arr[:, i] for i, name in enumerate(names)}
+    SELECT coalesce(array_agg(g.lo), '{}'), coalesce(array_agg(g.hi), '{}'),
+           coalesce(array_agg(g.lo_wins), '{}'), coalesce(array_agg(g.hi_wins), '{}'),
+           coalesce(array_agg(g.ties), '{}'), coalesce(array_agg(coalesce(l.n, 0)), '{}'),
+           coalesce(array_agg(coalesce(l.mine, false)), '{}')
+    FROM g
+    -- pairs whose threads were deleted since cannot be labelled
+    JOIN threads ta ON ta.id = g.lo
+    JOIN threads tb ON tb.id = g.hi
+    LEFT JOIN l ON l.lo = g.lo AND l.hi = g.hi
+    """
+)
+_COLUMNS = ("lo", "hi", "lo_wins", "hi_wins", "ties", "labels")
 
 
 class _Queue:
     """The queue as the pure rules see it, for one reviewer at one moment."""
 
-    def __init__(
-        self,
-        s: JudgeSession,
-        pairs: dict[str, np.ndarray],
-        labels: list[tuple[int, int, str]],
-        reviewer: str,
-        now: float,
-    ) -> None:
+    def __init__(self, s: JudgeSession, row: Sequence[Any], reviewer: str, now: float) -> None:
         self.settings = settings_of(s)
+        cols = {name: np.asarray(v, dtype=np.int64) for name, v in zip(_COLUMNS, row, strict=False)}
         keep = (
-            rules.is_inconsistent(pairs["lo_wins"], pairs["hi_wins"], pairs["ties"])
+            rules.is_inconsistent(cols["lo_wins"], cols["hi_wins"], cols["ties"])
             if self.settings.inconsistent_only
             else None
         )
-        self.pairs_in_session = len(pairs["lo"])
-        self.lo, self.hi = rules.build_pool(
-            pairs["lo"],
-            pairs["hi"],
+        self.pairs_in_session = len(cols["lo"])
+        idx = rules.pool_order(
+            cols["lo"],
+            cols["hi"],
             seed=self.settings.seed,
             sample_size=self.settings.sample_size,
             keep=keep,
         )
+        self.lo, self.hi = cols["lo"][idx], cols["hi"][idx]
         self.keys = rules.pair_keys(self.lo, self.hi)
-        self.index = {int(k): i for i, k in enumerate(self.keys)}
-        all_keys = rules.pair_keys(
-            np.array([a for a, _, _ in labels], dtype=np.int64),
-            np.array([b for _, b, _ in labels], dtype=np.int64),
-        )
-        self.labels = rules.count_per_pair(self.keys, all_keys)
-        mine_keys = np.array(
-            [k for k, (_, _, who) in zip(all_keys, labels, strict=True) if who == reviewer],
-            dtype=np.int64,
-        )
-        self.mine = rules.count_per_pair(self.keys, mine_keys) > 0
+        self.labels = cols["labels"][idx]
+        self.mine = np.asarray(row[6], dtype=bool)[idx]
         self.me = rules.reviewer_key(reviewer)
         self.claims: dict[str, Any] = dict((s.options or {}).get(CLAIMS_KEY) or {})
         others = [
@@ -165,12 +159,16 @@ class _Queue:
         ]
         self.others = rules.count_per_pair(self.keys, np.array(others, dtype=np.int64))
         own = self.claims.get(self.me)
-        self.cursor_pair: tuple[int, int] | None = tuple(own["pair"]) if own else None  # type: ignore[assignment]
+        self.cursor_pair: tuple[int, int] | None = (
+            (int(own["pair"][0]), int(own["pair"][1])) if own else None
+        )
 
     def position(self, pair: tuple[int, int] | None) -> int | None:
         if pair is None:
             return None
-        return self.index.get(int(rules.pair_keys(np.int64(pair[0]), np.int64(pair[1]))))
+        key = rules.pair_keys(np.int64(pair[0]), np.int64(pair[1]))
+        found = np.flatnonzero(self.keys == key)
+        return int(found[0]) if len(found) else None
 
     def choose(self, *, cursor: tuple[int, int] | None, stay: bool) -> tuple[int, int] | None:
         i = rules.choose_next(
@@ -193,31 +191,9 @@ class _Queue:
         )
 
 
-async def _labels_on_session_pairs(db: AsyncSession, session_id: int) -> list[tuple[int, int, str]]:
-    """Human labels (from any session or import) on the pairs this session compares."""
-    c = Comparison
-    pairs = (
-        select(
-            func.least(c.thread_a_id, c.thread_b_id).label("lo"),
-            func.greatest(c.thread_a_id, c.thread_b_id).label("hi"),
-        )
-        .where(c.session_id == session_id)
-        .distinct()
-        .subquery()
-    )
-    r = ReferenceLabel
-    stmt = (
-        select(r.thread_a_id, r.thread_b_id, r.annotator)
-        .join(pairs, and_(r.thread_a_id == pairs.c.lo, r.thread_b_id == pairs.c.hi))
-        .where(r.source == "human")
-    )
-    return [(a, b, who) for a, b, who in (await db.execute(stmt)).all()]
-
-
 async def _queue(db: AsyncSession, s: JudgeSession, reviewer: str, now: float) -> _Queue:
-    pairs = await _session_pairs(db, s.id)
-    labels = await _labels_on_session_pairs(db, s.id)
-    return _Queue(s, pairs, labels, reviewer, now)
+    row = (await db.execute(_QUEUE_SQL, {"sid": s.id, "me": reviewer})).one()
+    return _Queue(s, row, reviewer, now)
 
 
 def _set_claim(s: JudgeSession, q: _Queue, pair: tuple[int, int] | None, until: float) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "finished_count",
     "is_inconsistent",
     "pair_keys",
+    "pool_order",
     "queue_keys",
     "reviewer_key",
     "shown_sides",
@@ -106,6 +107,28 @@ def is_inconsistent(lo_wins: IntArray, hi_wins: IntArray, ties: IntArray) -> Boo
     return kinds >= 2
 
 
+def pool_order(
+    lo: IntArray,
+    hi: IntArray,
+    *,
+    seed: int,
+    sample_size: int | None = None,
+    keep: BoolArray | None = None,
+) -> IntArray:
+    """The session's review queue as indices into ``lo``/``hi``, in queue order: the pairs
+    ``keep`` selects (all when None; for example the inconsistent ones), then the first
+    ``sample_size`` of them."""
+    lo = np.asarray(lo, dtype=np.int64)
+    hi = np.asarray(hi, dtype=np.int64)
+    chosen = np.arange(len(lo)) if keep is None else np.flatnonzero(keep)
+    lo, hi = lo[chosen], hi[chosen]
+    # Ties on the hash (vanishingly rare) fall back to the pair itself: a total order.
+    order = np.lexsort((hi, lo, queue_keys(lo, hi, seed)))
+    if sample_size is not None:
+        order = order[: max(sample_size, 0)]
+    return chosen[order]
+
+
 def build_pool(
     lo: IntArray,
     hi: IntArray,
@@ -114,17 +137,9 @@ def build_pool(
     sample_size: int | None = None,
     keep: BoolArray | None = None,
 ) -> tuple[IntArray, IntArray]:
-    """The session's review queue, in queue order: the pairs ``keep`` selects (all when
-    None; for example the inconsistent ones), then the first ``sample_size`` of them."""
-    lo = np.asarray(lo, dtype=np.int64)
-    hi = np.asarray(hi, dtype=np.int64)
-    if keep is not None:
-        lo, hi = lo[keep], hi[keep]
-    # Ties on the hash (vanishingly rare) fall back to the pair itself: a total order.
-    order = np.lexsort((hi, lo, queue_keys(lo, hi, seed)))
-    if sample_size is not None:
-        order = order[: max(sample_size, 0)]
-    return lo[order], hi[order]
+    """The pool's pairs themselves, in queue order (see ``pool_order``)."""
+    idx = pool_order(lo, hi, seed=seed, sample_size=sample_size, keep=keep)
+    return np.asarray(lo, dtype=np.int64)[idx], np.asarray(hi, dtype=np.int64)[idx]
 
 
 def count_per_pair(pool_keys: IntArray, keys: IntArray) -> IntArray:

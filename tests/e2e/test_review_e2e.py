@@ -142,8 +142,13 @@ async def test_two_reviewers_label_ten_pairs_with_the_keyboard(
     try:
         pages = [p for _, p in reviewers]
         current: list[str] = []
-        for p in pages:
-            await p.goto(f"/sessions/{sid}/review")
+        for k, p in enumerate(pages):
+            if k == 0:
+                await p.goto(f"/sessions/{sid}/review")
+            else:  # from the session's page, as a reviewer would find it
+                await p.goto(f"/sessions/{sid}")
+                await p.click("#review-tab-link")
+                await p.wait_for_url(f"**/sessions/{sid}/review")
             await expect(p.locator("#review-progress-text")).to_have_text(
                 f"0 of {N_PAIRS} pairs finished"
             )

@@ -3,6 +3,7 @@ labels per pair, sample and inconsistent-only queues, canonical storage, roles, 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,6 +14,8 @@ from fastapi import FastAPI
 from sqlalchemy import select, update
 
 from llmjudge.catalog.models import Thread
+from llmjudge.references import review
+from llmjudge.references import review_rules as rules
 from llmjudge.references.models import ReferenceLabel
 from tests.conftest import make_client, role_token
 
@@ -355,3 +358,69 @@ async def test_the_page_is_blind_and_renders_the_pair(
     r = await client.post(f"/sessions/{sid}/review/settings", data={"labels_per_pair": "3"})
     assert r.status_code == 303
     assert (await client.get(f"/api/sessions/{sid}/review/settings")).json()["labels_per_pair"] == 3
+
+
+async def test_reviewers_asking_at_the_same_moment_get_different_pairs(
+    client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    sid, _ = await make_session(client, "rq8")
+    clients = [make_client(app, await role_token(app, "reviewer")) for _ in range(4)]
+    try:
+        answers = await asyncio.gather(
+            *(c.get(f"/api/sessions/{sid}/review/next") for c in clients)
+        )
+    finally:
+        for c in clients:
+            await c.aclose()
+    held = [canon(r.json()["pair"]) for r in answers]
+    assert len(set(held)) == 4, held
+    progress = (await client.get(f"/api/sessions/{sid}/review/progress")).json()
+    assert progress["claimed_by_others"] == 4 and progress["finished"] == 0
+
+
+async def test_a_claim_lapses_and_labels_from_elsewhere_count(
+    client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    sid, pairs = await make_session(client, "rq9")
+    t0 = 1_000_000.0
+    async with app.state.sessionmaker() as db:
+        first = await review.next_pair(db=db, session_id=sid, reviewer="ann", now=t0)
+        assert first.pair is not None
+        held = canon(first.pair.model_dump())
+        soon = await review.next_pair(db=db, session_id=sid, reviewer="bob", now=t0 + 60)
+        assert soon.pair is not None and canon(soon.pair.model_dump()) != held
+        # Bob skips far later: Ann's claim has lapsed, so her pair is open to him again.
+        late = t0 + review.CLAIM_S + 1
+        cursor = canon(soon.pair.model_dump())
+        seen = set()
+        for _ in range(N_PAIRS):
+            out = await review.skip_pair(
+                db=db, session_id=sid, reviewer="bob", pair=cursor, now=late
+            )
+            assert out.pair is not None
+            cursor = canon(out.pair.model_dump())
+            seen.add(cursor)
+        assert held in seen
+        # A human label imported for a pair (no session) finishes it for the queue...
+        lo, hi = rules.canonical(*pairs[0])
+        db.add(
+            ReferenceLabel(
+                thread_a_id=lo, thread_b_id=hi, label="A", source="human", annotator="carol"
+            )
+        )
+        # ...and a gold label does not: the queue counts people.
+        glo, ghi = rules.canonical(*pairs[1])
+        db.add(
+            ReferenceLabel(thread_a_id=glo, thread_b_id=ghi, label="B", source="gold", annotator="")
+        )
+        await db.commit()
+        p = await review.progress(db=db, session_id=sid, reviewer="dave", now=late)
+        assert p.finished == 1
+        for _ in range(N_PAIRS):
+            out = await review.skip_pair(db=db, session_id=sid, reviewer="dave", now=late)
+            assert out.pair is not None and canon(out.pair.model_dump()) != (lo, hi)
+        # Carol herself never gets the pair she labelled, even when it needs more labels.
+        await client.put(f"/api/sessions/{sid}/review/settings", json={"labels_per_pair": 3})
+        for _ in range(N_PAIRS):
+            out = await review.skip_pair(db=db, session_id=sid, reviewer="carol", now=late)
+            assert out.pair is not None and canon(out.pair.model_dump()) != (lo, hi)

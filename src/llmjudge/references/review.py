@@ -46,6 +46,7 @@ __all__ = [
     "next_pair",
     "pair_in_session",
     "progress",
+    "queue_settings",
     "session_name",
     "show_pair",
     "skip_pair",
@@ -416,6 +417,11 @@ async def my_labels(*, db: AsyncSession, session_id: int, reviewer: str) -> list
 
 
 # -- settings ---------------------------------------------------------------------------------
+
+
+async def queue_settings(*, db: AsyncSession, session_id: int) -> ReviewSettings:
+    """The settings alone (no counts)."""
+    return settings_of(await _session(db, session_id))
 
 
 async def get_settings(

@@ -51,8 +51,16 @@ async def _context(
     state: ReviewNext,
     *,
     viewing: tuple[int, int] | None,
+    full_page: bool = False,
 ) -> dict[str, Any]:
     """The page's context: the pair shown, and where p / n lead from it."""
+    can_configure = principal.role.covers(Role.researcher)
+    # The settings form (full page, researchers) counts the session's pairs: a query more.
+    settings: Any = await review.queue_settings(db=db, session_id=session_id)
+    if can_configure and full_page:
+        settings = await review.get_settings(
+            db=db, session_id=session_id, reviewer=principal.username
+        )
     mine = await review.my_labels(db=db, session_id=session_id, reviewer=principal.username)
     history = [(m.thread_a_id, m.thread_b_id) for m in mine]
     base = f"/sessions/{session_id}/review"
@@ -75,10 +83,8 @@ async def _context(
         "prev_url": prev_url,
         "next_url": next_url,
         "base": base,
-        "can_configure": principal.role.covers(Role.researcher),
-        "settings": await review.get_settings(
-            db=db, session_id=session_id, reviewer=principal.username
-        ),
+        "can_configure": can_configure,
+        "settings": settings,
     }
 
 
@@ -116,7 +122,10 @@ async def review_page(
         return render(
             request, "auth/error.html", status_code=404, title="Not found", message=str(e)
         )
-    return _panel(request, await _context(db, session_id, principal, state, viewing=viewing))
+    ctx = await _context(
+        db, session_id, principal, state, viewing=viewing, full_page=not is_htmx(request)
+    )
+    return _panel(request, ctx)
 
 
 async def _after(request: Request, db: AsyncSession, session_id: int, principal: Principal):

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, literal, select, text
+from sqlalchemy import and_, func, literal, or_, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -55,6 +55,7 @@ __all__ = [
 
 CLAIM_S = 15 * 60
 CLAIMS_KEY = "review_claims"
+_LOCK_NS = 0x52455649  # "REVI": this module's advisory lock space (the key is the session id)
 # Session option names of the review settings (ReviewSettings field -> options key).
 OPTION_KEYS = {
     "labels_per_pair": "review_labels_per_pair",
@@ -68,10 +69,13 @@ OPTION_KEYS = {
 
 
 async def _session(db: AsyncSession, session_id: int, *, lock: bool = False) -> JudgeSession:
-    stmt = select(JudgeSession).where(JudgeSession.id == session_id)
     if lock:
-        stmt = stmt.with_for_update()
-    s = (await db.execute(stmt)).scalar_one_or_none()
+        # Reviewers of one session take turns (until commit). An advisory lock, not the row's:
+        # workers keep updating the session's counters meanwhile.
+        await db.execute(
+            text("SELECT pg_advisory_xact_lock(:ns, :sid)"), {"ns": _LOCK_NS, "sid": session_id}
+        )
+    s = await db.get(JudgeSession, session_id, populate_existing=True)
     if s is None:
         raise NotFound(f"session {session_id} does not exist")
     return s
@@ -203,6 +207,8 @@ def _set_claim(s: JudgeSession, q: _Queue, pair: tuple[int, int] | None, until: 
         claims.pop(q.me, None)
     else:
         claims[q.me] = {"pair": list(pair), "until": until}
+    if claims == q.claims:
+        return
     # A new dict: JSONB columns are not change-tracked in place.
     s.options = {**(s.options or {}), CLAIMS_KEY: claims}
 
@@ -311,12 +317,15 @@ async def pair_in_session(*, db: AsyncSession, session_id: int, pair: tuple[int,
     """Does the session compare these two threads (in either order)?"""
     lo, hi = rules.canonical(*pair)
     c = Comparison
+    # Either order, so the thread id indexes serve it.
     stmt = (
         select(literal(1))
         .where(
             c.session_id == session_id,
-            func.least(c.thread_a_id, c.thread_b_id) == lo,
-            func.greatest(c.thread_a_id, c.thread_b_id) == hi,
+            or_(
+                and_(c.thread_a_id == lo, c.thread_b_id == hi),
+                and_(c.thread_a_id == hi, c.thread_b_id == lo),
+            ),
         )
         .limit(1)
     )

@@ -32,9 +32,9 @@ from llmjudge.personas.training import TrainingRunner
 from llmjudge.providers import api as providers_api
 from llmjudge.providers import pages as providers_pages
 from llmjudge.providers.service import LLMService, ensure_builtin_simulator
+from llmjudge.queue.pool import WorkerPool
 from llmjudge.references import review_api as references_review_api
 from llmjudge.references import review_pages as references_review_pages
-from llmjudge.queue.pool import WorkerPool
 from llmjudge.sessions import api as sessions_api
 from llmjudge.sessions import pages as sessions_pages
 

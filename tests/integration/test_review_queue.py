@@ -340,6 +340,13 @@ async def test_the_page_is_blind_and_renders_the_pair(
         f"/sessions/{sid}/review", params={"pair": f"{row.thread_a_id}-{row.thread_b_id}"}
     )
     assert 'id="label-both-bad" class="chosen"' in r.text and "Your earlier label" in r.text
+    other = await reviewer_client.get(
+        f"/sessions/{sid}/review", params={"pair": f"{pairs[0][0]}-{pairs[1][1]}"}
+    )
+    assert other.status_code == 404
+    for bad_pair in ("7-7", "x-1", "1-2-3"):
+        r = await reviewer_client.get(f"/sessions/{sid}/review", params={"pair": bad_pair})
+        assert r.status_code == 422, bad_pair
     r = await reviewer_client.post(
         f"/sessions/{sid}/review/label",
         data={"shown_a": pair["shown_a"]["thread_id"], "shown_b": 1, "label": "A"},
@@ -424,3 +431,55 @@ async def test_a_claim_lapses_and_labels_from_elsewhere_count(
         for _ in range(N_PAIRS):
             out = await review.skip_pair(db=db, session_id=sid, reviewer="carol", now=late)
             assert out.pair is not None and canon(out.pair.model_dump()) != (lo, hi)
+
+
+async def test_a_shared_prompt_is_shown_once_and_an_empty_answer_says_so(
+    client: httpx.AsyncClient, reviewer_client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    question = "Name a prime number\nabove 10."
+    rows = [
+        {
+            "pillar": f"rq10-{side}",
+            "external_id": "q0",
+            "prompt_key": "rq10-q0",
+            "content": [
+                {"role": "user", "content": question},
+                {"role": "assistant", "content": f"{side}: 11"},
+            ],
+        }
+        for side in ("x", "y")
+    ]
+    await _import_threads(client, rows)
+    items = (await client.get("/api/threads", params={"q": "", "limit": 500})).json()["items"]
+    x, y = (next(t["id"] for t in items if t["pillar_name"] == f"rq10-{s}") for s in "xy")
+    line = json.dumps({"thread_a": x, "thread_b": y, "verdict": "A"}).encode()
+    r = await client.post(
+        "/api/sessions/import", files={"file": ("j.jsonl", line)}, data={"session_name": "rq10"}
+    )
+    sid = r.json()["session_id"]
+    async with app.state.sessionmaker() as db:
+        await db.execute(update(Thread).where(Thread.id.in_((x, y))).values(prompt=question))
+        await db.commit()
+    pair = (await reviewer_client.get(f"/api/sessions/{sid}/review/next")).json()["pair"]
+    assert pair["prompt"] == question and not pair["prompt_is_key"]
+    for side in ("shown_a", "shown_b"):
+        assert [m["role"] for m in pair[side]["content"]] == ["assistant"]
+        assert not pair[side]["empty"]
+    html = (await reviewer_client.get(f"/sessions/{sid}/review")).text
+    assert html.count("Name a prime number") == 1 and "x: 11" in html and "y: 11" in html
+    async with app.state.sessionmaker() as db:
+        await db.execute(
+            update(Thread)
+            .where(Thread.id == x)
+            .values(
+                content=[
+                    {"role": "user", "content": question},
+                    {"role": "assistant", "content": ""},
+                ]
+            )
+        )
+        await db.commit()
+    pair = (await reviewer_client.get(f"/api/sessions/{sid}/review/next")).json()["pair"]
+    sides = {pair[s]["thread_id"]: pair[s]["empty"] for s in ("shown_a", "shown_b")}
+    assert sides == {x: True, y: False}
+    assert "(empty answer)" in (await reviewer_client.get(f"/sessions/{sid}/review")).text

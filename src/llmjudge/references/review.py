@@ -224,6 +224,20 @@ def _is_empty(content: Any) -> bool:
     return content is None
 
 
+def _side(thread_id: int, content: Any) -> ShownThread:
+    return ShownThread(thread_id=thread_id, content=content, empty=_is_empty(content))
+
+
+def _without_prompt(content: Any, prompt: str | None) -> Any:
+    """A conversation that opens with the shared prompt, without it: shown once above."""
+    if prompt is None or not isinstance(content, list) or not content:
+        return content
+    first = content[0] or {}
+    if first.get("role") == "user" and str(first.get("content", "")).strip() == prompt.strip():
+        return content[1:]
+    return content
+
+
 async def show_pair(
     *, db: AsyncSession, session_id: int, lo: int, hi: int, reviewer: str
 ) -> ReviewPair:
@@ -255,8 +269,8 @@ async def show_pair(
         session_id=session_id,
         thread_a_id=lo,
         thread_b_id=hi,
-        shown_a=ShownThread(thread_id=a.id, content=a.content, empty=_is_empty(a.content)),
-        shown_b=ShownThread(thread_id=b.id, content=b.content, empty=_is_empty(b.content)),
+        shown_a=_side(a.id, _without_prompt(a.content, prompt)),
+        shown_b=_side(b.id, _without_prompt(b.content, prompt)),
         prompt=prompt,
         prompt_is_key=prompt_is_key,
         my_label=None if own is None else rules.to_shown(left, right, own.label),  # type: ignore[arg-type]

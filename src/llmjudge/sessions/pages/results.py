@@ -42,9 +42,10 @@ TABS: tuple[tuple[str, str], ...] = (
     ("position", "Position bias"),
     ("performance", "Thread performance"),
     ("findings", "Findings"),
-    ("panel", "Panel"),
 )
 TAB_NAMES = tuple(name for name, _ in TABS)
+# Shown after the others, for a session judged by a panel only.
+PANEL_TAB = ("panel", "Panel")
 CHART_TOP = 20  # threads in the leaderboard chart
 TABLE_ROWS = 200  # rows of the leaderboard and performance tables
 SWAP_PAIRS_SHOWN = 20
@@ -55,12 +56,12 @@ Maker = async_sessionmaker[AsyncSession]
 
 
 def _tab_of(tab: str) -> str:
-    return tab if tab in TAB_NAMES else "overview"
+    return tab if tab in TAB_NAMES or tab == PANEL_TAB[0] else "overview"
 
 
 def _tabs(s: Any) -> tuple[tuple[str, str], ...]:
     """The Panel tab only for a session judged by a panel."""
-    return TABS if getattr(s, "panel", None) else tuple(t for t in TABS if t[0] != "panel")
+    return (*TABS, PANEL_TAB) if getattr(s, "panel", None) else TABS
 
 
 @router.get("/sessions/{session_id}/results", response_class=HTMLResponse)
@@ -78,7 +79,7 @@ async def results_page(
         body = await _tab_context(request, db, session_id, tab, sort, dir)
     except NotFound as exc:
         return missing(request, str(exc))
-    return render(request, "sessions/results.html", tabs=_tabs(body["s"]), tab=tab, **body)
+    return render(request, "sessions/results.html", tabs=_tabs(body["s"]), **body)
 
 
 @router.get("/sessions/{session_id}/partials/results/{tab}", response_class=HTMLResponse)
@@ -93,7 +94,7 @@ async def results_tab(
     """One results tab; the tab bar comes along out of band to mark the active tab."""
     tab = _tab_of(tab)
     body = await _tab_context(request, db, session_id, tab, sort, dir)
-    return render(request, "sessions/_tab.html", tabs=_tabs(body["s"]), tab=tab, oob=True, **body)
+    return render(request, "sessions/_tab.html", tabs=_tabs(body["s"]), oob=True, **body)
 
 
 async def _tab_context(
@@ -107,7 +108,9 @@ async def _tab_context(
     s = await service.get_session(db=db, session_id=session_id)
     session = await get_analysis_session(db=db, session_id=session_id)
     await db.close()  # figures load through their own database sessions
-    ctx: dict[str, Any] = {"s": s, "a": session, "tab_error": None}
+    if tab == PANEL_TAB[0] and not s.panel:
+        tab = "overview"
+    ctx: dict[str, Any] = {"s": s, "a": session, "tab_error": None, "tab": tab}
     if session.completed == 0 and tab != "overview":
         return ctx
     cache = get_cache(request)

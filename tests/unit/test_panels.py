@@ -325,3 +325,25 @@ def test_cascade_calibration_holds_on_fresh_comparisons() -> None:
     # Cheaper than asking everyone, and more accurate than the cheapest member alone.
     assert cal.expected_cost < cal.all_cost
     assert agree > accuracy[0] + 0.05
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["A", "B", "TIE"]), st.sampled_from(["A", "B", "TIE"])),
+        min_size=2,
+        max_size=60,
+    )
+)
+def test_kappa_matrix_matches_sklearn_on_any_verdicts(pairs: list[tuple[str, str]]) -> None:
+    v = np.array([codes([a, b]) for a, b in pairs])
+    k = kappa_matrix(v)[0][1]
+    a, b = [p[0] for p in pairs], [p[1] for p in pairs]
+    if len(set(a) | set(b)) == 1:  # one class only: undefined (sklearn returns nan)
+        assert k is None
+        return
+    expected = cohen_kappa_score(a, b)
+    if math.isnan(expected):
+        assert k is None
+    else:
+        assert k == pytest.approx(expected)

@@ -143,6 +143,21 @@ async def test_three_member_panel_with_a_failing_member(
             )
         ).json()
         assert est["panel_members"] == 3
+        # The configuration form: ticked members make the panel; the estimate says so.
+        page = await client.post(
+            "/sessions/new/estimate",
+            data={
+                "session_name": "form",
+                "pillar_ids": [str(p) for p in pillars],
+                "comparison_mode": "round_robin",
+                "criteria": "quality",
+                "panel_model_ids": [str(fast_id), str(slow_id), str(broken_id)],
+                "panel_rule": "majority",
+            },
+            headers={"HX-Request": "true"},
+        )
+        assert page.status_code == 200 and 'id="sum-panel"' in page.text
+        assert "a panel of 3" in page.text
         assert est["input_tokens"] == 3 * single["input_tokens"]
         assert est["cost_usd"] > single["cost_usd"] * 2
         r = await client.post("/api/sessions", json=body | {"auto_start": True})

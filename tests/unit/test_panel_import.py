@@ -100,3 +100,23 @@ def test_panel_options_are_validated() -> None:
         PanelIn.model_validate(
             {"members": two, "rule": "cascade", "cascade": {"expected_stop_share": [0.5, 0.4]}}
         )
+
+
+def test_the_form_makes_a_panel_of_two_or_more_ticked_models() -> None:
+    from llmjudge.sessions.pages.forms import session_form
+
+    base = {"session_name": ["t"], "pillar_ids": ["1"], "judge_model_id": ["9"]}
+    got = session_form(base | {"panel_model_ids": ["3", "4"], "panel_rule": ["cascade"]})
+    assert got["panel"] == {"members": [{"model_id": "3"}, {"model_id": "4"}], "rule": "cascade"}
+    assert "judge_model_id" not in got
+    assert SessionIn_ok(got)
+    one = session_form(base | {"panel_model_ids": ["3"]})
+    assert "panel" not in one and one["judge_model_id"] == "3"
+    assert "panel" not in session_form(base)
+
+
+def SessionIn_ok(fields: dict[str, Any]) -> bool:  # noqa: N802
+    from llmjudge.sessions.schemas import SessionIn
+
+    s = SessionIn.model_validate(fields)
+    return s.panel is not None and [m.model_id for m in s.panel.members] == [3, 4]

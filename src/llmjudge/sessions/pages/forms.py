@@ -35,8 +35,11 @@ FIELD_LABELS = {
     "criteria": "Criteria",
     "prompt_template": "Prompt template",
     "seed": "Seed",
+    "panel": "Panel",
     "form": "Form",
 }
+# Rules the form offers (weighted and calibrated need weights or a labelled run: the API).
+FORM_PANEL_RULES = ("majority", "mean", "cascade")
 _INT_FIELDS = (
     "samples_per_pillar",
     "repetitions_per_pair",
@@ -76,6 +79,15 @@ def session_form(form: Any) -> dict[str, Any]:
         out["criteria"] = [c.strip() for c in criteria.split(",") if c.strip()]
     if out.get("comparison_mode") == "free_for_all":
         out.pop("baseline_pillar_id", None)
+    # Two or more ticked panel members make a panel (in the listed order: a cascade asks
+    # the first first); one ticked member is just that judge.
+    members = [v for v in values("panel_model_ids") if v]
+    if len(members) >= 2:
+        rule = first("panel_rule") or "majority"
+        out["panel"] = {"members": [{"model_id": m} for m in members], "rule": rule}
+        out.pop("judge_model_id", None)
+    elif len(members) == 1:
+        out["judge_model_id"] = members[0]
     return out
 
 

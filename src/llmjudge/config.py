@@ -9,9 +9,22 @@ from pathlib import Path
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# Editable installs (the README's path) keep templates, static files and migrations in the
-# repository beside src/; the Dockerfile installs the same way.
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+def _project_root() -> Path:
+    """Where templates/, static/, alembic/ and alembic.ini are.
+
+    A checkout (or an editable install) runs from the repository beside src/; a wheel carries
+    a copy under llmjudge/_resources/ (setup.py puts it there at build time). The packaged
+    copy wins when present: it was built with this exact code.
+    """
+    here = Path(__file__).resolve().parent
+    packaged = here / "_resources"
+    if (packaged / "alembic.ini").is_file():
+        return packaged
+    return here.parents[1]
+
+
+PROJECT_ROOT = _project_root()
 
 
 def default_data_dir() -> Path:

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import text
 
@@ -35,6 +36,19 @@ from llmjudge.providers.service import LLMService, ensure_builtin_simulator
 from llmjudge.queue.pool import WorkerPool
 from llmjudge.sessions import api as sessions_api
 from llmjudge.sessions import pages as sessions_pages
+
+
+def operation_id(route: APIRoute) -> str:
+    """Short, stable operation ids for generated clients: the resource (first path segment
+    after /api) and the handler's name without the resource's own words, e.g.
+    `create_session` on /api/sessions is `sessions_create`; `thread_leaderboard` on
+    /api/sessions/{id}/... is `sessions_thread_leaderboard`. Uniqueness is tested."""
+    parts = [p for p in route.path_format.split("/") if p and not p.startswith("{")]
+    resource = parts[1] if len(parts) > 1 and parts[0] == "api" else (parts or ["root"])[0]
+    resource = resource.replace("-", "_").replace(".", "_")
+    own = {resource, resource.removesuffix("s")}
+    words = [w for w in route.name.split("_") if w not in own]
+    return f"{resource}_{'_'.join(words)}" if words else resource
 
 
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
@@ -102,6 +116,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         # Served from vendored Swagger UI (pages.py): works offline, under the strict CSP.
         docs_url=None,
         redoc_url=None,
+        generate_unique_id_function=operation_id,
     )
     app.state.settings = settings
     install_handlers(app)

@@ -173,6 +173,18 @@ def test_whole_flow_with_the_generated_client(live_server: LiveServer, api: Any)
         ).SessionsExportFormat.JSON,
     )
     document = json.loads(exported.content)
+    provenance = document["provenance"]
+    assert provenance["simulated"] is True and provenance["seed"] == 7
+    assert provenance["judges"] == [
+        {
+            "model_id": model.id,
+            "name": "gen-judge",
+            "model": "sim-judge",
+            "provider": "Generated-client simulator",
+            "provider_kind": "simulator",
+            "simulated": True,
+        }
+    ]
     assert document["session"]["id"] == created.id
     assert len(document["comparisons"]) == session.total
 

@@ -60,16 +60,27 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = make_engine(settings.database_url or "", pool_size=settings.db_pool_size)
+        engine = make_engine(
+            settings.database_url or "",
+            pool_size=settings.db_pool_size,
+            pooled=settings.database_pooled,
+        )
+        # Behind a transaction pooler, migrations and the persona loops' session-level
+        # advisory locks use their own unpooled connections (README "PostgreSQL poolers").
+        direct = (
+            make_engine(settings.direct_database_url, pool_size=4)
+            if settings.database_pooled
+            else engine
+        )
         if migrate:
-            await upgrade(engine)
+            await upgrade(direct)
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
         async with app.state.sessionmaker() as db:
             await ensure_builtin_simulator(db=db)
             await announce_first_admin(db=db, settings=settings)
         app.state.llm = LLMService(app.state.sessionmaker, settings)
-        app.state.events = EventHub(settings.database_url or "")
+        app.state.events = EventHub(settings.direct_database_url)
         await app.state.events.start()
         app.state.pool = None
         app.state.persona_runner = None
@@ -79,11 +90,12 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
                 llm=app.state.llm,
                 hub=app.state.events,
                 lease_s=settings.lease_seconds,
+                claim_engine=direct,
             )
             await app.state.pool.start()
             # Resumes personas left in status "training" by a previous run.
             app.state.persona_runner = TrainingRunner(
-                engine=engine,
+                engine=direct,
                 sessionmaker=app.state.sessionmaker,
                 llm=app.state.llm,
                 hub=app.state.events,
@@ -106,6 +118,8 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
             # Last before the engine: whatever else stops first may still make model calls.
             await app.state.llm.aclose()
             await engine.dispose()
+            if direct is not engine:
+                await direct.dispose()
 
     app = FastAPI(
         title="llmjudge",

@@ -39,7 +39,7 @@ async def _prepare(settings: Settings, *, demo: bool) -> None:
     from llmjudge.db.engine import make_engine, make_sessionmaker
     from llmjudge.db.migrate import upgrade
 
-    engine = make_engine(settings.database_url or "", pool_size=2)
+    engine = make_engine(settings.direct_database_url, pool_size=2)
     try:
         await upgrade(engine)
         if demo:
@@ -108,7 +108,7 @@ def cmd_db(args: argparse.Namespace) -> int:
             await engine.dispose()
 
     with database(_settings(args)) as settings:
-        asyncio.run(run(settings.database_url or ""))
+        asyncio.run(run(settings.direct_database_url))
     return 0
 
 
@@ -164,7 +164,7 @@ def cmd_token(args: argparse.Namespace) -> int:
     from llmjudge.errors import Invalid, NotFound
 
     async def run(settings: Settings) -> str:
-        engine = make_engine(settings.database_url or "", pool_size=1)
+        engine = make_engine(settings.direct_database_url, pool_size=1)
         try:
             await upgrade(engine)
             async with make_sessionmaker(engine)() as db:

@@ -158,7 +158,7 @@ async def gate_in_process(
     from llmjudge.db.engine import make_engine, make_sessionmaker
     from llmjudge.providers.service import LLMService
 
-    engine = make_engine(settings.database_url or "", pool_size=2)
+    engine = make_engine(settings.database_url or "", pool_size=2, pooled=settings.database_pooled)
     sessionmaker = make_sessionmaker(engine)
     llm = LLMService(sessionmaker, settings)
     try:

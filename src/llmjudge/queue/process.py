@@ -37,7 +37,17 @@ async def run_worker_process(
     drain_timeout_s: float = 30.0,
 ) -> WorkerPool:
     """Run a pool until ``stop`` is set (default: until SIGINT or SIGTERM)."""
-    engine = make_engine(settings.database_url or "", pool_size=settings.db_pool_size)
+    engine = make_engine(
+        settings.database_url or "",
+        pool_size=settings.db_pool_size,
+        pooled=settings.database_pooled,
+    )
+    # Persona locks are session-level: behind a transaction pooler they need a direct line.
+    direct = (
+        make_engine(settings.direct_database_url, pool_size=4)
+        if settings.database_pooled
+        else engine
+    )
     try:
         try:
             rev, head = await current(engine)
@@ -50,7 +60,7 @@ async def run_worker_process(
             )
         sessionmaker = make_sessionmaker(engine)
         llm = LLMService(sessionmaker, settings)
-        hub = EventHub(settings.database_url or "", listen=False)
+        hub = EventHub(settings.direct_database_url, listen=False)
         await hub.start()
         pool = WorkerPool(
             engine=engine,
@@ -59,10 +69,11 @@ async def run_worker_process(
             concurrency=concurrency,
             lease_s=settings.lease_seconds,
             drain_timeout_s=drain_timeout_s,
+            claim_engine=direct,
         )
         await pool.start()
         # Personas are claimed with an advisory lock, so any number of processes can run one.
-        runner = TrainingRunner(engine=engine, sessionmaker=sessionmaker, llm=llm, hub=hub)
+        runner = TrainingRunner(engine=direct, sessionmaker=sessionmaker, llm=llm, hub=hub)
         await runner.start()
         # Long-lived startup objects out of the collector's full passes (see app.py).
         gc.collect()
@@ -83,3 +94,5 @@ async def run_worker_process(
         return pool
     finally:
         await engine.dispose()
+        if direct is not engine:
+            await direct.dispose()

@@ -271,6 +271,31 @@ def _bound_ids(schema: dict[str, Any], name: str) -> None:
                 t.setdefault("maximum", ID_MAX)
 
 
+def _name_by_title(spec: dict[str, Any], schemas: dict[str, Any]) -> None:
+    """FastAPI keys two models of one class name by module path
+    (`llmjudge__sessions__schemas__EstimateOut`); key them by their (unique) titles."""
+    renames = {
+        key: schema["title"]
+        for key, schema in schemas.items()
+        if "__" in key and schema.get("title") and schema["title"] not in schemas
+    }
+    if len(set(renames.values())) != len(renames):
+        return  # two share a title: keep FastAPI's keys (test_openapi catches it)
+    for old, new in renames.items():
+        schemas[new] = schemas.pop(old)
+    refs = {f"#/components/schemas/{o}": f"#/components/schemas/{n}" for o, n in renames.items()}
+    stack: list[Any] = [spec]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref in refs:
+                node["$ref"] = refs[ref]
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
 def document_errors(spec: dict[str, Any]) -> dict[str, Any]:
     """What FastAPI cannot see from the handlers, for generated clients (in place):
 
@@ -281,6 +306,7 @@ def document_errors(spec: dict[str, Any]) -> dict[str, Any]:
     - integer ids bounded as the database bounds them.
     """
     schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+    _name_by_title(spec, schemas)
     for model in (ErrorOut, RowErrorsOut):
         found = model.model_json_schema(ref_template="#/components/schemas/{model}")
         schemas.update(found.pop("$defs", {}))

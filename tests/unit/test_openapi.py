@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -39,6 +40,9 @@ def test_no_two_schemas_share_a_title(spec: dict[str, Any]) -> None:
     titles = [s.get("title", n) for n, s in spec["components"]["schemas"].items()]
     assert len(titles) == len(set(titles))
     assert "PersonaEstimateOut" in titles and "EstimateOut" in titles
+    # Keyed by title, not by module path, and every reference follows.
+    assert not [k for k in spec["components"]["schemas"] if "__" in k]
+    assert "llmjudge__" not in json.dumps(spec)
 
 
 def test_uploads_are_binary(spec: dict[str, Any]) -> None:

@@ -75,5 +75,5 @@ def test_csv_block_then_header_then_quoted_text() -> None:
     assert rows[0]["confidence"] == "0.877" and rows[0]["cache_hit"] == "True"
     assert rows[1]["reasoning"] == "'=SUM(A1)"  # still neutralised
     assert rows[1]["confidence"] == "" and rows[1]["parse_error"] == "why"
-    # Text is quoted, numbers are bare: a "#" in a value never starts a comment.
-    assert '1,"# heading' in body and ',0.877,"True",' in body
+    # Text is quoted, numbers and booleans bare: a "#" in a value never starts a comment.
+    assert '1,"# heading' in body and ',0.877,True,""' in body

@@ -200,18 +200,22 @@ def _header_line(columns: Sequence[str]) -> str:
 def _csv_lines(rows: Iterable[Sequence[Any]], columns: Sequence[str]) -> str:
     """Data records: numbers bare (rounded), every other cell quoted and neutralised, so a
     record never starts with `#` and a `#` in a value never reads as a comment."""
+    text_at = [i for i, name in enumerate(columns) if name in _TEXT_COLUMNS]
+    round_at = [(i, _places(name)) for i, name in enumerate(columns) if name not in _TEXT_COLUMNS]
     out = io.StringIO()
+    # QUOTE_NONNUMERIC quotes text, times and None (as ""); ints, floats and bools stay bare.
     writer = csv.writer(out, lineterminator="\r\n", quoting=csv.QUOTE_NONNUMERIC)
     for row in rows:
-        cells: list[Any] = []
-        for name, value in zip(columns, row, strict=True):
-            if isinstance(value, float):
-                value = _round_float(value, name)
-            if isinstance(value, bool):
-                value = str(value)
-            elif not isinstance(value, int | float):  # None, text, times: quoted text
-                value = safe_cell(value)
-            cells.append(value)
+        cells = list(row)
+        for i in text_at:
+            cells[i] = safe_cell(cells[i])
+        for i, places in round_at:
+            value = cells[i]
+            if value.__class__ is float:
+                if places is not None and math.isfinite(value):
+                    cells[i] = round(value, places)
+                else:
+                    cells[i] = _round_float(value, columns[i])
         writer.writerow(cells)
     return out.getvalue()
 

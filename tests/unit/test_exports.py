@@ -74,6 +74,9 @@ def test_csv_block_then_header_then_quoted_text() -> None:
     assert rows[0]["reasoning"] == "# heading\nsecond line #2"
     assert rows[0]["confidence"] == "0.877" and rows[0]["cache_hit"] == "True"
     assert rows[1]["reasoning"] == "'=SUM(A1)"  # still neutralised
+    # Any text is neutralised, in whatever column (the leaderboard's titles, say).
+    other = _csv_lines([("=HYPERLINK(1)", "+x", 1.5)], ["thread_title", "pillar_name", "n"])
+    assert other == '"\'=HYPERLINK(1)","\'+x",1.5\r\n'
     assert rows[1]["confidence"] == "" and rows[1]["parse_error"] == "why"
     # Text is quoted, numbers and booleans bare: a "#" in a value never starts a comment.
     assert '1,"# heading' in body and ',0.877,True,""' in body

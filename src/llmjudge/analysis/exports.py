@@ -216,6 +216,8 @@ def _csv_lines(rows: Iterable[Sequence[Any]], columns: Sequence[str]) -> str:
                     cells[i] = round(value, places)
                 else:
                     cells[i] = _round_float(value, columns[i])
+            elif isinstance(value, str):  # text in a column not listed as text: still neutralised
+                cells[i] = safe_cell(value)
         writer.writerow(cells)
     return out.getvalue()
 

@@ -29,13 +29,14 @@ from llmjudge.events.hub import EventHub
 from llmjudge.personas import api as personas_api
 from llmjudge.personas import gate_api as personas_gate_api
 from llmjudge.personas import pages as personas_pages
-from llmjudge.personas.training import TrainingRunner
 from llmjudge.providers import api as providers_api
 from llmjudge.providers import pages as providers_pages
 from llmjudge.providers.service import LLMService, ensure_builtin_simulator
-from llmjudge.queue.pool import WorkerPool
+from llmjudge.references import review_api as references_review_api
+from llmjudge.references import review_pages as references_review_pages
 from llmjudge.sessions import api as sessions_api
 from llmjudge.sessions import pages as sessions_pages
+from llmjudge.worker import COMPARISONS, PERSONAS, build_workers
 
 
 def operation_id(route: APIRoute) -> str:
@@ -65,8 +66,9 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
             pool_size=settings.db_pool_size,
             pooled=settings.database_pooled,
         )
-        # Behind a transaction pooler, migrations and the persona loops' session-level
-        # advisory locks use their own unpooled connections (README "PostgreSQL poolers").
+        # Behind a transaction pooler, migrations, the claim connection and the persona
+        # loops' session-level advisory locks use unpooled connections (README "PostgreSQL
+        # poolers").
         direct = (
             make_engine(settings.direct_database_url, pool_size=4)
             if settings.database_pooled
@@ -82,25 +84,21 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         app.state.llm = LLMService(app.state.sessionmaker, settings)
         app.state.events = EventHub(settings.direct_database_url)
         await app.state.events.start()
+        app.state.workers = None
         app.state.pool = None
         app.state.persona_runner = None
         if settings.workers_enabled:
-            app.state.pool = WorkerPool(
+            app.state.workers = build_workers(
                 engine=engine,
-                llm=app.state.llm,
-                hub=app.state.events,
-                lease_s=settings.lease_seconds,
-                claim_engine=direct,
-            )
-            await app.state.pool.start()
-            # Resumes personas left in status "training" by a previous run.
-            app.state.persona_runner = TrainingRunner(
-                engine=direct,
                 sessionmaker=app.state.sessionmaker,
                 llm=app.state.llm,
                 hub=app.state.events,
+                settings=settings,
+                direct_engine=direct,
             )
-            await app.state.persona_runner.start()
+            app.state.pool = app.state.workers.get(COMPARISONS)
+            app.state.persona_runner = app.state.workers.get(PERSONAS)
+            await app.state.workers.start()
         # Startup objects live as long as the process: keep them out of the collector's full
         # passes, which otherwise stall every request and worker 0.1-0.3 s at a time
         # (bench/throughput.py).
@@ -110,10 +108,8 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
             yield
         finally:
             # Workers drain (and release what they hold) before the model service closes.
-            if app.state.persona_runner is not None:
-                await app.state.persona_runner.stop()
-            if app.state.pool is not None:
-                await app.state.pool.stop()
+            if app.state.workers is not None:
+                await app.state.workers.stop()
             await app.state.events.stop()
             # Last before the engine: whatever else stops first may still make model calls.
             await app.state.llm.aclose()
@@ -155,6 +151,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         demo_api.router,
         providers_api.router,
         analysis_api.router,
+        references_review_api.router,
         sessions_api.router,
         sessions_api.threads_router,
         # before the personas router: /api/personas/compare is not a persona id
@@ -163,6 +160,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         pages.router,
         catalog_pages.router,
         providers_pages.router,
+        references_review_pages.router,
         sessions_pages.router,
         personas_pages.router,
     ):

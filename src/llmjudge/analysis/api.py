@@ -8,7 +8,7 @@ a session runs; results are cached until the next comparison completes.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
@@ -18,8 +18,17 @@ from llmjudge.analysis import exports, figures
 from llmjudge.analysis.figures import AnalysisCache, get_cache
 from llmjudge.analysis.loading import get_analysis_session
 from llmjudge.analysis.outcomes import Aggregation
+from llmjudge.analysis.rating_report import (
+    LEVELS,
+    MAX_STRONG_WEIGHT,
+    IntervalMethod,
+    RatingOptions,
+    TieModel,
+)
 from llmjudge.analysis.schemas import (
     AnalysisSession,
+    CategoriesOut,
+    ClusterChoice,
     ExportFormat,
     ExportTable,
     FindingsOut,
@@ -27,6 +36,7 @@ from llmjudge.analysis.schemas import (
     PositionSwapOut,
     ScoreDistributionOut,
     ScoreKind,
+    StyleOut,
     ThreadLeaderboardOut,
     ThreadPerformanceOut,
 )
@@ -44,6 +54,100 @@ AggregationQuery = Annotated[
 RoundsQuery = Annotated[
     int, Query(ge=0, le=2000, description="bootstrap resamples for the BT intervals (0: none)")
 ]
+LEVELS_TEXT = ", ".join(f"{v:g}" for v in LEVELS)
+
+
+def rating_query(
+    bootstrap_rounds: RoundsQuery = figures.BOOTSTRAP_ROUNDS,
+    level: Annotated[
+        float,
+        Query(
+            ge=0.5,
+            le=0.99,
+            description=f"level of every interval (usual: {LEVELS_TEXT}); default 0.95",
+        ),
+    ] = figures.BT_CONFIDENCE,
+    interval: Annotated[
+        IntervalMethod,
+        Query(
+            description="bootstrap: percentile interval of the cluster bootstrap; sandwich: "
+            "Wald interval from the cluster-robust standard error (ties half, mean anchor)"
+        ),
+    ] = "bootstrap",
+    clusters: Annotated[
+        ClusterChoice,
+        Query(
+            description="what is resampled together: pair (every verdict on one pair of "
+            "threads: swaps and repetitions; the honest default), swap (an original and "
+            "its swapped twin), none (verdicts as independent: too narrow when they are not)"
+        ),
+    ] = "pair",
+    ties: Annotated[
+        TieModel,
+        Query(
+            description="half: a tie is half a win; davidson: Davidson's tie model, with "
+            "its fitted tie parameter nu reported"
+        ),
+    ] = "half",
+    strong_weight: Annotated[
+        float,
+        Query(
+            ge=1,
+            le=MAX_STRONG_WEIGHT,
+            description="wins a strong verdict (A>>B) counts as; 1 = off (default), "
+            "Arena-Hard uses 3",
+        ),
+    ] = 1.0,
+    elo_base: Annotated[
+        Literal[1000, 1500],
+        Query(description="the score of the anchor: the mean, or the baseline, at 1000 or 1500"),
+    ] = 1500,
+    baseline_thread: Annotated[
+        int | None,
+        Query(ge=1, le=2**31 - 1, description="anchor the thread scores on this thread"),
+    ] = None,
+    baseline_pillar: Annotated[
+        int | None,
+        Query(ge=1, le=2**31 - 1, description="anchor the pillar scores on this pillar"),
+    ] = None,
+) -> RatingOptions:
+    """Every rating choice a leaderboard takes, from its query; 422 for a combination the
+    ratings refuse (sandwich with Davidson or a baseline)."""
+    return figures.rating_options(
+        bootstrap_rounds=bootstrap_rounds,
+        level=level,
+        interval=interval,
+        clusters=clusters,
+        tie_model=ties,
+        strong_weight=strong_weight,
+        base=float(elo_base),
+        baseline_thread=baseline_thread,
+        baseline_pillar=baseline_pillar,
+    )
+
+
+Rating = Annotated[RatingOptions, Depends(rating_query)]
+ReferenceKeyQuery = Annotated[
+    str | None,
+    Query(
+        max_length=100,
+        description="numeric thread metadata to compare the thread ranking with "
+        "(Spearman, Kendall), e.g. a benchmark's quality score",
+    ),
+]
+ReferenceRankingQuery = Annotated[
+    str | None,
+    Query(
+        max_length=4000,
+        description="pillar names, best first, separated by commas: a reference ranking "
+        "to compare the pillar ranking with (Spearman, Kendall)",
+    ),
+]
+
+
+def _ranking(text: str | None) -> tuple[str, ...] | None:
+    names = tuple(n.strip() for n in (text or "").split(",") if n.strip())
+    return names or None
 
 
 def get_sessionmaker(request: Request) -> async_sessionmaker[AsyncSession]:
@@ -70,17 +174,77 @@ async def thread_leaderboard(
     session: Session,
     cache: Cache,
     maker: Maker,
+    rating: Rating,
     aggregation: AggregationQuery = "all",
-    bootstrap_rounds: RoundsQuery = 200,
+    reference_key: ReferenceKeyQuery = None,
+    reference_ranking: ReferenceRankingQuery = None,
 ) -> ThreadLeaderboardOut:
-    """Threads ranked by Bradley-Terry (with bootstrap intervals), with Elo, records,
-    confidence and Likert averages; pillar averages and the pillar-level BT ranking."""
+    """Threads ranked by Bradley-Terry on the Elo scale with intervals at `level` (cluster
+    bootstrap by default), sorted by score within a rank; the sequential Elo beside it
+    (order-dependent); records, confidence and Likert averages; pillar averages and the
+    pillar-level ranking; how the scores were made (`method`) and whether the tournament
+    resolves its ranking (`quality`)."""
     return await figures.thread_leaderboard(
         cache=cache,
         sessionmaker=maker,
         session=session,
         aggregation=aggregation,
-        bootstrap_rounds=bootstrap_rounds,
+        bootstrap_rounds=rating.bootstrap_rounds,
+        options=rating,
+        reference_key=reference_key,
+        reference_ranking=_ranking(reference_ranking),
+    )
+
+
+@router.get("/{session_id}/style", response_model=StyleOut)
+async def style(
+    session: Session,
+    cache: Cache,
+    maker: Maker,
+    rating: Rating,
+    aggregation: AggregationQuery = "all",
+    metadata: Annotated[
+        list[str] | None,
+        Query(
+            max_length=10,
+            description="numeric thread metadata keys to add as covariates (repeat the "
+            "parameter); `available_metadata` lists them",
+        ),
+    ] = None,
+) -> StyleOut:
+    """Style control: the pillar ranking with answer length and markdown density held
+    out (Bradley-Terry with covariates), beside the raw ranking over the same comparisons,
+    with each covariate's coefficient and interval; says why when it is not identified."""
+    return await figures.style_out(
+        cache=cache,
+        sessionmaker=maker,
+        session=session,
+        aggregation=aggregation,
+        options=rating,
+        metadata_keys=tuple(dict.fromkeys(metadata or ())),
+    )
+
+
+@router.get("/{session_id}/categories", response_model=CategoriesOut)
+async def categories(
+    session: Session,
+    cache: Cache,
+    maker: Maker,
+    rating: Rating,
+    aggregation: AggregationQuery = "all",
+    key: Annotated[
+        str, Query(min_length=1, max_length=100, description="the thread metadata key")
+    ] = "category",
+) -> CategoriesOut:
+    """Per category (each value of thread metadata `key`): the pillar ranking with
+    intervals, and the category x pillar win-rate matrix."""
+    return await figures.categories_out(
+        cache=cache,
+        sessionmaker=maker,
+        session=session,
+        aggregation=aggregation,
+        options=rating,
+        key=key,
     )
 
 
@@ -178,10 +342,10 @@ async def export(
     session: Session,
     cache: Cache,
     maker: Maker,
+    rating: Rating,
     format: ExportFormat = "csv",
     table: ExportTable = "comparisons",
     aggregation: AggregationQuery = "all",
-    bootstrap_rounds: RoundsQuery = 200,
 ) -> Response:
     """Download the comparisons (verdicts, one score column per criterion and side, costs,
     thread and pillar names) and the leaderboard. Streamed; CSV cells that a spreadsheet
@@ -198,7 +362,8 @@ async def export(
         sessionmaker=maker,
         session=session,
         aggregation=aggregation,
-        bootstrap_rounds=bootstrap_rounds,
+        bootstrap_rounds=rating.bootstrap_rounds,
+        options=rating,
     )
     if format == "csv":
         return PlainTextResponse(

@@ -8,27 +8,19 @@ a session runs; results are cached until the next comparison completes.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from llmjudge.analysis import exports, figures
-from llmjudge.analysis.figures import AnalysisCache, get_cache
+from llmjudge.analysis.figures import AnalysisCache, Rating, get_cache
 from llmjudge.analysis.loading import get_analysis_session
 from llmjudge.analysis.outcomes import Aggregation
-from llmjudge.analysis.rating_report import (
-    LEVELS,
-    MAX_STRONG_WEIGHT,
-    IntervalMethod,
-    RatingOptions,
-    TieModel,
-)
 from llmjudge.analysis.schemas import (
     AnalysisSession,
     CategoriesOut,
-    ClusterChoice,
     ExportFormat,
     ExportTable,
     FindingsOut,
@@ -51,82 +43,6 @@ AggregationQuery = Annotated[
         "when the two orders disagree); majority: one outcome per thread pair by majority"
     ),
 ]
-RoundsQuery = Annotated[
-    int, Query(ge=0, le=2000, description="bootstrap resamples for the BT intervals (0: none)")
-]
-LEVELS_TEXT = ", ".join(f"{v:g}" for v in LEVELS)
-
-
-def rating_query(
-    bootstrap_rounds: RoundsQuery = figures.BOOTSTRAP_ROUNDS,
-    level: Annotated[
-        float,
-        Query(
-            ge=0.5,
-            le=0.99,
-            description=f"level of every interval (usual: {LEVELS_TEXT}); default 0.95",
-        ),
-    ] = figures.BT_CONFIDENCE,
-    interval: Annotated[
-        IntervalMethod,
-        Query(
-            description="bootstrap: percentile interval of the cluster bootstrap; sandwich: "
-            "Wald interval from the cluster-robust standard error (ties half, mean anchor)"
-        ),
-    ] = "bootstrap",
-    clusters: Annotated[
-        ClusterChoice,
-        Query(
-            description="what is resampled together: pair (every verdict on one pair of "
-            "threads: swaps and repetitions; the honest default), swap (an original and "
-            "its swapped twin), none (verdicts as independent: too narrow when they are not)"
-        ),
-    ] = "pair",
-    ties: Annotated[
-        TieModel,
-        Query(
-            description="half: a tie is half a win; davidson: Davidson's tie model, with "
-            "its fitted tie parameter nu reported"
-        ),
-    ] = "half",
-    strong_weight: Annotated[
-        float,
-        Query(
-            ge=1,
-            le=MAX_STRONG_WEIGHT,
-            description="wins a strong verdict (A>>B) counts as; 1 = off (default), "
-            "Arena-Hard uses 3",
-        ),
-    ] = 1.0,
-    elo_base: Annotated[
-        Literal[1000, 1500],
-        Query(description="the score of the anchor: the mean, or the baseline, at 1000 or 1500"),
-    ] = 1500,
-    baseline_thread: Annotated[
-        int | None,
-        Query(ge=1, le=2**31 - 1, description="anchor the thread scores on this thread"),
-    ] = None,
-    baseline_pillar: Annotated[
-        int | None,
-        Query(ge=1, le=2**31 - 1, description="anchor the pillar scores on this pillar"),
-    ] = None,
-) -> RatingOptions:
-    """Every rating choice a leaderboard takes, from its query; 422 for a combination the
-    ratings refuse (sandwich with Davidson or a baseline)."""
-    return figures.rating_options(
-        bootstrap_rounds=bootstrap_rounds,
-        level=level,
-        interval=interval,
-        clusters=clusters,
-        tie_model=ties,
-        strong_weight=strong_weight,
-        base=float(elo_base),
-        baseline_thread=baseline_thread,
-        baseline_pillar=baseline_pillar,
-    )
-
-
-Rating = Annotated[RatingOptions, Depends(rating_query)]
 ReferenceKeyQuery = Annotated[
     str | None,
     Query(

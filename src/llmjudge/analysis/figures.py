@@ -13,9 +13,9 @@ import asyncio
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import Request
+from fastapi import Depends, Query, Request
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from llmjudge.analysis.categories import CategoryReport, category_report, metadata_keys
@@ -32,7 +32,13 @@ from llmjudge.analysis.loading import SessionData, load_session_data
 from llmjudge.analysis.outcomes import Aggregation, aggregate
 from llmjudge.analysis.performance import ThreadPerformance, thread_performance
 from llmjudge.analysis.position import position_swap_analysis
-from llmjudge.analysis.rating_report import IntervalMethod, RatingOptions, TieModel
+from llmjudge.analysis.rating_report import (
+    LEVELS,
+    MAX_STRONG_WEIGHT,
+    IntervalMethod,
+    RatingOptions,
+    TieModel,
+)
 from llmjudge.analysis.ratings import bradley_terry, elo_array, pillar_bradley_terry
 from llmjudge.analysis.schemas import (
     AnalysisSession,
@@ -72,6 +78,111 @@ T = TypeVar("T")
 BT_CONFIDENCE = 0.95
 BOOTSTRAP_ROUNDS = 200  # the default of the API and the page: one shared computation
 SEED = 0  # bootstrap seed: the same data gives the same intervals on every poll
+
+
+# -- rating options from a query --------------------------------------------------------
+
+RoundsQuery = Annotated[
+    int, Query(ge=0, le=2000, description="bootstrap resamples for the BT intervals (0: none)")
+]
+LEVELS_TEXT = ", ".join(f"{v:g}" for v in LEVELS)
+
+
+def rating_query_raw(
+    bootstrap_rounds: RoundsQuery = BOOTSTRAP_ROUNDS,
+    level: Annotated[
+        float,
+        Query(
+            ge=0.5,
+            le=0.99,
+            description=f"level of every interval (usual: {LEVELS_TEXT}); default 0.95",
+        ),
+    ] = BT_CONFIDENCE,
+    interval: Annotated[
+        IntervalMethod,
+        Query(
+            description="bootstrap: percentile interval of the cluster bootstrap; sandwich: "
+            "Wald interval from the cluster-robust standard error (ties half, mean anchor)"
+        ),
+    ] = "bootstrap",
+    clusters: Annotated[
+        ClusterChoice,
+        Query(
+            description="what is resampled together: pair (every verdict on one pair of "
+            "threads: swaps and repetitions; the honest default), swap (an original and "
+            "its swapped twin), none (verdicts as independent: too narrow when they are not)"
+        ),
+    ] = "pair",
+    ties: Annotated[
+        TieModel,
+        Query(
+            description="half: a tie is half a win; davidson: Davidson's tie model, with "
+            "its fitted tie parameter nu reported"
+        ),
+    ] = "half",
+    strong_weight: Annotated[
+        float,
+        Query(
+            ge=1,
+            le=MAX_STRONG_WEIGHT,
+            description="wins a strong verdict (A>>B) counts as; 1 = off (default), "
+            "Arena-Hard uses 3",
+        ),
+    ] = 1.0,
+    elo_base: Annotated[
+        Literal[1000, 1500],
+        Query(description="the score of the anchor: the mean, or the baseline, at 1000 or 1500"),
+    ] = 1500,
+    baseline_thread: Annotated[
+        str | None,
+        Query(
+            pattern=r"^[0-9]{0,10}$",
+            description="a thread id: anchor the thread scores on it (empty: the mean)",
+        ),
+    ] = None,
+    baseline_pillar: Annotated[
+        str | None,
+        Query(
+            pattern=r"^[0-9]{0,10}$",
+            description="a pillar id: anchor the pillar scores on it (empty: the mean)",
+        ),
+    ] = None,
+) -> dict[str, Any]:
+    """Every rating choice a leaderboard takes, as its query gave them (bounded, not yet
+    checked together): the keyword arguments of rating_options."""
+    return {
+        "bootstrap_rounds": bootstrap_rounds,
+        "level": level,
+        "interval": interval,
+        "clusters": clusters,
+        "tie_model": ties,
+        "strong_weight": strong_weight,
+        "base": float(elo_base),
+        # an id, or None for an empty value (a form's "the mean" choice)
+        "baseline_thread": _id_or_none(baseline_thread, "baseline_thread"),
+        "baseline_pillar": _id_or_none(baseline_pillar, "baseline_pillar"),
+    }
+
+
+def _id_or_none(value: str | None, name: str) -> int | None:
+    if not value:
+        return None
+    found = int(value)
+    if not 1 <= found <= 2**31 - 1:
+        raise Invalid(f"{name} must be an id between 1 and 2^31 - 1")
+    return found
+
+
+RatingQuery = Annotated[dict[str, Any], Depends(rating_query_raw)]
+
+
+def rating_query(raw: RatingQuery) -> RatingOptions:
+    """The rating options of a query; 422 for a combination the ratings refuse (sandwich
+    with Davidson or a baseline)."""
+    return rating_options(**raw)
+
+
+Rating = Annotated[RatingOptions, Depends(rating_query)]
 
 
 # -- cache --------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Query, Request
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -33,6 +33,7 @@ from llmjudge.analysis.outcomes import Aggregation, aggregate
 from llmjudge.analysis.performance import ThreadPerformance, thread_performance
 from llmjudge.analysis.position import position_swap_analysis
 from llmjudge.analysis.rating_report import (
+    ELO_BASES,
     LEVELS,
     MAX_STRONG_WEIGHT,
     IntervalMethod,
@@ -130,8 +131,12 @@ def rating_query_raw(
         ),
     ] = 1.0,
     elo_base: Annotated[
-        Literal[1000, 1500],
-        Query(description="the score of the anchor: the mean, or the baseline, at 1000 or 1500"),
+        int,
+        Query(
+            ge=1000,
+            le=1500,
+            description="the score of the anchor (the mean, or the baseline): 1000 or 1500",
+        ),
     ] = 1500,
     baseline_thread: Annotated[
         str | None,
@@ -157,11 +162,17 @@ def rating_query_raw(
         "clusters": clusters,
         "tie_model": ties,
         "strong_weight": strong_weight,
-        "base": float(elo_base),
+        "base": _elo_base(elo_base),
         # an id, or None for an empty value (a form's "the mean" choice)
         "baseline_thread": _id_or_none(baseline_thread, "baseline_thread"),
         "baseline_pillar": _id_or_none(baseline_pillar, "baseline_pillar"),
     }
+
+
+def _elo_base(value: int) -> float:
+    if float(value) not in ELO_BASES:
+        raise Invalid("elo_base must be 1000 or 1500")
+    return float(value)
 
 
 def _id_or_none(value: str | None, name: str) -> int | None:

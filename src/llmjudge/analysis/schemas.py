@@ -86,11 +86,13 @@ class LeaderboardRow(BaseModel):
     )
     bt_ci_high: float | None
     rank_low: float | None = Field(
-        description="bootstrap band of the rank at method.level; None without bootstrap"
+        default=None,
+        description="bootstrap band of the rank at method.level; None without bootstrap",
     )
-    rank_high: float | None
+    rank_high: float | None = None
     rank_held: float | None = Field(
-        description="share of bootstrap rounds in which the thread holds exactly its rank"
+        default=None,
+        description="share of bootstrap rounds in which the thread holds exactly its rank",
     )
     matches_played: int
     wins: int

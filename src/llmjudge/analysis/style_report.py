@@ -75,15 +75,13 @@ class StyleReport:
 def numeric_metadata_keys(thread_meta: Mapping[int, Mapping[str, object]]) -> list[str]:
     """Metadata keys whose values are numbers (not booleans) on every thread carrying them
     and that vary: the ones usable as covariates."""
-    values: dict[str, set[float]] = {}
-    bad: set[str] = set()
-    for meta in thread_meta.values():
-        for k, v in meta.items():
-            if isinstance(v, bool) or not isinstance(v, int | float):
-                bad.add(k)
-            else:
-                values.setdefault(k, set()).add(float(v))
-    return sorted(k for k, seen in values.items() if k not in bad and len(seen) > 1)
+    pairs = [(k, v) for meta in thread_meta.values() for k, v in meta.items()]
+    bad = {k for k, v in pairs if isinstance(v, bool) or not isinstance(v, int | float)}
+    values: dict[str, list[float]] = {}
+    for k, v in pairs:
+        if k not in bad:
+            values.setdefault(k, []).append(float(v))
+    return sorted(k for k, seen in values.items() if len(set(seen)) > 1)
 
 
 def _empty(

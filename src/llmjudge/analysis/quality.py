@@ -160,8 +160,10 @@ def wilson(wins: np.ndarray, n: np.ndarray, level: float) -> tuple[np.ndarray, n
     z = float(norm.ppf(0.5 + level / 2.0))
     n = np.asarray(n, np.float64)
     safe = np.maximum(n, 1.0)
-    p = np.asarray(wins, np.float64) / safe
+    p = np.clip(np.asarray(wins, np.float64) / safe, 0.0, 1.0)
     centre = (p + z * z / (2 * safe)) / (1 + z * z / safe)
     half = z * np.sqrt(p * (1 - p) / safe + z * z / (4 * safe * safe)) / (1 + z * z / safe)
-    low, high = centre - half, centre + half
+    # exact at the bounds (float drift would leave 5e-17 above a zero rate's floor)
+    low = np.where(p == 0, 0.0, centre - half)
+    high = np.where(p == 1, 1.0, centre + half)
     return np.where(n > 0, np.clip(low, 0, 1), np.nan), np.where(n > 0, np.clip(high, 0, 1), np.nan)

@@ -225,8 +225,9 @@ def style_report(
             )
         )
     covariates = []
+    constant = fit.covariate_std <= 0  # no variation at all: nothing to estimate
     for j, name in enumerate(names):
-        ok = bool(fit.identified[j])
+        ok = bool(fit.identified[j]) and not constant[j]
         covariates.append(
             StyleCovariate(
                 name=name,
@@ -238,13 +239,19 @@ def style_report(
                 confounding=opt_float(fit.confounding[j]),
             )
         )
-    unidentified = [c.name for c in covariates if not c.identified]
+    flat = [n for n, c in zip(names, constant.tolist(), strict=True) if c]
+    confounded = [c.name for c in covariates if not c.identified and c.name not in flat]
+    reasons = []
+    if flat:
+        reasons.append(f"{', '.join(flat)}: the same in every comparison (no variation)")
+    if confounded:
+        reasons.append(
+            f"{', '.join(confounded)}: almost a function of which pillars play (it hardly "
+            "varies within a pillar)"
+        )
     return StyleReport(
         identified=True,
-        reason=None
-        if not unidentified
-        else f"{', '.join(unidentified)}: almost a function of which pillars play (it "
-        "hardly varies within a pillar), so its coefficient is not identified",
+        reason="; ".join(reasons) + ", so not identified" if reasons else None,
         covariates=covariates,
         pillars=table_rows,
         comparisons_used=used,

@@ -582,3 +582,30 @@ async def test_results_page_tabs_use_the_same_options(
         params={"interval": "sandwich", "ties": "davidson"},
     )
     assert bad.status_code == 200 and 'id="tab-error"' in bad.text
+
+
+async def test_page_and_api_share_one_computation_and_the_export_says_how(
+    client: httpx.AsyncClient, app: Any, planted: dict[str, Any]
+) -> None:
+    sid = planted["sid"]
+    params = {"ties": "davidson", "bootstrap_rounds": 7, "level": 0.9}
+    await board(client, sid, **params)
+    cache = app.state.analysis_cache
+    before = cache.computed
+    page = await client.get(
+        f"/sessions/{sid}/partials/results/leaderboard", params={**params, "sort": "bt"}
+    )
+    assert page.status_code == 200 and 'id="tab-error"' not in page.text
+    assert cache.computed == before  # the page read the API's cached leaderboard
+    r = await client.get(
+        f"/api/sessions/{sid}/export",
+        params={"format": "csv", "table": "leaderboard", **params},
+    )
+    assert r.status_code == 200
+    header, first = r.text.splitlines()[:2]
+    row = dict(zip(header.split(","), first.split(","), strict=False))
+    assert (row["ci_level"], row["ci_method"], row["tie_model"]) == (
+        "0.9",
+        "bootstrap/pair",
+        "davidson",
+    )

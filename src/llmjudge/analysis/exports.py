@@ -141,6 +141,14 @@ async def export_comparisons_csv(
 
 def _leaderboard_records(board: ThreadLeaderboardOut) -> list[dict[str, Any]]:
     criteria = board.session.criteria
+    m = board.method
+    method = {
+        "ci_level": m.level,
+        "ci_method": m.interval if m.interval == "sandwich" else f"bootstrap/{m.clusters}",
+        "tie_model": m.tie_model,
+        "strong_weight": m.strong_weight,
+        "elo_anchor": m.base,
+    }
     return [
         {
             "rank": e.rank,
@@ -160,6 +168,8 @@ def _leaderboard_records(board: ThreadLeaderboardOut) -> list[dict[str, Any]]:
             "win_rate": e.win_rate,
             "avg_confidence": e.avg_confidence,
             **{f"likert_{c}": e.avg_likert_scores.get(c) for c in criteria},
+            # how the scores were made, on every row so a pasted extract keeps it
+            **method,
         }
         for e in board.entries
     ]
@@ -184,6 +194,11 @@ def export_leaderboard_csv(board: ThreadLeaderboardOut) -> str:
         "win_rate",
         "avg_confidence",
         *(f"likert_{c}" for c in board.session.criteria),
+        "ci_level",
+        "ci_method",
+        "tie_model",
+        "strong_weight",
+        "elo_anchor",
     ]
     return write_csv(_leaderboard_records(board), columns)
 

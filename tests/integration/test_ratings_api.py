@@ -609,3 +609,44 @@ async def test_page_and_api_share_one_computation_and_the_export_says_how(
         "bootstrap/pair",
         "davidson",
     )
+
+
+async def test_imported_judgments_keep_their_strength(
+    client: httpx.AsyncClient, app: Any, planted: dict[str, Any]
+) -> None:
+    ids = planted["ids"]
+    a, b = ids[("rr-long", 0)], ids[("rr-short", 0)]
+    lines = [
+        {"thread_a": a, "thread_b": b, "verdict": "A", "strength": "strong"},
+        {"thread_a": b, "thread_b": a, "verdict": "B", "strength": 1},
+        {"thread_a": a, "thread_b": b, "judgment": "A is far better. [[A>>B]]"},
+        {"thread_a": a, "thread_b": b, "judgment": "Slightly. [[A>B]]"},
+        {"thread_a": a, "thread_b": b, "verdict": "TIE", "strength": "strong"},
+        {"thread_a": a, "thread_b": b, "verdict": "B"},
+    ]
+    r = await client.post(
+        "/api/sessions/import",
+        files={"file": ("j.jsonl", "\n".join(json.dumps(x) for x in lines).encode())},
+        data={"session_name": "strengths"},
+    )
+    assert r.status_code == 201, r.text
+    sid = r.json()["session_id"]
+    async with app.state.sessionmaker() as db:
+        stored = (
+            await db.execute(
+                select(Comparison.strength)
+                .where(Comparison.session_id == sid)
+                .order_by(Comparison.queue_position)
+            )
+        ).scalars()
+        # a tie has no strength; a verdict without one stays NULL
+        assert list(stored) == [2, 1, 2, 1, None, None]
+    body = await board(client, sid, bootstrap_rounds=0, strong_weight=3)
+    assert body["method"]["strong_verdicts"] == 2 and body["method"]["strong_weight"] == 3
+    bad = {"thread_a": a, "thread_b": b, "verdict": "A", "strength": "huge"}
+    r = await client.post(
+        "/api/sessions/import",
+        files={"file": ("j.jsonl", json.dumps(bad).encode())},
+        data={"session_name": "bad"},
+    )
+    assert r.status_code == 422 and "strength" in r.text

@@ -356,3 +356,24 @@ def test_views_are_plain_dataclasses() -> None:
     board = leaderboard(table, pillar_of, {}, options=RatingOptions(bootstrap_rounds=5))
     for item in (report, board.method, board.quality):
         assert dataclasses.asdict(item)
+
+
+def test_collinear_style_covariates_are_not_identified() -> None:
+    from llmjudge.analysis.style_report import collinearity
+
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=(200, 2))
+    x = np.column_stack([base, 2 * base[:, 0] + 1e-9 * rng.normal(size=200), np.ones(200)])
+    r2 = collinearity(x)
+    assert r2[0] > 0.999 and r2[2] > 0.999 and r2[1] < 0.1 and r2[3] == 0.0
+    # headers, list items and bold always together: the report says they cannot be told apart
+    table, pillar_of, features = planted(length=3.0)
+    marked = {
+        t: np.array([f[0], 1 / f[0], 2 / f[0], 1 / f[0]]) if t % 2 else f
+        for t, f in features.items()
+    }
+    report = style_report(table, pillar_of, {}, marked, {}, RatingOptions(bootstrap_rounds=0))
+    coef = {c.name: c for c in report.covariates}
+    assert coef["length"].identified
+    assert not coef["headers"].identified and not coef["bold"].identified
+    assert "cannot tell their effects apart" in (report.reason or "")

@@ -26,7 +26,12 @@ from llmjudge.analysis.ratings import (
     ranks_from_intervals,
     verdict_weights,
 )
-from llmjudge.analysis.style import STYLE_FEATURES, pair_style_covariates, style_control
+from llmjudge.analysis.style import (
+    MAX_CONFOUNDING,
+    STYLE_FEATURES,
+    pair_style_covariates,
+    style_control,
+)
 
 MIN_PILLARS = 2
 MIN_COMPARISONS = 10
@@ -82,6 +87,28 @@ def numeric_metadata_keys(thread_meta: Mapping[int, Mapping[str, object]]) -> li
         if k not in bad:
             values.setdefault(k, []).append(float(v))
     return sorted(k for k, seen in values.items() if len(set(seen)) > 1)
+
+
+def collinearity(x: np.ndarray) -> np.ndarray:
+    """(k,) R^2 of each column of `x` (m, k) regressed on the others (with an intercept):
+    near 1, its effect cannot be told apart from theirs. From the k x k covariance, so
+    O(m k^2) once; a constant column scores 0 (it is reported as constant instead)."""
+    x = np.asarray(x, np.float64)
+    k = x.shape[1]
+    out = np.zeros(k)
+    if x.shape[0] < 2 or k < 2:
+        return out
+    cov = np.cov(x, rowvar=False)
+    for j in range(k):
+        if cov[j, j] <= 0:
+            continue
+        rest = [i for i in range(k) if i != j and cov[i, i] > 0]
+        if not rest:
+            continue
+        c = cov[np.ix_(rest, [j])]
+        explained = float((c.T @ np.linalg.pinv(cov[np.ix_(rest, rest)]) @ c)[0, 0])
+        out[j] = min(max(explained / cov[j, j], 0.0), 1.0)
+    return out
 
 
 def _empty(
@@ -226,8 +253,9 @@ def style_report(
         )
     covariates = []
     constant = fit.covariate_std <= 0  # no variation at all: nothing to estimate
+    collinear = collinearity(raw_cov) >= MAX_CONFOUNDING
     for j, name in enumerate(names):
-        ok = bool(fit.identified[j]) and not constant[j]
+        ok = bool(fit.identified[j]) and not constant[j] and not collinear[j]
         covariates.append(
             StyleCovariate(
                 name=name,
@@ -240,10 +268,16 @@ def style_report(
             )
         )
     flat = [n for n, c in zip(names, constant.tolist(), strict=True) if c]
-    confounded = [c.name for c in covariates if not c.identified and c.name not in flat]
+    tied = [n for n, c, f in zip(names, collinear, constant, strict=True) if c and not f]
+    confounded = [c.name for c in covariates if not c.identified and c.name not in {*flat, *tied}]
     reasons = []
     if flat:
         reasons.append(f"{', '.join(flat)}: the same in every comparison (no variation)")
+    if tied:
+        reasons.append(
+            f"{', '.join(tied)}: (almost) a linear function of the other covariates, so the "
+            "data cannot tell their effects apart"
+        )
     if confounded:
         reasons.append(
             f"{', '.join(confounded)}: almost a function of which pillars play (it hardly "

@@ -35,6 +35,11 @@ from llmjudge.analysis.style import (
 
 MIN_PILLARS = 2
 MIN_COMPARISONS = 10
+# Each style bootstrap round is a full Newton fit over the comparisons (about 0.7 s at a
+# million): rounds x comparisons stays under this, so a page never waits minutes; the
+# report says how many rounds were run.
+ROUND_BUDGET = 20_000_000
+MIN_ROUNDS = 20
 
 
 @dataclass(frozen=True)
@@ -193,6 +198,7 @@ def style_report(
         clusters = np.arange(used)
     weights = verdict_weights(kept.strength, options.strong_weight)
     rounds = options.bootstrap_rounds if options.interval == "bootstrap" else 0
+    rounds = min(rounds, max(MIN_ROUNDS, ROUND_BUDGET // max(used, 1)))
     fit = style_control(
         a,
         b,

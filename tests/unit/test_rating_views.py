@@ -209,6 +209,7 @@ def test_style_report_matches_the_direct_fit_and_highlights_rank_changes() -> No
     assert coef["length"].ci_low is not None and coef["length"].ci_low > 0
     # constant columns (no markdown anywhere) carry no information: not identified
     assert not coef["headers"].identified and coef["headers"].coef is None
+    assert coef["headers"].why == "constant" and coef["length"].why is None
     assert report.reason is not None and "headers" in report.reason
     for row in report.pillars:
         assert row.rank_change == row.raw_rank - row.controlled_rank
@@ -376,4 +377,19 @@ def test_collinear_style_covariates_are_not_identified() -> None:
     coef = {c.name: c for c in report.covariates}
     assert coef["length"].identified
     assert not coef["headers"].identified and not coef["bold"].identified
+    assert coef["headers"].why == coef["bold"].why == "collinear"
     assert "cannot tell their effects apart" in (report.reason or "")
+
+
+def test_one_cluster_gives_no_interval_rather_than_a_zero_width_one() -> None:
+    # every verdict on one pair of threads: resampling that one cluster changes nothing
+    table = OutcomeTable.from_columns(
+        comparison_id=range(6), thread_a=[1, 2] * 3, thread_b=[2, 1] * 3, score_a=[1.0, 0.0] * 3
+    )
+    clustered = rating_report(table, bootstrap_rounds=20)
+    assert clustered.cluster_count == 1
+    assert all(p.ci_low is None and p.ci_high is None for p in clustered.players)
+    assert [p.rank for p in clustered.players] == [1, 2]  # by score, no claim of separation
+    assert clustered.separability is None
+    iid = rating_report(table, bootstrap_rounds=20, clusters=None)
+    assert all(p.ci_low is not None for p in iid.players)

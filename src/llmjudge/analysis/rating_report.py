@@ -41,6 +41,7 @@ from llmjudge.analysis.ties import fit_davidson
 TieModel = Literal["half", "davidson"]
 IntervalMethod = Literal["bootstrap", "sandwich"]
 TIE_MODELS: tuple[TieModel, ...] = ("half", "davidson")
+MIN_CLUSTERS = 2  # below it, no interval (and no claim that two players differ)
 INTERVAL_METHODS: tuple[IntervalMethod, ...] = ("bootstrap", "sandwich")
 
 
@@ -169,7 +170,10 @@ def rating_report(
             table.a, table.b, table.score_a, n, theta, ids, weights=w, prior=prior, seed=seed
         )
         low, high = normal_interval(scores, ELO_SCALE * se, level)
-    has_intervals = low is not None and bool(np.all(np.isfinite(low)))
+    # one cluster resamples to itself: a zero-width interval would claim certainty
+    has_intervals = (
+        low is not None and bool(np.all(np.isfinite(low))) and cluster_count >= MIN_CLUSTERS
+    )
     if not has_intervals:
         low = high = None  # fail closed: no interval, no claim of separation
     ranks = (

@@ -51,6 +51,7 @@ class StyleCovariate:
     se: float | None  # cluster-robust (sandwich)
     identified: bool
     confounding: float | None  # share absorbed by the pillar strengths (near 1: unidentified)
+    why: str | None = None  # why it is not identified: "constant", "collinear", "confounded"
 
 
 @dataclass(frozen=True)
@@ -271,6 +272,13 @@ def style_report(
                 se=opt_float(fit.coef_se[j]) if ok else None,
                 identified=ok,
                 confounding=opt_float(fit.confounding[j]),
+                why=None
+                if ok
+                else "constant"
+                if constant[j]
+                else "collinear"
+                if collinear[j]
+                else "confounded",
             )
         )
     flat = [n for n, c in zip(names, constant.tolist(), strict=True) if c]

@@ -7,6 +7,8 @@ both share one cached computation.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -131,7 +133,9 @@ async def _tab_context(
     build = _TAB_BUILDERS[tab]
     try:
         options = analysis.rating_options(**extra.rating)
-        ctx |= await build(cache=cache, maker=maker, session=session, options=options, extra=extra)
+        wanted = _builder_params(build)
+        more = {k: v for k, v in (("options", options), ("extra", extra)) if k in wanted}
+        ctx |= await build(cache=cache, maker=maker, session=session, **more)
     except (Invalid, Conflict) as exc:  # the analysis refuses: say why, keep the page
         ctx["tab_error"] = str(exc)
     if tab == "leaderboard" and "board" in ctx:
@@ -146,6 +150,13 @@ class _Extra:
     rating: dict[str, Any]  # the rating query, as analysis.figures.rating_query_raw gives it
     key: str  # the categories tab's metadata key
     metadata: tuple[str, ...]  # the style tab's extra covariates
+
+
+@functools.cache
+def _builder_params(build: Callable[..., Any]) -> frozenset[str]:
+    """The keyword arguments a tab builder takes: one that needs no rating options (a tab
+    added beside these) is called without them."""
+    return frozenset(inspect.signature(build).parameters)
 
 
 def _rating_qs(rating: dict[str, Any]) -> str:

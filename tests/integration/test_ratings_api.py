@@ -650,3 +650,16 @@ async def test_imported_judgments_keep_their_strength(
         data={"session_name": "bad"},
     )
     assert r.status_code == 422 and "strength" in r.text
+
+
+async def test_findings_link_the_thread_they_name(
+    client: httpx.AsyncClient, planted: dict[str, Any]
+) -> None:
+    sid = planted["sid"]
+    found = finite_json(await client.get(f"/api/sessions/{sid}/findings"))["findings"]
+    named = [f for f in found if f["thread_id"] is not None]
+    assert named
+    page = await client.get(f"/sessions/{sid}/partials/results/findings")
+    for f in named:
+        assert f'<a href="/threads/{f["thread_id"]}" class="finding-thread">' in page.text
+    assert "Thread " not in page.text.split('id="findings"')[1]

@@ -36,6 +36,8 @@ TABS = {
     "position": ("Position bias", "svg.chart-bar"),
     "performance": ("Thread performance and coverage", "#pillar-coverage progress.meter"),
     "findings": ("Surprise findings", "#findings li, #no-findings"),
+    "style": ("Style control", "#style-ranking, #style-not-identified"),
+    "categories": ("Categories", "svg.chart-multiples"),
 }
 
 

@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.analysis.figures import AnalysisCache
 from llmjudge.analysis.ratings import elo
+from llmjudge.analysis.scales import nice_bin_edges
 from llmjudge.sessions.models import Comparison, JudgeSession
 
 HYPERLINK = '=HYPERLINK("http://evil.example","click")'
@@ -316,7 +317,15 @@ async def test_elo_distribution(
         await client.get(f"/api/sessions/{sid}/elo-distribution", params={"bins": 4})
     )
     assert body["score"] == "elo"
-    assert len(body["bin_edges"]) == 5
+    # at most 4 bins, with round edges (a multiple of a 1/2/2.5/5 x 10^k step) covering
+    # every score: 1480, 1500, ... not 1483.7
+    edges = body["bin_edges"]
+    assert 2 <= len(edges) <= 5
+    assert edges == nice_bin_edges(list(elo_of.values()), 4).tolist()
+    step = edges[1] - edges[0]
+    assert step in (10.0, 20.0, 25.0, 50.0, 100.0)
+    assert all(e % step == 0 for e in edges)
+    assert edges[0] <= min(elo_of.values()) and max(elo_of.values()) <= edges[-1]
     alpha = next(p for p in body["pillars"] if p["name"] == "alpha")
     scores = [elo_of[catalog["ids"]["t1"]], elo_of[catalog["ids"]["t2"]]]
     assert sorted(alpha["scores"]) == pytest.approx(sorted(scores))

@@ -255,6 +255,14 @@ async def export_comparisons_csv(
 
 def _leaderboard_records(board: ThreadLeaderboardOut) -> list[dict[str, Any]]:
     criteria = board.session.criteria
+    m = board.method
+    method = {
+        "ci_level": m.level,
+        "ci_method": m.interval if m.interval == "sandwich" else f"bootstrap/{m.clusters}",
+        "tie_model": m.tie_model,
+        "strong_weight": m.strong_weight,
+        "elo_anchor": m.base,
+    }
     return [
         {
             "rank": e.rank,
@@ -274,6 +282,8 @@ def _leaderboard_records(board: ThreadLeaderboardOut) -> list[dict[str, Any]]:
             "win_rate": e.win_rate,
             "avg_confidence": e.avg_confidence,
             **{f"likert_{c}": e.avg_likert_scores.get(c) for c in criteria},
+            # how the scores were made, on every row so a pasted extract keeps it
+            **method,
         }
         for e in board.entries
     ]
@@ -300,6 +310,11 @@ def export_leaderboard_csv(
         "win_rate",
         "avg_confidence",
         *(f"likert_{c}" for c in board.session.criteria),
+        "ci_level",
+        "ci_method",
+        "tie_model",
+        "strong_weight",
+        "elo_anchor",
     ]
     records = _leaderboard_records(board)
     head = provenance_lines(provenance) if provenance is not None else ""

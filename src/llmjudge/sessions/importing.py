@@ -9,7 +9,9 @@ One JSON object per line:
 REF is a thread id (an integer) or ``{"pillar": name, "external_id": id}``. ``thread_a`` is
 the thread the judge saw first. Optional: ``reasoning`` (with ``verdict``), ``confidence``
 (0..1), ``scores_a`` / ``scores_b`` (criterion -> Likert 1..5; they override scores parsed
-from ``judgment``), ``repetition`` (>= 0), ``swap_group`` and ``group``.
+from ``judgment``), ``repetition`` (>= 0), ``swap_group``, ``group`` and ``strength``
+(``"strong"`` or 2 for A>>B, ``"weak"`` or 1 for A>B; read from a ``judgment``'s tag
+such as ``[[A>>B]]`` when not given; never stored for a tie).
 
 A ``judgment`` is read by the same parser as live sessions (`judging.verdicts`); one it
 cannot read becomes a failed comparison that keeps the text and the parse error (a
@@ -96,9 +98,10 @@ class JudgmentIn(BaseModel):
     repetition: int = Field(default=0, ge=0, le=1_000_000)
     swap_group: StrictInt | str | None = None
     group: StrictInt | str | None = None
-    strength: Literal[1, 2] | None = Field(
-        default=None, description="how clearly the winner won: 1 better, 2 much better (A>>B)"
-    )
+    strength: Literal["strong", "weak", 1, 2] | None = None
+
+
+_STRENGTHS = {"strong": 2, "weak": 1, 1: 1, 2: 2}
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,7 @@ class ParsedJudgment:
     repetition: int
     swap_label: str | None  # explicit swap_group, as text
     group: str | None
-    strength: int | None = None  # 1 or 2 where the source said (Arena-Hard's >>)
+    strength: int | None = None  # 2 strong, 1 weak; None for a tie or without one
 
 
 @dataclass
@@ -143,6 +146,7 @@ def _judged(row: JudgmentIn, line: int) -> ParsedJudgment | RowError:
     parse_error = raw = None
     reasoning, confidence = row.reasoning, row.confidence
     scores_a, scores_b = dict(row.scores_a), dict(row.scores_b)
+    strength = None if row.strength is None else _STRENGTHS[row.strength]
     if row.verdict is not None:
         winner = _VERDICTS.get(row.verdict.strip().upper())
         if winner is None:
@@ -163,6 +167,8 @@ def _judged(row: JudgmentIn, line: int) -> ParsedJudgment | RowError:
             confidence = confidence if confidence is not None else verdict.confidence
             scores_a = verdict.scores_a | scores_a
             scores_b = verdict.scores_b | scores_b
+            if strength is None and verdict.strength is not None:
+                strength = _STRENGTHS[verdict.strength]
     return ParsedJudgment(
         line=line,
         thread_a=_key(row.thread_a),
@@ -177,7 +183,7 @@ def _judged(row: JudgmentIn, line: int) -> ParsedJudgment | RowError:
         repetition=row.repetition,
         swap_label=_label(row.swap_group),
         group=_label(row.group),
-        strength=row.strength if winner in ("A", "B") else None,
+        strength=None if winner in (None, "TIE") else strength,
     )
 
 

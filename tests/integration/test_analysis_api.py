@@ -385,7 +385,9 @@ async def test_export_csv_neutralises_formulas(
     assert r.status_code == 200
     provenance, table = split_provenance(r.text)
     assert provenance["table"] == "leaderboard"
-    assert provenance["query"] == {"format": "csv", "aggregation": "all", "bootstrap_rounds": 200}
+    query = provenance["query"]
+    assert (query["format"], query["aggregation"], query["bootstrap_rounds"]) == ("csv", "all", 200)
+    assert query["rating"]["bootstrap_rounds"] == 200 and query["rating"]["level"] == 0.95
     board = list(csv.DictReader(io.StringIO(table)))
     assert [row["rank"] for row in board][0] == "1"
     top = board[0]

@@ -116,6 +116,7 @@ def stored_results(resolved: Sequence[ResolvedJudgment], at: datetime) -> list[S
             reasoning=j.reasoning,
             raw_response=j.raw_response,
             parse_error=j.parse_error,
+            strength=j.strength,
         )
         for j in (r.judgment for r in resolved)
     ]
@@ -350,6 +351,7 @@ async def _import_panel(
                     "judge": judges[k],
                     "status": "voted" if voted else "missing",
                     "winner": j.winner if j else None,
+                    "strength": j.strength if j else None,
                     "confidence": j.confidence if j else None,
                     "scores_a": (j.scores_a or None) if j else None,
                     "scores_b": (j.scores_b or None) if j else None,

@@ -462,7 +462,7 @@ async def _panel(*, cache: Cache, maker: Maker, session: AnalysisSession) -> dic
         labels,
         report["kappa"],
         title="Cohen's kappa between members",
-        legend_label="Cohen's kappa (1: always agree, 0: as chance, below 0: worse than chance)",
+        legend_label="Cohen's kappa (1 = always agree, 0 = chance)",
         value_range=(-1.0, 1.0),
         value_format="{:.2f}",
         missing_label="undefined",

@@ -55,7 +55,7 @@
         return `${it}${d.pending} of ${d.decisions} decisions await your review` +
           (d.carried_forward ? ` (${d.carried_forward} carried forward).` : ".");
       case "metrics":
-        return `${it}F1 ${Number(d.f1).toFixed(3)} on the ${d.basis === "holdout" ? "held-out" : "optimisation"} pairs.`;
+        return `${it}F1 ${Number(d.f1).toFixed(3)} on the ${d.basis === "selection" ? "held-out" : "optimisation"} pairs.`;
       case "prompt_version":
         if (d.kept) return `${it}${d.note}`;
         return `Judge prompt v${d.version} by ${d.created_by === "ai" ? "the prompt engineer" : "a human"}: ${d.rationale || ""}`;

@@ -106,7 +106,7 @@ async def test_persona_from_template_to_reviewed_iteration(
     watcher.on("response", lambda r: _record_response(r, js_errors))
     await watcher.goto(f"/personas/{pid}/progress")
     await expect(watcher.locator("#review-link")).to_be_visible()
-    await expect(watcher.locator("#metric-f1-holdout")).to_have_count(0)
+    await expect(watcher.locator("#metric-f1-selection")).to_have_count(0)
     await watcher.evaluate(MARKER_JS)
 
     # -- review the whole iteration with the keyboard only
@@ -156,7 +156,7 @@ async def test_persona_from_template_to_reviewed_iteration(
     assert len(decisions) == total and all(d["human_agrees"] is not None for d in decisions)
 
     # -- the watching tab updated itself: metric cards, confusion matrix, chart
-    await expect(watcher.locator("#metric-f1-holdout")).to_be_visible()
+    await expect(watcher.locator("#metric-f1-selection")).to_be_visible()
     await expect(watcher.locator("#metric-f1-optimisation .metric-value")).to_have_text(
         re.compile(r"^0\.\d{3}|^1\.000")
     )

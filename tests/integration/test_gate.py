@@ -90,7 +90,7 @@ async def _calibrated(
             status="done",
             outcome="converged",
             prompt_version=persona["current_version"],
-            metrics_holdout={"f1": 0.9},
+            metrics_selection={"f1": 0.9},
             timings={},
         )
         db.add(it)
@@ -104,7 +104,7 @@ async def _calibrated(
                 input=question,
                 correct_output=str(k),
                 input_hash=input_hash(question, None),
-                split="holdout",
+                split="selection",
             )
             db.add(pair)
             await db.flush()
@@ -124,7 +124,7 @@ async def _calibrated(
                     iteration=1,
                     pair_id=pair.id,
                     output_id=output.id,
-                    split="holdout",
+                    split="selection",
                     judge_label=label,
                     prompt_version=persona["current_version"],
                     human_agrees=agrees,

@@ -138,7 +138,7 @@ async def test_list_api_twin_filters_like_the_page(
     only_trained = (await client.get("/api/personas/summaries?status=trained")).json()
     assert trained["id"] in {row["id"] for row in only_trained}
     assert all(row["status"] == "trained" for row in only_trained)
-    assert only_trained[0]["holdout"] is not None or only_trained[0]["optimisation"] is not None
+    assert only_trained[0]["selection"] is not None or only_trained[0]["optimisation"] is not None
     found = (await client.get("/api/personas/summaries?q=dRaFt")).json()
     assert [row["id"] for row in found] == [draft["id"]]
     # The page shows the rows its twin returns.
@@ -429,7 +429,7 @@ async def test_compare_page_and_api(
     assert 'data-metric="holdout-f1"' in page.text and "Training cost" in page.text
     api = (await client.get(f"/api/personas/compare?ids={ids}")).json()
     assert [row["id"] for row in api] == [trained["id"], draft["id"]]
-    assert api[0]["holdout"]["f1"] > 0 and api[1]["holdout"] is None
+    assert api[0]["selection"]["f1"] > 0 and api[1]["selection"] is None
     assert api[0]["iterations"] == 1 and api[0]["scored_iteration"] == 1
     assert api[1]["scored_iteration"] is None
     assert (await client.get("/api/personas/compare?ids=1,x")).status_code == 422
@@ -467,7 +467,7 @@ def test_review_order_puts_uncertain_first_and_carried_last() -> None:
     ds = [
         _decision(1, judge_confidence=0.9),
         _decision(2, carried_forward=True, human_agrees=True, judge_confidence=0.1),
-        _decision(3, judge_confidence=0.2, split="holdout"),
+        _decision(3, judge_confidence=0.2, split="selection"),
         _decision(4),
         _decision(5, judge_confidence=0.2),
     ]
@@ -478,7 +478,7 @@ def test_pending_first_order_puts_unreviewed_first_then_the_same_rule() -> None:
     ds = [
         _decision(1, judge_confidence=0.9),
         _decision(2, carried_forward=True, human_agrees=True, judge_confidence=0.1),
-        _decision(3, judge_confidence=0.2, split="holdout"),
+        _decision(3, judge_confidence=0.2, split="selection"),
         _decision(4, human_agrees=False, judge_confidence=0.05),
         _decision(5, judge_confidence=0.2),
     ]
@@ -490,7 +490,7 @@ _decisions = st.lists(
     st.tuples(
         st.sampled_from([None, True, False]),
         st.one_of(st.none(), st.floats(min_value=0, max_value=1)),
-        st.sampled_from(["optimisation", "holdout"]),
+        st.sampled_from(["optimisation", "selection"]),
         st.booleans(),
     ),
     min_size=1,

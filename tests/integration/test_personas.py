@@ -157,8 +157,8 @@ async def test_upload_validates_all_or_nothing(
     assert {p["id"]: p["split"] for p in before} == {
         p["id"]: p["split"] for p in after if p["id"] in {q["id"] for q in before}
     }
-    held = (await client.get(f"/api/personas/{pid}/training-pairs?split=holdout")).json()
-    assert 0 < len(held) < len(after) and all(p["split"] == "holdout" for p in held)
+    held = (await client.get(f"/api/personas/{pid}/training-pairs?split=selection")).json()
+    assert 0 < len(held) < len(after) and all(p["split"] == "selection" for p in held)
 
     # The same input with another correct output would silently change the truth.
     buffer = io.StringIO()
@@ -266,7 +266,7 @@ async def test_training_loop_with_review(
     iterations = (await client.get(f"/api/personas/{pid}/iterations")).json()
     first = iterations[0]
     assert first["status"] == "done" and first["outcome"] == "continue"
-    for side in ("optimisation", "holdout"):
+    for side in ("optimisation", "selection"):
         rows = [d for d in decisions if d["split"] == side]
         expected = compute_metrics(
             confusion_from_decisions(
@@ -286,7 +286,7 @@ async def test_training_loop_with_review(
     assert set(first["timings"]) >= {"generate_s", "judge_s", "review_s", "optimise_s"}
     metrics = (await client.get(f"/api/personas/{pid}/metrics")).json()
     assert [m["iteration"] for m in metrics] == [1]
-    assert metrics[0]["holdout"]["n"] == sum(1 for p in pairs if p["split"] == "holdout")
+    assert metrics[0]["selection"]["n"] == sum(1 for p in pairs if p["split"] == "selection")
 
     prompts = (await client.get(f"/api/personas/{pid}/prompts")).json()
     assert [(v["version"], v["created_by"]) for v in prompts] == [(1, "human"), (2, "ai")]
@@ -295,7 +295,7 @@ async def test_training_loop_with_review(
     assert len(new_rules) == 1
     # The engineer saw only optimisation failures, with the human's notes.
     assert NOTE in new_rules[0]
-    held_inputs = {p["input"][:30] for p in pairs if p["split"] == "holdout"}
+    held_inputs = {p["input"][:30] for p in pairs if p["split"] == "selection"}
     assert not any(text in new_rules[0] for text in held_inputs)
     persona_now = (await client.get(f"/api/personas/{pid}")).json()
     assert persona_now["current_version"] == 2 and persona_now["current_iteration"] == 2
@@ -390,7 +390,7 @@ async def test_report_and_export(client: httpx.AsyncClient, persona: dict[str, A
     data = (await client.get(f"/api/personas/{pid}/export?format=json")).json()
     assert len(data["pairs"]) == len(pairs) and len(data["outputs"]) == len(pairs)
     assert len(data["decisions"]) == 2 * len(pairs)
-    assert data["iterations"][0]["metrics_holdout"]["n"] > 0
+    assert data["iterations"][0]["metrics_selection"]["n"] > 0
     assert data["pairs"][0]["input"] == pairs[0]["input"]  # JSON keeps the raw text
 
 
@@ -474,7 +474,7 @@ async def test_loop_ends_trained_or_incomplete_by_the_held_out_f1(
     status = await _wait(client, pid, lambda s: s["status"] in ("trained", "incomplete"))
     iterations = (await client.get(f"/api/personas/{pid}/iterations")).json()
     last = iterations[-1]
-    f1 = last["metrics_holdout"]["f1"]
+    f1 = last["metrics_selection"]["f1"]
     assert "holdout F1" in last["note"] and status["status_reason"] == last["note"]
     report = (await client.get(f"/api/personas/{pid}/report")).json()
     if status["status"] == "trained":
@@ -532,7 +532,7 @@ async def test_rewrite_without_placeholders_is_retried_then_rejected(
     # decision is carried forward and iteration 2 is scored without a human.
     second = (await client.get(f"/api/personas/{pid}/iterations/2/decisions")).json()
     assert second and all(d["carried_forward"] for d in second)
-    assert iterations[1]["metrics_holdout"] == iterations[0]["metrics_holdout"]
+    assert iterations[1]["metrics_selection"] == iterations[0]["metrics_selection"]
     assert status["status"] in ("trained", "incomplete")
 
 
@@ -566,7 +566,7 @@ async def test_changing_the_holdout_fraction_resplits_before_training(
     pairs = (await client.get(f"{url}/training-pairs")).json()
     assert {p["split"] for p in pairs} == {"optimisation"}
     await client.patch(url, json={"holdout_fraction": 0.5})
-    held = (await client.get(f"{url}/training-pairs?split=holdout")).json()
+    held = (await client.get(f"{url}/training-pairs?split=selection")).json()
     assert len(held) == round(0.5 * len(pairs))
     # The trained persona's split is fixed: its metrics history depends on it.
     r = await client.patch(f"/api/personas/{persona['id']}", json={"holdout_fraction": 0.1})

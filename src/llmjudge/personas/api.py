@@ -201,7 +201,7 @@ async def upload_pairs(
 async def list_pairs(
     persona_id: int,
     db: DbSession,
-    split: Literal["optimisation", "holdout"] | None = None,
+    split: Literal["optimisation", "selection", "calibration"] | None = None,
     limit: Annotated[int, Query(ge=1, le=5000)] = 500,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> list[PairOut]:
@@ -329,7 +329,7 @@ async def list_decisions(
     number: int,
     db: DbSession,
     pending: bool = False,
-    split: Literal["optimisation", "holdout"] | None = None,
+    split: Literal["optimisation", "selection", "calibration"] | None = None,
     order: Annotated[
         review.ReviewOrder,
         Query(

@@ -248,3 +248,86 @@ def metrics_with_intervals(
         confusion=c,
         confidence=confidence,
     )
+
+
+def report_dict(c: Confusion, *, rounds: int = 2000, seed: int = 0) -> dict:
+    """``compute_metrics(c).to_dict()`` plus ``intervals``: each figure's Estimate as a dict
+    (what an iteration stores, so every card can show its count and interval)."""
+    out = compute_metrics(c).to_dict()
+    report = metrics_with_intervals(c, rounds=rounds, seed=seed)
+    out["intervals"] = {
+        key: getattr(report, key).to_dict()
+        for key in ("precision", "recall", "f1", "kappa", "accuracy")
+    }
+    out["confidence"] = report.confidence
+    return out
+
+
+# -- several annotators ----------------------------------------------------------------------
+
+
+def majority_label(labels: Sequence[bool]) -> bool | None:
+    """The majority of several annotators' labels (True = correct); None on a tie or none."""
+    yes = sum(bool(v) for v in labels)
+    no = len(labels) - yes
+    if yes == no:
+        return None
+    return yes > no
+
+
+def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float:
+    """Cohen's kappa of two raters' aligned binary labels (0.0 when undefined or empty),
+    equal to scikit-learn's ``cohen_kappa_score`` where that is defined."""
+    if len(a) != len(b):
+        raise ValueError(f"{len(a)} labels against {len(b)}")
+    return compute_metrics(confusion_from_labels(a, b)).kappa if a else 0.0
+
+
+def fleiss_kappa(counts: Sequence[tuple[int, int]]) -> float:
+    """Fleiss' kappa of items rated by several raters: ``counts[i]`` is (raters who said
+    correct, raters who said incorrect) of item ``i``. Items with fewer than two ratings
+    are left out (they carry no agreement); 0.0 when undefined (one class only, no items).
+
+    Raters may differ per item (the usual generalisation: each item's agreement is the
+    share of agreeing rater pairs among its own)."""
+    arr = np.asarray([c for c in counts if sum(c) >= 2], dtype=float).reshape(-1, 2)
+    if len(arr) == 0:
+        return 0.0
+    m = arr.sum(axis=1)
+    p_i = (arr * (arr - 1)).sum(axis=1) / (m * (m - 1))
+    p_bar = float(p_i.mean())
+    shares = arr.sum(axis=0) / m.sum()
+    p_e = float((shares**2).sum())
+    if p_e >= 1.0 - 1e-12:
+        return 0.0
+    return (p_bar - p_e) / (1.0 - p_e)
+
+
+@dataclass(frozen=True)
+class AnnotatorAgreement:
+    annotators: tuple[str, ...]
+    pairwise: tuple[tuple[str, str, float, int], ...]  # (a, b, Cohen's kappa, shared items)
+    fleiss: float
+    items: int  # items with at least two labels
+
+
+def annotator_agreement(labels: dict[int, dict[str, bool]]) -> AnnotatorAgreement:
+    """Inter-annotator agreement from ``{item: {annotator: label}}``: Cohen's kappa of each
+    pair of annotators on the items both labelled, and Fleiss' kappa over all items."""
+    names = sorted({a for per in labels.values() for a in per})
+    pairwise = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            shared = [(per[a], per[b]) for per in labels.values() if a in per and b in per]
+            if shared:
+                xa, xb = zip(*shared, strict=True)
+                pairwise.append((a, b, cohen_kappa(xa, xb), len(shared)))
+    counts = [
+        (sum(v for v in per.values()), sum(not v for v in per.values())) for per in labels.values()
+    ]
+    return AnnotatorAgreement(
+        annotators=tuple(names),
+        pairwise=tuple(pairwise),
+        fleiss=fleiss_kappa(counts),
+        items=sum(1 for c in counts if sum(c) >= 2),
+    )

@@ -31,10 +31,10 @@ async def metrics(*, db: AsyncSession, persona_id: int) -> list[MetricsRow]:
             iteration=it.number,
             prompt_version=it.prompt_version,
             optimisation=metrics_out(it.metrics_optimisation),
-            holdout=metrics_out(it.metrics_holdout),
+            selection=metrics_out(it.metrics_selection),
         )
         for it in rows.all()
-        if it.metrics_optimisation is not None or it.metrics_holdout is not None
+        if it.metrics_optimisation is not None or it.metrics_selection is not None
     ]
 
 
@@ -79,7 +79,7 @@ async def report(*, db: AsyncSession, persona_id: int) -> ReportOut:
             .order_by(PersonaIteration.number)
         )
     ).all()
-    scored = [it for it in iterations if it.metrics_optimisation or it.metrics_holdout]
+    scored = [it for it in iterations if it.metrics_optimisation or it.metrics_selection]
     last = scored[-1] if scored else None
     versions = await list_versions(db=db, persona_id=persona_id)
     evolution = []
@@ -95,8 +95,8 @@ async def report(*, db: AsyncSession, persona_id: int) -> ReportOut:
                 "optimisation_f1": used[-1].metrics_optimisation["f1"]
                 if used and used[-1].metrics_optimisation
                 else None,
-                "holdout_f1": used[-1].metrics_holdout["f1"]
-                if used and used[-1].metrics_holdout
+                "selection_f1": used[-1].metrics_selection["f1"]
+                if used and used[-1].metrics_selection
                 else None,
             }
         )
@@ -113,7 +113,7 @@ async def report(*, db: AsyncSession, persona_id: int) -> ReportOut:
             iteration=last.number,
             prompt_version=last.prompt_version,
             optimisation=metrics_out(last.metrics_optimisation),
-            holdout=metrics_out(last.metrics_holdout),
+            selection=metrics_out(last.metrics_selection),
         ),
         prompt_evolution=evolution,
         best_decisions=[] if last is None else await _report_decisions(db, last.id, True),
@@ -141,7 +141,7 @@ EXPORT_COLUMNS = (
     "reviewed_by",
     "carried_forward",
     "iteration_f1_optimisation",
-    "iteration_f1_holdout",
+    "iteration_f1_selection",
 )
 
 
@@ -212,7 +212,7 @@ def export_csv(data: dict[str, Any]) -> str:
     f1 = {
         it["number"]: (
             (it["metrics_optimisation"] or {}).get("f1"),
-            (it["metrics_holdout"] or {}).get("f1"),
+            (it["metrics_selection"] or {}).get("f1"),
         )
         for it in data["iterations"]
     }
@@ -241,7 +241,7 @@ def export_csv(data: dict[str, Any]) -> str:
             "reviewed_by": d["reviewed_by"],
             "carried_forward": d["carried_forward"],
             "iteration_f1_optimisation": opt_f1,
-            "iteration_f1_holdout": held_f1,
+            "iteration_f1_selection": held_f1,
         }
         rows.append(row)
     for pair in data["pairs"]:

@@ -55,23 +55,23 @@ def metric_cards(latest: MetricsOut | None, previous: MetricsOut | None) -> list
 
 
 def scored(iterations: Sequence[IterationOut]) -> list[IterationOut]:
-    return [it for it in iterations if it.metrics_optimisation or it.metrics_holdout]
+    return [it for it in iterations if it.metrics_optimisation or it.metrics_selection]
 
 
-def deciding_split(iterations: Sequence[IterationOut]) -> Literal["holdout", "optimisation"]:
+def deciding_split(iterations: Sequence[IterationOut]) -> Literal["selection", "optimisation"]:
     """Held-out when the persona has a held-out part (as the loop decides convergence)."""
-    return "holdout" if any(it.metrics_holdout for it in iterations) else "optimisation"
+    return "selection" if any(it.metrics_selection for it in iterations) else "optimisation"
 
 
 def progress_chart(iterations: Sequence[IterationOut], target: float) -> Markup:
     rows = scored(iterations)
     split = deciding_split(rows)
-    name = "held-out" if split == "holdout" else "optimisation"
+    name = "held-out" if split == "selection" else "optimisation"
 
     def values(key: str, side: str) -> list[float | None]:
         out = []
         for it in rows:
-            m = it.metrics_holdout if side == "holdout" else it.metrics_optimisation
+            m = it.metrics_selection if side == "selection" else it.metrics_optimisation
             out.append(None if m is None else getattr(m, key))
         return out
 
@@ -80,7 +80,7 @@ def progress_chart(iterations: Sequence[IterationOut], target: float) -> Markup:
         f"Precision ({name})": values("precision", split),
         f"Recall ({name})": values("recall", split),
     }
-    if split == "holdout":
+    if split == "selection":
         series["F1 (optimisation)"] = values("f1", "optimisation")
     return line_chart(
         [it.number for it in rows],
@@ -100,16 +100,16 @@ async def _progress_ctx(db: DbSession, persona: PersonaOut) -> dict[str, Any]:
     split = deciding_split(rows)
     deciding = None
     if latest is not None:
-        deciding = latest.metrics_holdout if split == "holdout" else latest.metrics_optimisation
+        deciding = latest.metrics_selection if split == "selection" else latest.metrics_optimisation
     return {
         "iterations": iterations,
         "current": iterations[-1] if iterations else None,
         "latest": latest,
         "split": split,
         "deciding": deciding,
-        "cards_holdout": metric_cards(
-            latest.metrics_holdout if latest else None,
-            previous.metrics_holdout if previous else None,
+        "cards_selection": metric_cards(
+            latest.metrics_selection if latest else None,
+            previous.metrics_selection if previous else None,
         ),
         "cards_optimisation": metric_cards(
             latest.metrics_optimisation if latest else None,

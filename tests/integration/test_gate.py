@@ -91,6 +91,7 @@ async def _calibrated(
             outcome="converged",
             prompt_version=persona["current_version"],
             metrics_selection={"f1": 0.9},
+            metrics_calibration={"f1": 0.9},
             timings={},
         )
         db.add(it)
@@ -104,7 +105,7 @@ async def _calibrated(
                 input=question,
                 correct_output=str(k),
                 input_hash=input_hash(question, None),
-                split="selection",
+                split="calibration",
             )
             db.add(pair)
             await db.flush()
@@ -124,7 +125,7 @@ async def _calibrated(
                     iteration=1,
                     pair_id=pair.id,
                     output_id=output.id,
-                    split="selection",
+                    split="calibration",
                     judge_label=label,
                     prompt_version=persona["current_version"],
                     human_agrees=agrees,

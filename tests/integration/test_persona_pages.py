@@ -88,7 +88,18 @@ async def trained(client: httpx.AsyncClient, fast_simulator: None) -> dict[str, 
     """Trained through the pages: one iteration reviewed by an oracle via the review form."""
     p = await _from_template(client, "Trained one")
     pid = p["id"]
-    await client.patch(f"/api/personas/{pid}", json={"max_iterations": 1, "target_f1": 0.7})
+    # A small template: converging needs the user's explicit choice of a low bar (the
+    # point F1, one pair per class), which the pages then say.
+    r = await client.patch(
+        f"/api/personas/{pid}",
+        json={
+            "max_iterations": 1,
+            "target_f1": 0.7,
+            "min_per_class": 1,
+            "convergence_basis": "point",
+        },
+    )
+    assert r.status_code == 200, r.text
     assert (await client.post(f"/personas/{pid}/actions/start")).status_code == 303
     await _wait(client, pid, _awaiting)
     decisions = (await client.get(f"/api/personas/{pid}/iterations/1/decisions")).json()
@@ -426,7 +437,7 @@ async def test_compare_page_and_api(
     assert page.status_code == 200
     table = page.text[page.text.index('id="compare-table"') :]
     assert table.index("Trained one") < table.index("Draft &lt;persona")  # the order asked
-    assert 'data-metric="holdout-f1"' in page.text and "Training cost" in page.text
+    assert 'data-metric="selection-f1"' in page.text and "Training cost" in page.text
     api = (await client.get(f"/api/personas/compare?ids={ids}")).json()
     assert [row["id"] for row in api] == [trained["id"], draft["id"]]
     assert api[0]["selection"]["f1"] > 0 and api[1]["selection"] is None

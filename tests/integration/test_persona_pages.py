@@ -214,7 +214,7 @@ async def test_detail_tabs_render_in_every_state(
     per_state = {
         "draft": (draft, ["Start training", "Not started yet", "is not trained"]),
         "training": (training, ["Pause", "awaits your review", "Review now"]),
-        "trained": (trained, ["reached the target F1", "Confusion matrix", "Held-out pairs"]),
+        "trained": (trained, ["reached the target F1", "Confusion matrix", "Selection pairs"]),
     }
     for state, (p, extra) in per_state.items():
         pages = {path: await client.get(f"/personas/{p['id']}{path}") for path in expected}
@@ -229,7 +229,10 @@ async def test_detail_tabs_render_in_every_state(
             assert text in everything, (state, text)
     trained_progress = (await client.get(f"/personas/{trained['id']}/progress")).text
     # 5 metrics x 2 splits
-    assert len(re.findall(r'class="metric-card[ "]', trained_progress)) == 10
+    # five cards for each of the three splits, each with its count and interval
+    assert len(re.findall(r'class="metric-card[ "]', trained_progress)) == 15
+    assert len(re.findall(r'class="ci small muted"', trained_progress)) >= 15
+    assert "not</strong> that prompt optimisation works" in trained_progress
     assert "<svg" in trained_progress and 'class="point"' in trained_progress
     assert "Trained: the judge reached" in trained_progress
     live = await client.get(f"/personas/{trained['id']}/progress/live")

@@ -13,10 +13,12 @@ from sse_starlette import EventSourceResponse
 from llmjudge.auth.schemas import CurrentPrincipal
 from llmjudge.catalog.schemas import RowError
 from llmjudge.events.sse import sse_response
+from llmjudge.personas import agreement as agreement_service
 from llmjudge.personas import estimate as estimates
 from llmjudge.personas import iterations as iteration_service
 from llmjudge.personas import pairs as pair_service
 from llmjudge.personas import prompt_versions, reports, review, service, training_control
+from llmjudge.personas.agreement import AgreementOut
 from llmjudge.personas.events import publish
 from llmjudge.personas.schemas import (
     BulkFeedbackIn,
@@ -419,6 +421,14 @@ async def bulk_feedback(
 async def metrics(persona_id: int, db: DbSession) -> list[MetricsRow]:
     """Agreement with the human per scored iteration, optimisation and held-out parts."""
     return await reports.metrics(db=db, persona_id=persona_id)
+
+
+@router.get("/{persona_id}/agreement", response_model=AgreementOut)
+async def annotator_agreement(persona_id: int, db: DbSession) -> AgreementOut:
+    """Inter-annotator agreement of the uploaded labels (Cohen's kappa per pair of
+    annotators, Fleiss' kappa), beside the judge's kappa: the humans' agreement is its
+    ceiling."""
+    return await agreement_service.agreement(db=db, persona_id=persona_id)
 
 
 @router.get("/{persona_id}/report", response_model=ReportOut)

@@ -215,7 +215,8 @@ async def create_from_template(
 async def update_persona(*, db: AsyncSession, persona_id: int, patch: PersonaPatch) -> PersonaOut:
     p = await persona_row(db, persona_id, lock=True)
     changes = patch.model_dump(exclude_unset=True)
-    for required in set(changes) - {"budget_usd", "metrics_annotator", "embedding_model_id"}:
+    nullable = {"budget_usd", "metrics_annotator", "embedding_model_id", "task_model_id"}
+    for required in set(changes) - nullable:
         if changes[required] is None:
             raise Invalid(f"{required} cannot be null")
     if p.status == "training" and set(changes) - EDITABLE_WHILE_TRAINING:

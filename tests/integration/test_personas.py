@@ -20,9 +20,9 @@ from sqlalchemy import func, select
 from llmjudge.auth.middleware import ADMIN_TOKEN_USER
 from llmjudge.personas.metrics import compute_metrics, confusion_from_decisions
 from llmjudge.personas.templates import get_template
-from llmjudge.providers.base import ChatResult, ProviderError
 from llmjudge.providers.models import LLMCall
 from llmjudge.providers.simulator import RULE_PREFIX, normalise
+from tests.fakes.servers import FakeOpenAI
 
 EXTRA_CSV = (
     "input,correct_output\n"
@@ -503,35 +503,47 @@ async def test_loop_ends_trained_or_incomplete_by_the_held_out_f1(
     assert "incomplete" in [e.type for e in events if e.topic == f"persona:{pid}"]
 
 
+async def _fake_model(client: httpx.AsyncClient, fake: FakeOpenAI, name: str) -> int:
+    """A model on the fake OpenAI-compatible server (real wire format, no retries)."""
+    r = await client.post(
+        "/api/providers",
+        json={
+            "name": f"fake for {name}",
+            "kind": "openai",
+            "base_url": fake.base_url,
+            "api_key": fake.state.api_key,
+            "max_retries": 0,
+        },
+    )
+    assert r.status_code == 201, r.text
+    r = await client.post(
+        "/api/models", json={"provider_id": r.json()["id"], "name": name, "model": name}
+    )
+    assert r.status_code == 201, r.text
+    return int(r.json()["id"])
+
+
 async def test_rewrite_without_placeholders_is_retried_then_rejected(
-    app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+    client: httpx.AsyncClient,
 ) -> None:
-    llm = app.state.llm
-    real_chat = llm.chat
-    engineer_calls: list[dict[str, Any]] = []
-
-    async def chat(**kwargs: Any) -> ChatResult:
-        if kwargs["purpose"] != "persona_engineer":
-            return await real_chat(**kwargs)
-        engineer_calls.append(kwargs)
-        text = json.dumps({"prompt": "Is this right? {answer}", "rationale": "shorter"})
-        return ChatResult(
-            text=text,
-            input_tokens=1,
-            output_tokens=1,
-            usage_estimated=True,
-            latency_s=0.0,
-            attempts=1,
+    async with FakeOpenAI() as fake:
+        # The engineer's structured reply, over the wire, drops two placeholders.
+        fake.state.responder = lambda body: json.dumps(
+            {"prompt": "Is this right? {answer}", "rationale": "shorter", "addressed": []}
         )
-
-    monkeypatch.setattr(llm, "chat", chat)
-    pid = (await client.post("/api/personas/from-template/summaries")).json()["id"]
-    await client.patch(f"/api/personas/{pid}", json={"max_iterations": 2})
-    await client.post(f"/api/personas/{pid}/training/start")
-    await _wait(client, pid, _awaiting(1))
-    await _review_with_oracle(client, pid, 1)
-    status = await _wait(client, pid, lambda s: s["status"] != "training")
+        engineer = await _fake_model(client, fake, "careless-engineer")
+        r = await client.post(
+            "/api/personas/from-template/summaries", json={"engineer_model_id": engineer}
+        )
+        pid = r.json()["id"]
+        await client.patch(f"/api/personas/{pid}", json={"max_iterations": 2})
+        await client.post(f"/api/personas/{pid}/training/start")
+        await _wait(client, pid, _awaiting(1))
+        await _review_with_oracle(client, pid, 1)
+        status = await _wait(client, pid, lambda s: s["status"] != "training")
+        engineer_calls = [q.body for q in fake.state.requests]
     assert len(engineer_calls) == 2
+    assert engineer_calls[0]["response_format"]["json_schema"]["name"] == "judge_prompt"
     retry = engineer_calls[1]["messages"][-1]["content"]
     assert "{input}" in retry and "{correct_output}" in retry
     iterations = (await client.get(f"/api/personas/{pid}/iterations")).json()
@@ -588,26 +600,27 @@ async def test_changing_the_holdout_fraction_resplits_before_training(
     assert r.status_code == 409
 
 
-async def test_a_failing_model_pauses_with_the_cause(
-    app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    real_chat = app.state.llm.chat
-
-    async def chat(**kwargs: Any) -> ChatResult:
-        if kwargs["purpose"] == "persona_judge":
-            raise ProviderError("Simulator", "simulator", "server error (500): down", status=500)
-        return await real_chat(**kwargs)
-
-    monkeypatch.setattr(app.state.llm, "chat", chat)
-    pid = (await client.post("/api/personas/from-template/summaries")).json()["id"]
-    await client.post(f"/api/personas/{pid}/training/start")
-    status = await _wait(client, pid, lambda s: s["status"] == "paused")
-    assert status["status_reason"] == (
-        "the judge model failed: server error (500): down; resume to retry"
-    )
-    assert status["iteration"]["status"] == "judging"
-    monkeypatch.setattr(app.state.llm, "chat", real_chat)
-    await client.post(f"/api/personas/{pid}/training/resume")
-    status = await _wait(client, pid, _awaiting(1))
-    assert status["status_reason"] is None
-    await client.post(f"/api/personas/{pid}/training/pause")
+async def test_a_failing_model_pauses_with_the_cause(client: httpx.AsyncClient) -> None:
+    async with FakeOpenAI() as fake:
+        fake.state.fail_500 = 10**6  # every judge call answers 500 over the wire
+        fake.state.responder = lambda body: json.dumps(
+            {"label": "correct", "reasoning": "fine", "confidence": 0.8}
+        )
+        judge = await _fake_model(client, fake, "failing-judge")
+        r = await client.post(
+            "/api/personas/from-template/summaries", json={"judge_model_id": judge}
+        )
+        pid = r.json()["id"]
+        await client.post(f"/api/personas/{pid}/training/start")
+        status = await _wait(client, pid, lambda s: s["status"] == "paused")
+        assert status["status_reason"] == (
+            "the judge model failed: server error (500): internal server error; resume to retry"
+        )
+        assert status["iteration"]["status"] == "judging"
+        fake.state.fail_500 = 0
+        await client.post(f"/api/personas/{pid}/training/resume")
+        status = await _wait(client, pid, _awaiting(1))
+        assert status["status_reason"] is None
+        await client.post(f"/api/personas/{pid}/training/pause")
+        decisions = (await client.get(f"/api/personas/{pid}/iterations/1/decisions")).json()
+        assert decisions and all(d["judge_confidence"] == 0.8 for d in decisions)

@@ -159,7 +159,9 @@ async def test_calibration_from_held_out_reviews(
 ) -> None:
     r = await client.get(f"/api/personas/{good['id']}/calibration")
     assert r.status_code == 200
-    assert r.json() == {
+    body = r.json()
+    tpr_ci, tnr_ci = body.pop("tpr_ci"), body.pop("tnr_ci")
+    assert body == {
         "iteration": 1,
         "prompt_version": good["current_version"],
         "tpr": 0.85,
@@ -167,6 +169,8 @@ async def test_calibration_from_held_out_reviews(
         "calib_pos": 100,
         "calib_neg": 100,
     }
+    # 85 of 100: the Wilson interval, as wide as 100 pairs allow
+    assert tpr_ci == tnr_ci == pytest.approx([0.7672, 0.9069], abs=1e-4)
 
 
 async def test_corrected_interval_covers_the_true_pass_rate(

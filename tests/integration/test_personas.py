@@ -266,6 +266,18 @@ async def test_training_loop_with_review(
     iterations = (await client.get(f"/api/personas/{pid}/iterations")).json()
     first = iterations[0]
     assert first["status"] == "done" and first["outcome"] == "continue"
+    # "Agree with all" labels are marked bulk; one-by-one reviews are not.
+    reviewed = {
+        d["id"]: d for d in (await client.get(f"/api/personas/{pid}/iterations/1/decisions")).json()
+    }
+    assert all(reviewed[d["id"]]["bulk"] for d in agree)
+    assert not any(reviewed[d["id"]]["bulk"] for d in disagree)
+    conv = first["convergence"]
+    assert conv["bulk_all"] == len(agree) and conv["labels_all"] == len(decisions)
+    selection_bulk = sum(1 for d in agree if d["split"] == "selection")
+    assert conv["bulk"] == selection_bulk
+    if len(agree) / len(decisions) > 0.5:  # measured mostly on bulk labels: it says so
+        assert any("mostly on bulk labels" in w for w in conv["warnings"])
     for side in ("optimisation", "selection"):
         rows = [d for d in decisions if d["split"] == side]
         expected = compute_metrics(

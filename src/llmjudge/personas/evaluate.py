@@ -29,6 +29,7 @@ from llmjudge.events.hub import EventHub
 from llmjudge.personas import service
 from llmjudge.personas.gate import corrected_pass_rate
 from llmjudge.personas.loop import DEFAULT_SIMILARITY_THRESHOLD, LLM, embed_texts
+from llmjudge.personas.metrics import wilson_interval
 from llmjudge.personas.models import Persona, PersonaDecision, PersonaIteration
 from llmjudge.personas.replies import JUDGE_SCHEMA, parse_judge_reply
 from llmjudge.personas.schemas import PersonaOut
@@ -107,6 +108,12 @@ class CalibrationOut(BaseModel):
     tnr: float = Field(description="judge said incorrect among human-incorrect ones")
     calib_pos: int = Field(description="calibration answers the human labelled correct")
     calib_neg: int = Field(description="calibration answers the human labelled incorrect")
+    tpr_ci: tuple[float, float] = Field(
+        default=(0.0, 1.0), description="95% Wilson interval of the TPR over calib_pos"
+    )
+    tnr_ci: tuple[float, float] = Field(
+        default=(0.0, 1.0), description="95% Wilson interval of the TNR over calib_neg"
+    )
 
 
 class PassRateOut(BaseModel):
@@ -328,6 +335,8 @@ async def load_calibration(*, db: AsyncSession, persona_id: int) -> CalibrationO
         tnr=c.tnr,
         calib_pos=c.calib_pos,
         calib_neg=c.calib_neg,
+        tpr_ci=wilson_interval(round(c.tpr * c.calib_pos), c.calib_pos),
+        tnr_ci=wilson_interval(round(c.tnr * c.calib_neg), c.calib_neg),
     )
 
 

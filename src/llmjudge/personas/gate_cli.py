@@ -81,7 +81,7 @@ def report(result: Mapping[str, Any]) -> str:
     lines = [
         f"Persona {result['persona_name']!r} (judge prompt v{result['prompt_version']}, "
         f"TPR {calibration.get('tpr', 0):.3f}, TNR {calibration.get('tnr', 0):.3f} on "
-        f"{calibration.get('calib_pos', 0)}+{calibration.get('calib_neg', 0)} held-out answers)",
+        f"{calibration.get('calib_pos', 0)}+{calibration.get('calib_neg', 0)} calibration answers)",
         str(result["summary"]),
     ]
     lines += [f"warning: {w}" for w in result.get("warnings") or []]

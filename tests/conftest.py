@@ -163,3 +163,12 @@ def mtbench_dir() -> Path:
         # CI lays shared/ beside the clone: there a missing folder is a failure, not a skip.
         (pytest.fail if os.environ.get("CI") else pytest.skip)(f"MT-Bench data not found at {path}")
     return path
+
+
+@pytest.fixture(scope="session")
+def llmbar_dir() -> Path:
+    path = SHARED_DATA / "llmbar"
+    if not path.exists():
+        # CI lays shared/ beside the clone: there a missing folder is a failure, not a skip.
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(f"LLMBar data not found at {path}")
+    return path

@@ -47,6 +47,7 @@ winner makes the answer ambiguous.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import re
@@ -54,10 +55,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Verdict", "VerdictParseError", "Winner", "parse_verdict"]
+__all__ = ["Verdict", "VerdictParseError", "Winner", "parse_tags", "parse_verdict"]
 
 Winner = Literal["A", "B", "TIE"]
-Format = Literal["json", "tag", "text"]
+Format = Literal["json", "tag", "text", "labels"]
 Strength = Literal["strong", "weak"]
 
 
@@ -95,17 +96,26 @@ def parse_verdict(text: str, criteria: Sequence[str] = ()) -> Verdict:
     else:
         assert tag_hit is not None
         end = tag_hit.end
-        parts = (text[: tag_hit.start].strip(), text[tag_hit.end :].strip())
-        reasoning = "\n".join(part for part in parts if part)
-        verdict = Verdict(
-            winner=tag_hit.winner,
-            confidence=None,
-            reasoning=reasoning,
-            format="tag",
-            strength=tag_hit.strength,
-        )
+        verdict = _tag_verdict(text, tag_hit)
     _check_trailing_text(text[end:], verdict.winner)
     return verdict
+
+
+def parse_tags(text: str) -> Verdict:
+    """Read MT-Bench / Arena-Hard verdict tags only (no JSON, no prose fallback).
+
+    The last tag wins, final tags that disagree are an error, and text after the tag
+    must not name another winner, as in :func:`parse_verdict`.
+    """
+    if not isinstance(text, str):
+        raise VerdictParseError(f"judge response must be text, got {type(text).__name__}")
+    if not text.strip():
+        raise VerdictParseError("empty judge response")
+    tag = _last_tag(text)
+    if tag is None:
+        raise VerdictParseError("no verdict tag such as [[A]], [[B]], [[C]] or [[A>B]]")
+    _check_trailing_text(text[tag.end :], tag.winner)
+    return _tag_verdict(text, tag)
 
 
 # --------------------------------------------------------------------------- JSON
@@ -238,15 +248,18 @@ def _likert(raw: Mapping[str, Any], wanted: Mapping[str, str], side: str) -> dic
 
 # --------------------------------------------------------------------------- tags
 
+# Linear time: no two quantifiers can share a character (the old ``\s*["']?\s*`` split a
+# run of spaces every possible way: 17.7 s on "[[" + 30,000 spaces), and each quantifier is
+# possessive because the token after it can never start with what it repeats.
 _TAG = re.compile(
-    r"""\[\[\s*(?:
-        ["']?\s*(?P<single>[ABC]|TIE)\s*["']?
-      | (?P<left>[AB])\s*(?P<op>>>|<<|==|>|<|=)\s*(?P<right>[AB])
-    )\s*\]\]""",
+    r"""\[\[\s*+(?:
+        (?:["']\s*+)?(?P<single>[ABC]|TIE)\s*+(?:["']\s*+)?
+      | (?P<left>[AB])\s*+(?P<op>>>|<<|==|>|<|=)\s*+(?P<right>[AB])\s*+
+    )\]\]""",
     re.VERBOSE | re.IGNORECASE,
 )
 # What may separate two tags for them to count as one final, joint answer.
-_TAG_GAP = re.compile(r"[\s,;:/|.\-]*(?:(?:or|and)[\s,;:/|.\-]*)?", re.IGNORECASE)
+_TAG_GAP = re.compile(r"[\s,;:/|.\-]*+(?:(?:or|and)[\s,;:/|.\-]*+)?", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -271,6 +284,17 @@ def _read_tag(match: re.Match[str]) -> _Tag:
     better = left if op in (">", ">>") else right
     strength: Strength = "strong" if len(op) == 2 else "weak"
     return _Tag(better, strength, match.start(), match.end())  # type: ignore[arg-type]
+
+
+def _tag_verdict(text: str, tag: _Tag) -> Verdict:
+    parts = (text[: tag.start].strip(), text[tag.end :].strip())
+    return Verdict(
+        winner=tag.winner,
+        confidence=None,
+        reasoning="\n".join(part for part in parts if part),
+        format="tag",
+        strength=tag.strength,
+    )
 
 
 def _last_tag(text: str) -> _Tag | None:
@@ -309,8 +333,8 @@ _SIDE_PATTERNS = [
     # "Assistant B wins", "Assistant A outperforms ..."
     _SUBJECT + r"\s+(?i:wins|won|outperforms|outperformed)\b",
     # "the final verdict is: Assistant A", "Verdict: B"
-    r"(?i:verdict)\s*(?i:is)?\s*[:\-]?\s*[\"'“]?\s*(?:(?i:assistant|response|thread)\s+)?"
-    r"(?P<x>[AB])\b(?!\s*(?i:tie|draw))",
+    r"(?i:verdict)\s*+(?:(?i:is)\s*+)?(?:[:\-]\s*+)?(?:[\"'“]\s*+)?"
+    r"(?:(?i:assistant|response|thread)\s++)?(?P<x>[AB])\b(?!\s*+(?i:tie|draw))",
     # "I prefer Assistant B"
     r"\bI\s+(?:(?i:would)\s+)?(?i:choose|prefer|pick|select)\s+"
     r"(?:(?i:assistant|response|answer|thread)\s+)?(?P<x>[AB])\b",
@@ -318,7 +342,7 @@ _SIDE_PATTERNS = [
 _TIE_PATTERNS = [
     r"\b(?:it'?s|it’s|it\s+is|this\s+is|that\s+is|(?:result|outcome|verdict)\s+is|declare\s+it|"
     r"call\s+it|ends\s+in|results\s+in)\s+a\s+(?:tie|draw)\b",
-    r"\bverdict\s*(?:is)?\s*[:\-]\s*(?:a\s+)?(?:tie|draw)\b",
+    r"\bverdict\s*+(?:is\s*+)?[:\-]\s*+(?:a\s++)?(?:tie|draw)\b",
     r"\bboth\b[^.!?\n]{0,80}?\b(?:are|were|is|performed|did)\s+(?:equally|similarly)\s+"
     r"(?:good|well|strong|helpful|effective|valid|accurate|matched)\b",
     r"\bneither\s+(?:assistant|response|answer|one)\b[^.!?\n]{0,40}?\bis\s+(?:clearly\s+)?better\b",
@@ -341,6 +365,7 @@ _CONCLUSION = re.compile(
     r"in\s+the\s+end|so|(?:my\s+|the\s+)?final\s+verdict)\b",
     re.IGNORECASE,
 )
+_CLAUSE_BREAK = re.compile(r"[,;:—–]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _TAIL_SENTENCES = 3
 
@@ -352,14 +377,29 @@ class _Phrase:
 
 
 def _sentence_verdicts(sentence: str) -> list[_Phrase]:
-    """Verdict phrases in one sentence, in order."""
+    """Verdict phrases in one sentence, in order.
+
+    A phrase is hedged when a hedge word lies in its clause before it. Clause breaks and
+    hedge words are found once per sentence and looked up by bisection, so a sentence of
+    thousands of phrases stays linear (re-reading the clause per phrase was quadratic).
+    """
+    matches = list(_VERDICT.finditer(sentence))
+    if not matches:
+        return []
+    breaks = [m.end() for m in _CLAUSE_BREAK.finditer(sentence)]
+    hedges = [(m.start(), m.end()) for m in _HEDGE.finditer(sentence)]
+    hedge_starts = [start for start, _ in hedges]
     found: list[_Phrase] = []
-    for match in _VERDICT.finditer(sentence):
+    for match in matches:
         # Only the clause that holds the phrase: "as if they were five, A is better" is fine.
-        clause = re.split(r"[,;:—–]", sentence[: match.start()])[-1]
+        n_breaks = bisect.bisect_right(breaks, match.start())
+        clause_start = breaks[n_breaks - 1] if n_breaks else 0
+        # Hedge matches never overlap, so the first one in the clause ends first.
+        first = bisect.bisect_left(hedge_starts, clause_start)
+        hedged = first < len(hedges) and hedges[first][1] <= match.start()
         side = next((v for k, v in match.groupdict().items() if k.startswith("x") and v), None)
         winner: Winner = "TIE" if side is None else side  # type: ignore[assignment]
-        found.append(_Phrase(winner, hedged=_HEDGE.search(clause) is not None))
+        found.append(_Phrase(winner, hedged=hedged))
     return found
 
 

@@ -1,0 +1,194 @@
+"""Issue 14: the verdict parser and the fence escaping stay linear on hostile answers.
+
+Each parser runs on adversarial inputs of 500,000 characters within a CPU-time bound
+(thread time, so a loaded CI machine does not make it flaky). The rewritten patterns are
+also checked against the old, quadratic ones on short inputs: same matches, same spans.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmjudge.judging import prompts, verdicts
+from llmjudge.judging.formats import VerdictFormat, parse_with_format
+from llmjudge.judging.verdicts import VerdictParseError, parse_verdict
+
+SIZE = 500_000
+BOUND_S = 0.5
+
+# The patterns as they were before the fix (quadratic or worse on runs of spaces).
+OLD_FENCE_TAG = re.compile(
+    r"[<＜﹤]\s*/?\s*thread[\s_\-]*[ab]\b[^<>＜＞﹤﹥]*[>＞﹥]", re.IGNORECASE
+)
+OLD_TAG = re.compile(
+    r"""\[\[\s*(?:
+        ["']?\s*(?P<single>[ABC]|TIE)\s*["']?
+      | (?P<left>[AB])\s*(?P<op>>>|<<|==|>|<|=)\s*(?P<right>[AB])
+    )\s*\]\]""",
+    re.VERBOSE | re.IGNORECASE,
+)
+OLD_TAG_GAP = re.compile(r"[\s,;:/|.\-]*(?:(?:or|and)[\s,;:/|.\-]*)?", re.IGNORECASE)
+OLD_VERDICT_SIDE = re.compile(
+    r"(?i:verdict)\s*(?i:is)?\s*[:\-]?\s*[\"'“]?\s*(?:(?i:assistant|response|thread)\s+)?"
+    r"(?P<x>[AB])\b(?!\s*(?i:tie|draw))"
+)
+NEW_VERDICT_SIDE = re.compile(verdicts._SIDE_PATTERNS[3])
+OLD_VERDICT_TIE = re.compile(r"(?i:\bverdict\s*(?:is)?\s*[:\-]\s*(?:a\s+)?(?:tie|draw)\b)")
+NEW_VERDICT_TIE = re.compile(f"(?i:{verdicts._TIE_PATTERNS[1]})")
+
+
+def _old_sentence_verdicts(sentence: str) -> list[tuple[str, bool]]:
+    """The old per-phrase clause reading (quadratic in phrases per sentence)."""
+    found = []
+    for match in verdicts._VERDICT.finditer(sentence):
+        clause = re.split(r"[,;:—–]", sentence[: match.start()])[-1]
+        side = next((v for k, v in match.groupdict().items() if k.startswith("x") and v), None)
+        found.append(("TIE" if side is None else side, verdicts._HEDGE.search(clause) is not None))
+    return found
+
+
+def _fill(unit: str, head: str = "", tail: str = "") -> str:
+    return head + unit * ((SIZE - len(head) - len(tail)) // len(unit)) + tail
+
+
+ADVERSARIAL = {
+    "< spaces": _fill(" ", "<"),  # froze /healthz for 115 s at 60,000 spaces
+    "</ spaces": _fill(" ", "< /", "x"),
+    "<thread spaces": _fill(" ", "<thread", "x"),
+    "<thread_a unclosed": _fill("x", "<thread_a"),
+    "many <": _fill("<"),
+    "many <thread_a": _fill("<thread_a "),
+    "[[ spaces": _fill(" ", "[["),  # 17.7 s at 30,000 spaces
+    "[[' spaces": _fill(" ", "[['", "x"),
+    "[[A spaces": _fill(" ", "[[A", "x"),
+    "[[A> spaces": _fill(" ", "[[A>", "x"),
+    "many [": _fill("["),
+    "tags joined by or": _fill("[[A]] or "),
+    "tags conflicting": _fill("[[A]] [[B]] "),
+    "verdict spaces": _fill(" ", "verdict", "x"),
+    "verdict is spaces": _fill(" ", "verdict is", "x"),
+    "verdict: a spaces": _fill(" ", "the verdict: a", "x"),
+    "Assistant spaces": _fill(" ", "Assistant", "x"),
+    "Assistant A is the the": _fill("the ", "Assistant A is ", "x"),
+    "both spaces": _fill(" ", "both", "x"),
+    "phrases in one sentence": _fill("Assistant A is better and "),
+    "tag then phrases": _fill("Assistant B is better and ", "[[A]] "),
+    "hedged phrases": _fill("not Assistant A is better "),
+    "one long word": _fill("a"),
+    "n't words": _fill("don't "),
+    "json nesting": _fill("x", '{"a":' * 200 + '"'),
+    "json braces": _fill("{"),
+    "json verdicts": _fill('{"winner": "A"} '),
+    "punctuation": _fill("!", "", " therefore"),
+    "newlines": _fill("\n"),
+}
+
+
+def _cpu_seconds(parse: Callable[[str], object], text: str) -> float:
+    start = time.thread_time()
+    try:
+        parse(text)
+    except VerdictParseError:
+        pass
+    return time.thread_time() - start
+
+
+_LABELS = VerdictFormat.model_validate(
+    {
+        "kind": "labels",
+        "match": "last",
+        "rules": [
+            {"pattern": r"\[\[A>>B\]\]", "winner": "A", "strength": 2},
+            {"pattern": r"(?:^|\n) ?Output \(a\)", "winner": "A"},
+            {"pattern": r"(?:^|\n) ?Output \(b\)", "winner": "B"},
+        ],
+    }
+)
+PARSERS: dict[str, Callable[[str], object]] = {
+    "parse_verdict": parse_verdict,
+    "neutralise": prompts._neutralise,
+    "labels format": lambda text: parse_with_format(text, _LABELS),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ADVERSARIAL))
+@pytest.mark.parametrize("parser", sorted(PARSERS))
+def test_adversarial_input_is_linear(parser: str, case: str) -> None:
+    text = ADVERSARIAL[case]
+    assert len(text) >= SIZE - 100
+    assert _cpu_seconds(PARSERS[parser], text) < BOUND_S
+
+
+_PIECES = st.sampled_from(
+    ["<", "＜", "[[", "[['", "[[A", "[[A>", "verdict", "Assistant A", "both", "{", '{"a":"']
+)
+_RUNS = st.sampled_from([" ", "\t", "\n", "[", "<", "x", "the ", "and ", "Assistant A is better "])
+
+
+@settings(max_examples=25, deadline=None)
+@given(head=_PIECES, run=_RUNS, tail=st.sampled_from(["", "x", "]]", ">", "A]]", "tie"]))
+def test_generated_adversarial_input_is_linear(head: str, run: str, tail: str) -> None:
+    text = _fill(run, head, tail)
+    for parse in PARSERS.values():
+        assert _cpu_seconds(parse, text) < BOUND_S
+
+
+# --------------------------------------------------------------------------- same results
+
+_FENCE_ALPHABET = st.lists(
+    st.sampled_from(list("<>/_ -abAB\n\t＜＞﹤﹥x") + ["thread", "THREAD", "</", "< /"]),
+    max_size=25,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_FENCE_ALPHABET)
+def test_fence_pattern_matches_the_old_one(text: str) -> None:
+    assert prompts._FENCE_TAG.sub("#", text) == OLD_FENCE_TAG.sub("#", text)
+
+
+def _tag_matches(pattern: re.Pattern[str], text: str) -> list[tuple[object, ...]]:
+    return [(m.span(), m.group("single", "left", "op", "right")) for m in pattern.finditer(text)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(list("[] \t\n\"'ABCabc>=<") + ["TIE", "tie", "[[", "]]", " or ", ","]),
+        max_size=25,
+    ).map("".join)
+)
+def test_tag_patterns_match_the_old_ones(text: str) -> None:
+    assert _tag_matches(verdicts._TAG, text) == _tag_matches(OLD_TAG, text)
+    old_gap = OLD_TAG_GAP.fullmatch(text)
+    new_gap = verdicts._TAG_GAP.fullmatch(text)
+    assert (old_gap is None) == (new_gap is None)
+
+
+_WORDS = st.lists(
+    st.sampled_from(
+        ["verdict", "Verdict", "is", "IS", ":", "-", '"', "'", "“", "assistant", "Response", "A"]
+        + ["B", "a", "tie", "draw", " ", "  ", "\t", "x", "Assistant", "better", "not", ","]
+        + ["I", "prefer", "Both", "are", "equally", "good", "whether", ";", "don't", "It's"]
+    ),
+    max_size=20,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_WORDS.map("".join), _WORDS.map(" ".join))
+def test_free_text_patterns_match_the_old_ones(glued: str, spaced: str) -> None:
+    for text in (glued, spaced):
+        for old, new in ((OLD_VERDICT_SIDE, NEW_VERDICT_SIDE), (OLD_VERDICT_TIE, NEW_VERDICT_TIE)):
+            assert [m.span() for m in new.finditer(text)] == [m.span() for m in old.finditer(text)]
+    # Hedge words glued to a phrase ("cannotAssistant") are the one place the readings may
+    # differ; with words apart the per-sentence bisection equals the old clause re-reading.
+    assert [(p.winner, p.hedged) for p in verdicts._sentence_verdicts(spaced)] == (
+        _old_sentence_verdicts(spaced)
+    )

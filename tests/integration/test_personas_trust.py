@@ -195,13 +195,15 @@ async def test_own_answers_and_labels_match_sklearn_without_a_task_model(
     expected_kappa = cohen_kappa_score([gold[i] for i in ids], [other[i] for i in ids])
     assert agreement["annotators"] == ["gpt4-vanilla", "llmbar-gold"]
     assert agreement["multiply_labelled"] == 60
-    assert agreement["pairwise"][0]["kappa"] == pytest.approx(expected_kappa)
+    kappa = agreement["pairwise"][0]["kappa"]
+    assert kappa["value"] == pytest.approx(expected_kappa) and kappa["n"] == 60
+    assert kappa["low"] < kappa["value"] < kappa["high"]
     # Fleiss' kappa of two raters differs from Cohen's only in the expected agreement,
     # computed from the pooled shares.
     pooled = (sum(gold.values()) + sum(other.values())) / 120
     p_o = sum(gold[i] == other[i] for i in ids) / 60
     p_e = pooled**2 + (1 - pooled) ** 2
-    assert agreement["fleiss_kappa"] == pytest.approx((p_o - p_e) / (1 - p_e))
+    assert agreement["fleiss_kappa"]["value"] == pytest.approx((p_o - p_e) / (1 - p_e))
     assert agreement["judge_kappa"]["n"] == iterations[-1]["metrics_selection"]["n"]
     page = await client.get(f"/personas/{pid}")
     assert 'id="fleiss-kappa"' in page.text and "the metrics use llmbar-gold" in page.text

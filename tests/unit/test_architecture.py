@@ -44,6 +44,7 @@ CORE = frozenset(
         "llmjudge.analysis.position",
         "llmjudge.analysis.performance",
         "llmjudge.analysis.findings",
+        "llmjudge.analysis.agreement",  # numpy only: personas read people's agreement
         "llmjudge.personas.metrics",
         "llmjudge.personas.gate",
         "llmjudge.personas.templates",

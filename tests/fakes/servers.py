@@ -227,6 +227,7 @@ class FakeOpenAI(FakeProvider):
         self.app.router.add_post("/v1/chat/completions", self.completions)
         self.app.router.add_get("/v1/models", self.list_models)
         self.app.router.add_post("/v1/embeddings", self.embeddings)
+        self.app.router.add_post("/api/embed", self.ollama_embed)  # Ollama's native route
 
     def key_of(self, request: web.Request) -> str | None:
         return request.headers.get("Authorization", "").removeprefix("Bearer ") or None
@@ -256,6 +257,14 @@ class FakeOpenAI(FakeProvider):
         ]
         usage = {"prompt_tokens": sum(fake_tokens(t) for t in texts)}
         return web.json_response({"object": "list", "data": data[::-1], "usage": usage})
+
+    async def ollama_embed(self, request: web.Request) -> web.Response:
+        body, failed = await self.gate(request)
+        if failed is not None:
+            return failed
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        vectors = [[t.count(c) + 0.5 for c in "abcdefgh"] for t in texts]
+        return web.json_response({"model": body["model"], "embeddings": vectors})
 
     async def list_models(self, request: web.Request) -> web.Response:
         names = sorted(self.state.models or {"fake-model"})

@@ -47,3 +47,21 @@ async def test_gateway_embed_caches_accounts_and_orders_by_index() -> None:
         assert fake.state.requests[0].path == "/v1/embeddings"
         assert fake.state.requests[0].body == {"model": "emb", "input": texts}
         await gw.aclose()
+
+
+async def test_ollama_native_embed_route() -> None:
+    async with FakeOpenAI() as fake:
+        gw = Gateway()
+        cfg = ProviderConfig(
+            1,
+            "ollama",
+            "openai",
+            base_url=fake.base_url,
+            api_key=fake.state.api_key,
+            settings={"embed_api": "ollama"},
+        )
+        gw.register(cfg)
+        vectors, _ = await gw.embed(1, "nomic", ["ab", "h"])
+        assert vectors == [[1.5, 1.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5], [0.5] * 7 + [1.5]]
+        assert fake.state.requests[0].path == "/api/embed"
+        await gw.aclose()

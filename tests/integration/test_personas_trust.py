@@ -553,3 +553,74 @@ async def test_loop_and_evaluate_over_the_wire(
         assert not any(v["parse_error"] for v in out["verdicts"])
         assert fake.state.count - before == 4  # three items, one retried past the cache
         assert out["defined"] is False  # 2 + 2 calibration pairs at most: fails closed
+
+        # escalation: an identical answer is decided by the local embedding similarity,
+        # the others go to the judge model over the wire
+        before = fake.state.count
+        body = {
+            "items": [
+                {"input": "s1", "output": "exactly this", "correct_output": "exactly this"},
+                {"input": "s2", "output": "8", "correct_output": "9"},
+                {"input": "s3", "output": "10", "correct_output": "11"},
+            ],
+            "escalation": {"accept_at": 0.999, "reject_below": -1.0},
+        }
+        r = await client.post(f"/api/personas/{pid}/evaluate?allow_untrained=true", json=body)
+        assert r.status_code == 200, r.text
+        verdicts = r.json()["verdicts"]
+        assert [v["decided_by"] for v in verdicts] == ["similarity", "judge", "judge"]
+        assert verdicts[0]["label"] == "correct" and verdicts[0]["similarity"] > 0.999
+        assert [v["label"] for v in verdicts[1:]] == ["incorrect", "incorrect"]
+        assert fake.state.count - before == 2
+        assert any("embedding similarity" in w for w in r.json()["warnings"])
+        bad = {**body, "escalation": {"accept_at": 0.1, "reject_below": 0.5}}
+        r = await client.post(f"/api/personas/{pid}/evaluate?allow_untrained=true", json=bad)
+        assert r.status_code == 422
+
+
+async def test_embedding_judge_through_a_provider_endpoint(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    async with FakeOpenAI() as fake:
+        r = await client.post(
+            "/api/providers",
+            json={
+                "name": "fake embeddings",
+                "kind": "openai",
+                "base_url": fake.base_url,
+                "api_key": fake.state.api_key,
+            },
+        )
+        assert r.status_code == 201, r.text
+        r = await client.post(
+            "/api/models",
+            json={
+                "provider_id": r.json()["id"],
+                "name": "fake embedder",
+                "model": "emb-1",
+                "input_price_per_million": 1.0,
+            },
+        )
+        model = r.json()["id"]
+        persona = await _persona(
+            client, "Provider embeddings", judge_kind="embedding", embedding_model_id=model
+        )
+        pid = persona["id"]
+        # letter-count vectors: "aaaa" is close to "aaab", far from "hhhh"
+        rows = [(f"e{k}", "aaaa", "aaab" if k % 2 else "aaaa", True) for k in range(12)]
+        rows += [(f"f{k}", "aaaa", "hhhh" if k % 2 else "hhhg", False) for k in range(12)]
+        await _upload(client, pid, _labelled_csv(rows))
+        assert (await client.post(f"/api/personas/{pid}/training/start")).status_code == 200
+        status = await _wait(client, pid, lambda s: s["status"] != "training")
+        assert status["status"] == "incomplete"  # 3 selection pairs per class at most
+        paths = [q.path for q in fake.state.requests]
+        assert paths == ["/v1/embeddings"]  # one batched call for answers and references
+        assert len(fake.state.requests[0].body["input"]) == 2 * 24
+        assert await _calls(app, pid, "persona_embed") == 1
+        it = (await client.get(f"/api/personas/{pid}/iterations")).json()[0]
+        assert it["metrics_optimisation"]["f1"] == 1.0  # the classes separate cleanly
+        async with app.state.sessionmaker() as db:
+            cost = await db.scalar(
+                select(func.sum(LLMCall.cost_usd)).where(LLMCall.persona_id == pid)
+            )
+        assert cost and cost > 0  # accounted at the model's price

@@ -33,6 +33,7 @@ from llmjudge.personas.metrics import wilson_interval
 from llmjudge.personas.models import Persona, PersonaDecision, PersonaIteration
 from llmjudge.personas.replies import JUDGE_SCHEMA, parse_judge_reply
 from llmjudge.personas.schemas import PersonaOut
+from llmjudge.personas.similarity import CORRECT, ESCALATE, escalate
 from llmjudge.personas.templates import render_judge_prompt
 from llmjudge.sessions import service as sessions
 from llmjudge.sessions.schemas import SessionIn, SessionOut
@@ -78,6 +79,20 @@ class EvaluateItem(BaseModel):
         return v
 
 
+class EscalationIn(BaseModel):
+    """Embedding similarity first: it decides the clear cases, the LLM judge the middle."""
+
+    model_config = ConfigDict(extra="forbid")
+    accept_at: float = Field(ge=-1.0, le=1.0, description="correct at or above this cosine")
+    reject_below: float = Field(ge=-1.0, le=1.0, description="incorrect below this cosine")
+
+    @model_validator(mode="after")
+    def ordered(self) -> EscalationIn:
+        if self.reject_below > self.accept_at:
+            raise ValueError("reject_below must not be above accept_at")
+        return self
+
+
 class EvaluateIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     items: list[EvaluateItem] = Field(min_length=1, max_length=MAX_ITEMS)
@@ -88,6 +103,12 @@ class EvaluateIn(BaseModel):
         description="gate threshold: passes when the lower bound of the corrected pass "
         "rate's 95% interval reaches it",
     )
+    escalation: EscalationIn | None = Field(
+        default=None,
+        description="an LLM persona only: decide by embedding similarity to the reference "
+        "where it is clear (``similarity.fit_escalation`` fits the two thresholds), and ask "
+        "the judge model about the rest",
+    )
 
 
 class ItemVerdict(BaseModel):
@@ -97,6 +118,8 @@ class ItemVerdict(BaseModel):
     reasoning: str
     confidence: float | None
     parse_error: bool = Field(description="the judge's reply was unreadable (counted as fail)")
+    decided_by: Literal["judge", "similarity"] = "judge"
+    similarity: float | None = None
 
 
 class CalibrationOut(BaseModel):
@@ -429,8 +452,16 @@ async def evaluate(
         async with limit:
             return await _judge_one(llm, persona, out.judge_prompt, index, item)
 
+    extra_warnings: list[str] = []
     if persona.judge_kind == "embedding":
         verdicts = await _judge_by_similarity(llm, persona, data.items)
+    elif data.escalation is not None:
+        verdicts = await _escalated(llm, persona, data.items, data.escalation, judge)
+        extra_warnings.append(
+            f"{sum(v.decided_by == 'similarity' for v in verdicts)} of {len(verdicts)} "
+            "verdicts came from embedding similarity: the calibration measured the judge "
+            "model alone"
+        )
     else:
         verdicts = list(
             await asyncio.gather(*(judge(i, item) for i, item in enumerate(data.items)))
@@ -473,18 +504,14 @@ async def evaluate(
         passed=gate.passed,
         summary=gate.summary,
         calibration=calibration,
-        warnings=_warnings(persona, calibration, data.items),
+        warnings=_warnings(persona, calibration, data.items) + extra_warnings,
         estimator=gate.estimator,
         estimates=[PassRateOut(**e.__dict__) for e in gate.estimates],
         n_human=gate.n_human,
     )
 
 
-async def _judge_by_similarity(
-    llm: LLM, persona: Persona, items: Sequence[EvaluateItem]
-) -> list[ItemVerdict]:
-    """The embedding judge over a batch: one embedding call for all outputs and references."""
-    threshold = persona.similarity_threshold or DEFAULT_SIMILARITY_THRESHOLD
+async def _similarities(llm: LLM, persona: Persona, items: Sequence[EvaluateItem]) -> Any:
     outputs = [item.output for item in items]
     refs = [item.correct_output or "" for item in items]
     vectors = await embed_texts(
@@ -495,7 +522,50 @@ async def _judge_by_similarity(
         related={"evaluated_persona_id": persona.id},
     )
     n = len(items)
-    sims = np.clip(np.einsum("ij,ij->i", vectors[:n], vectors[n:]), -1.0, 1.0)
+    return np.clip(np.einsum("ij,ij->i", vectors[:n], vectors[n:]), -1.0, 1.0)
+
+
+async def _escalated(
+    llm: LLM,
+    persona: Persona,
+    items: Sequence[EvaluateItem],
+    bands: EscalationIn,
+    judge: Any,
+) -> list[ItemVerdict]:
+    """``similarity.escalate``: clear similarities decide, the middle goes to ``judge``."""
+    sims = await _similarities(llm, persona, items)
+    decided = escalate(sims, accept_at=bands.accept_at, reject_below=bands.reject_below)
+    middle = [i for i, d in enumerate(decided) if d == ESCALATE]
+    asked = await asyncio.gather(*(judge(i, items[i]) for i in middle))
+    by_index = {v.index: v for v in asked}
+    out = []
+    for i, (s_, d) in enumerate(zip(sims, decided, strict=True)):
+        if d == ESCALATE:
+            out.append(by_index[i].model_copy(update={"similarity": float(s_)}))
+            continue
+        ok = d == CORRECT
+        out.append(
+            ItemVerdict(
+                index=i,
+                label="correct" if ok else "incorrect",
+                passed=ok,
+                reasoning=f"cosine similarity {float(s_):.3f} to the reference is "
+                + (f"at least {bands.accept_at:.3f}" if ok else f"below {bands.reject_below:.3f}"),
+                confidence=None,
+                parse_error=False,
+                decided_by="similarity",
+                similarity=float(s_),
+            )
+        )
+    return out
+
+
+async def _judge_by_similarity(
+    llm: LLM, persona: Persona, items: Sequence[EvaluateItem]
+) -> list[ItemVerdict]:
+    """The embedding judge over a batch: one embedding call for all outputs and references."""
+    threshold = persona.similarity_threshold or DEFAULT_SIMILARITY_THRESHOLD
+    sims = await _similarities(llm, persona, items)
     return [
         ItemVerdict(
             index=i,
@@ -505,6 +575,8 @@ async def _judge_by_similarity(
             f"threshold {threshold:.3f}",
             confidence=float(min(1.0, 0.5 + abs(float(s) - threshold))),
             parse_error=False,
+            decided_by="similarity",
+            similarity=float(s),
         )
         for i, s in enumerate(sims)
     ]

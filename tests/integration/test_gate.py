@@ -384,6 +384,7 @@ async def test_cli_exit_code_follows_the_threshold(
         _cli(env, *common, batch, "--min-pass-rate", "0.9"),
     )
     assert ok == EXIT_PASS and "PASS" in ok_out and "Gatekeeper" in ok_out
+    assert "rogan_gladen: 0." in ok_out and "(the gate used this one)" in ok_out
     assert fail == EXIT_FAIL and "FAIL (lower bound below threshold)" in fail_out
     (missing, _, missing_err), (invalid, _, invalid_err) = await asyncio.gather(
         _cli(env, "--persona", "Nobody", "--input", batch, "--min-pass-rate", "0.5"),

@@ -627,7 +627,7 @@ class PersonaLoop:
                     break
         note = None
         if sum(fit_y) >= 1 and len(fit_y) - sum(fit_y) >= 1:
-            threshold = fit_threshold(fit_s, fit_y).threshold
+            threshold = (await asyncio.to_thread(fit_threshold, fit_s, fit_y)).threshold
         else:
             threshold = persona.similarity_threshold or DEFAULT_SIMILARITY_THRESHOLD
             note = (
@@ -700,7 +700,10 @@ class PersonaLoop:
             ).all()
             if any(agrees is None for _, _, agrees, _ in rows):
                 return False
-            metrics = split_metrics([(side, label, bool(a)) for side, label, a, _ in rows])
+            # the bootstrap intervals are CPU work: off the event loop
+            metrics = await asyncio.to_thread(
+                split_metrics, [(side, label, bool(a)) for side, label, a, _ in rows]
+            )
             rule = ConvergenceRule(
                 target_f1=persona.target_f1,
                 basis=persona.convergence_basis,  # type: ignore[arg-type]
@@ -713,7 +716,9 @@ class PersonaLoop:
             ]
             # An embedding judge has no prompt to rewrite: one iteration decides.
             last = it.number if persona.judge_kind == "embedding" else persona.max_iterations
-            st, outcome, note = decide(selection, rule=rule, number=it.number, max_iterations=last)
+            st, outcome, note = await asyncio.to_thread(
+                decide, selection, rule=rule, number=it.number, max_iterations=last
+            )
             convergence = status_dict(st)
             everything = bulk_summary([bool(b) for *_, b in rows], rule.max_bulk_share)
             if everything.mostly and everything.message:

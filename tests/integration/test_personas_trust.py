@@ -207,6 +207,10 @@ async def test_own_answers_and_labels_match_sklearn_without_a_task_model(
     assert agreement["judge_kappa"]["n"] == iterations[-1]["metrics_selection"]["n"]
     page = await client.get(f"/personas/{pid}")
     assert 'id="fleiss-kappa"' in page.text and "the metrics use llmbar-gold" in page.text
+    prompts_page = await client.get(f"/personas/{pid}/prompts")
+    assert "addresses " in prompts_page.text
+    for tab in ("/progress", "/data", "/review/2"):
+        assert (await client.get(f"/personas/{pid}{tab}")).status_code == 200, tab
 
     # The engineer's rewrite says which optimisation cases (and notes) it addressed.
     prompts = (await client.get(f"/api/personas/{pid}/prompts")).json()
@@ -424,6 +428,15 @@ async def test_embedding_judge_end_to_end_with_the_local_model(
     for v, item in zip(out["verdicts"], items, strict=True):
         assert v["label"] == by_input[item["input"]]["judge_label"]  # same judge as training
     assert await _calls(app, pid) == 0
+    for tab in ("", "/progress", "/data", "/prompts", "/settings", "/review/1"):
+        page = await client.get(f"/personas/{pid}{tab}")
+        assert page.status_code == 200, (tab, page.text[:500])
+    progress = (await client.get(f"/personas/{pid}/progress")).text
+    assert 'data-status="needs_more_labelled_pairs"' in progress
+    assert "simulated models" not in progress  # no simulated model is involved
+    overview = (await client.get(f"/personas/{pid}")).text
+    assert "embedding similarity (local WordLlama)" in overview
+    assert 'id="gate-fails-closed"' in overview
 
 
 # -- over the wire: fake OpenAI-compatible and Anthropic servers ---------------------------

@@ -41,11 +41,11 @@ ROGAN_GLADEN = "rogan_gladen"
 PPI = "ppi"
 
 _CHANCE_REASON = (
-    "the judge is no better than chance on its held-out data (TPR + TNR <= 1); "
+    "the judge is no better than chance on its calibration pairs (TPR + TNR <= 1); "
     "the pass rate cannot be corrected"
 )
 _NO_CALIBRATION_REASON = (
-    "the persona's held-out data lacks truly passing or truly failing examples, "
+    "the persona's calibration pairs lack truly passing or truly failing examples, "
     "so its TPR or TNR is unknown; the pass rate cannot be corrected"
 )
 _EMPTY_REASON = "no outputs were judged"

@@ -33,7 +33,7 @@ def review_order(
     decisions: Sequence[DecisionOut], order: ReviewOrder = "stable"
 ) -> list[DecisionOut]:
     """The one review order: the judge's least confident decisions first (those without a
-    confidence after the rest), optimisation pairs before held-out ones, ties in the order
+    confidence after the rest), optimisation pairs before selection and calibration ones, ties in the order
     given (``list_decisions`` gives pair order). On top of that:
 
     - ``pending_first`` (the API's default, a work queue): unreviewed decisions first;

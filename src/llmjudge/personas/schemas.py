@@ -354,7 +354,7 @@ class ReviewQueueOut(BaseModel):
     iteration: int
     decisions: list[DecisionOut] = Field(
         description="stable review order: least confident first, optimisation before "
-        "held-out, pre-labelled carried-forward decisions last; a decision never moves "
+        "the other splits, pre-labelled carried-forward decisions last; a decision never moves "
         "once reviewed"
     )
     current_id: int | None = Field(

@@ -32,7 +32,7 @@ class PersonaSummary(BaseModel):
     scored_iteration: int | None = Field(description="latest iteration with metrics")
     prompt_version: int
     optimisation: MetricsOut | None = Field(description="agreement on the optimisation pairs")
-    selection: MetricsOut | None = Field(description="agreement on the held-out pairs")
+    selection: MetricsOut | None = Field(description="agreement on the selection pairs")
     cost_usd: float = Field(description="spent on training calls")
 
 

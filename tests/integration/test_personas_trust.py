@@ -183,6 +183,8 @@ async def test_own_answers_and_labels_match_sklearn_without_a_task_model(
             d["human_agrees"] is False or d["judge_confidence"] < 0.6 for d in to_check
         )
         assert decisions[: len(to_check)] == to_check
+    rows = (await client.get(f"/api/personas/{pid}/metrics")).json()
+    assert [r["calibration"]["n"] for r in rows] == [it["metrics_calibration"]["n"]] * 2
     # Selection holds 15 pairs (7 or 8 of each class): too few to converge on.
     conv = iterations[-1]["convergence"]
     assert conv["status"] == "needs_more_labelled_pairs"

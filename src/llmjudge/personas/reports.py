@@ -32,6 +32,7 @@ async def metrics(*, db: AsyncSession, persona_id: int) -> list[MetricsRow]:
             prompt_version=it.prompt_version,
             optimisation=metrics_out(it.metrics_optimisation),
             selection=metrics_out(it.metrics_selection),
+            calibration=metrics_out(it.metrics_calibration),
         )
         for it in rows.all()
         if it.metrics_optimisation is not None or it.metrics_selection is not None
@@ -114,6 +115,7 @@ async def report(*, db: AsyncSession, persona_id: int) -> ReportOut:
             prompt_version=last.prompt_version,
             optimisation=metrics_out(last.metrics_optimisation),
             selection=metrics_out(last.metrics_selection),
+            calibration=metrics_out(last.metrics_calibration),
         ),
         prompt_evolution=evolution,
         best_decisions=[] if last is None else await _report_decisions(db, last.id, True),

@@ -31,6 +31,8 @@ from llmjudge.personas import pages as personas_pages
 from llmjudge.providers import api as providers_api
 from llmjudge.providers import pages as providers_pages
 from llmjudge.providers.service import LLMService, ensure_builtin_simulator
+from llmjudge.references import review_api as references_review_api
+from llmjudge.references import review_pages as references_review_pages
 from llmjudge.sessions import api as sessions_api
 from llmjudge.sessions import pages as sessions_pages
 from llmjudge.worker import COMPARISONS, PERSONAS, build_workers
@@ -119,6 +121,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         demo_api.router,
         providers_api.router,
         analysis_api.router,
+        references_review_api.router,
         sessions_api.router,
         sessions_api.threads_router,
         # before the personas router: /api/personas/compare is not a persona id
@@ -127,6 +130,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         pages.router,
         catalog_pages.router,
         providers_pages.router,
+        references_review_pages.router,
         sessions_pages.router,
         personas_pages.router,
     ):

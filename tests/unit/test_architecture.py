@@ -52,6 +52,7 @@ CORE = frozenset(
         "llmjudge.personas.convergence",
         "llmjudge.personas.keys",
         "llmjudge.auth.policy",
+        "llmjudge.references.review_rules",
         "llmjudge.charts",
         "llmjudge.csvsafe",
     }

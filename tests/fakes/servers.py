@@ -483,6 +483,12 @@ class FakeGemini(FakeProvider):
         body, failed = await self.gate(request, model)
         if failed is not None:
             return failed
+        if method == "batchEmbedContents":  # letter counts of a-h, as FakeOpenAI's
+            vectors = [
+                {"values": [r["content"]["parts"][0]["text"].count(c) + 0.5 for c in "abcdefgh"]}
+                for r in body["requests"]
+            ]
+            return web.json_response({"embeddings": vectors})
         if method not in ("generateContent", "streamGenerateContent"):
             return self.error(404, f"method {method} not found", "")
         text = self.reply_text(body)

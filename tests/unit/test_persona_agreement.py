@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmjudge.personas.metrics import majority_label
-from llmjudge.providers.base import ProviderConfig
+from llmjudge.providers.base import ProviderConfig, ProviderError
 from llmjudge.providers.gateway import CallRecord, Gateway, MemoryCache, ModelPricing
-from tests.fakes.servers import FakeOpenAI
+from tests.fakes.servers import FakeGemini, FakeOpenAI
 
 
 @given(st.lists(st.booleans(), max_size=9))
@@ -64,4 +64,32 @@ async def test_ollama_native_embed_route() -> None:
         vectors, _ = await gw.embed(1, "nomic", ["ab", "h"])
         assert vectors == [[1.5, 1.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5], [0.5] * 7 + [1.5]]
         assert fake.state.requests[0].path == "/api/embed"
+        await gw.aclose()
+
+
+async def test_gemini_batch_embed_contents() -> None:
+    async with FakeGemini() as fake:
+        gw = Gateway()
+        gw.register(
+            ProviderConfig(1, "g", "gemini", base_url=fake.base_url, api_key=fake.state.api_key)
+        )
+        vectors, _ = await gw.embed(1, "text-embedding-004", ["ab", "h"])
+        assert vectors == [[1.5, 1.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5], [0.5] * 7 + [1.5]]
+        request = fake.state.requests[0]
+        assert request.path.endswith("/models/text-embedding-004:batchEmbedContents")
+        assert request.body["requests"][0]["model"] == "models/text-embedding-004"
+        await gw.aclose()
+
+
+async def test_a_provider_without_embeddings_says_so() -> None:
+    from tests.fakes.servers import FakeAnthropic
+
+    async with FakeAnthropic() as fake:
+        gw = Gateway()
+        gw.register(
+            ProviderConfig(1, "a", "anthropic", base_url=fake.base_url, api_key=fake.state.api_key)
+        )
+        with pytest.raises(ProviderError, match="no embeddings endpoint"):
+            await gw.embed(1, "claude", ["x"])
+        assert fake.state.count == 0
         await gw.aclose()

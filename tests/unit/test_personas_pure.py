@@ -315,3 +315,55 @@ def test_list_filter_ignores_case_and_outer_spaces() -> None:
     assert [r.id for r in matching(rows, q="  dRAFT ")] == [1]
     assert [r.id for r in matching(rows, status="trained", q="ONE")] == [2]
     assert matching(rows, status="draft", q="one") == []
+
+
+def test_csv_answers_and_several_annotators() -> None:
+    data = _csv(
+        [
+            ["input", "correct_output", "answer", "human_label", "annotator"],
+            ["q1", "4", "4", "correct", "ann"],
+            ["q1", "4", "4", "incorrect", "bob"],  # another annotator of the same pair
+            ["q2", "5", "6", "0", ""],  # 0/1 accepted; no annotator: "uploaded"
+            ["q3", "7", "", "", ""],  # no answer, no label: the task model answers
+        ]
+    )
+    parsed = parse_pairs_csv(data, max_rows=10, max_chars=100)
+    assert parsed.errors == []
+    assert [(r.input, r.answer, r.labels) for r in parsed.rows] == [
+        ("q1", "4", {"ann": "correct", "bob": "incorrect"}),
+        ("q2", "6", {"uploaded": "incorrect"}),
+        ("q3", None, {}),
+    ]
+    bad = _csv(
+        [
+            ["input", "correct_output", "answer", "human_label", "annotator"],
+            ["q1", "4", "4", "maybe", "ann"],  # not a label
+            ["q2", "4", "", "correct", "ann"],  # a label needs its answer
+            ["q3", "4", "4", "correct", "ann"],
+            ["q3", "4", "4", "incorrect", "ann"],  # the same annotator twice
+            ["q3", "4", "5", "correct", "bob"],  # another answer to the same input
+        ]
+    )
+    errors = parse_pairs_csv(bad, max_rows=10, max_chars=100).errors
+    assert [(e.line, e.field) for e in errors] == [
+        (2, "human_label"),
+        (3, "answer"),
+        (5, "input"),
+        (6, "input"),
+    ]
+
+
+reply_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40).filter(
+    lambda t: "{" not in t and "}" not in t
+)
+
+
+@given(reply_text, reply_text, st.sampled_from(["correct", "incorrect"]), st.floats(0, 1))
+def test_the_last_json_object_is_the_verdict(
+    before: str, between: str, label: str, confidence: float
+) -> None:
+    example = '{"label": "correct", "reasoning": "...", "confidence": 0.5}'
+    verdict = {"label": label, "reasoning": "r", "confidence": confidence}
+    parsed = parse_judge_reply(f"{before}{example}{between}{json.dumps(verdict)}")
+    assert parsed is not None and parsed.label == label
+    assert parsed.confidence == pytest.approx(confidence)

@@ -183,6 +183,9 @@ async def test_own_answers_and_labels_match_sklearn_without_a_task_model(
             d["human_agrees"] is False or d["judge_confidence"] < 0.6 for d in to_check
         )
         assert decisions[: len(to_check)] == to_check
+    export = (await client.get(f"/api/personas/{pid}/export?format=json")).json()
+    assert all(set(p["labels"]) == {"llmbar-gold", "gpt4-vanilla"} for p in export["pairs"])
+    assert all(d["prefilled"] and not d["bulk"] for d in export["decisions"])
     rows = (await client.get(f"/api/personas/{pid}/metrics")).json()
     assert [r["calibration"]["n"] for r in rows] == [it["metrics_calibration"]["n"]] * 2
     # Selection holds 15 pairs (7 or 8 of each class): too few to converge on.

@@ -13,6 +13,7 @@ from llmjudge.csvsafe import write_csv
 from llmjudge.personas.iterations import list_iterations, metrics_out, spent_usd
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import PersonaDecision, PersonaIteration, PersonaPair, TaskOutput
+from llmjudge.personas.pairs import pair_labels
 from llmjudge.personas.prompt_versions import list_versions
 from llmjudge.personas.replies import human_label
 from llmjudge.personas.schemas import MetricsRow, PairOut, ReportDecision, ReportOut
@@ -157,6 +158,7 @@ async def export_data(*, db: AsyncSession, persona_id: int) -> dict[str, Any]:
             .order_by(PersonaPair.position)
         )
     ).all()
+    labels = await pair_labels(db, persona_id)
     outputs = (
         await db.scalars(
             select(TaskOutput).where(TaskOutput.persona_id == persona_id).order_by(TaskOutput.id)
@@ -174,7 +176,16 @@ async def export_data(*, db: AsyncSession, persona_id: int) -> dict[str, Any]:
         "prompts": [
             v.model_dump(mode="json") for v in await list_versions(db=db, persona_id=persona_id)
         ],
-        "pairs": [PairOut.model_validate(pair).model_dump(mode="json") for pair in pairs],
+        "pairs": [
+            PairOut.model_validate(pair).model_dump(mode="json")
+            | {
+                "labels": {
+                    who: "correct" if ok else "incorrect"
+                    for who, ok in sorted(labels.get(pair.id, {}).items())
+                }
+            }
+            for pair in pairs
+        ],
         "outputs": [
             {"id": o.id, "pair_id": o.pair_id, "prompt_hash": o.prompt_hash, "output": o.output}
             for o in outputs
@@ -198,6 +209,9 @@ async def export_data(*, db: AsyncSession, persona_id: int) -> dict[str, Any]:
                 "human_notes": d.human_notes,
                 "reviewed_by": d.reviewed_by,
                 "carried_forward": d.carried_forward,
+                "bulk": d.bulk,
+                "prefilled": d.prefilled,
+                "similarity": d.similarity,
             }
             for d in decisions
         ],

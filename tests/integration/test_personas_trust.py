@@ -333,7 +333,7 @@ async def test_gate_fails_closed_on_two_plus_two_and_passes_on_a_large_good_one(
     assert out["estimator"] == "rogan_gladen"
     assert "at least 10 of each" in out["reason"]
     strict = await client.post(url + "&strict=true", json=body)
-    assert strict.status_code == 422
+    assert strict.status_code == 412  # the gate failed (a malformed batch is 422)
 
     large = await _gate_persona(client, sim, "gate large", 200)  # calibration 50 + 50
     cal = (await client.get(f"/api/personas/{large['id']}/calibration")).json()

@@ -38,6 +38,7 @@ CORE = frozenset(
         "llmjudge.judging.verdicts",
         "llmjudge.sessions.pairing",
         "llmjudge.sessions.estimate",
+        "llmjudge.sessions.converters",
         "llmjudge.analysis.outcomes",
         "llmjudge.analysis.ratings",
         "llmjudge.analysis.leaderboard",

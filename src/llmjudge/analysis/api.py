@@ -8,7 +8,7 @@ a session runs; results are cached until the next comparison completes.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
@@ -183,13 +183,27 @@ async def export(
     aggregation: AggregationQuery = "all",
     bootstrap_rounds: RoundsQuery = 200,
 ) -> Response:
-    """Download the comparisons (verdicts, one score column per criterion and side, costs,
-    thread and pillar names) and the leaderboard. Streamed; CSV cells that a spreadsheet
-    would run as formulas are prefixed with `'`."""
+    """Download the comparisons (verdicts, one score column per criterion and side, the
+    judge's raw response, costs, thread and pillar names) and the leaderboard. Streamed;
+    CSV cells that a spreadsheet would run as formulas are prefixed with `'`.
+
+    Each export says what produced it: JSON has a `provenance` object first; CSV starts
+    with `#` lines (`# key: <JSON>`; `pandas.read_csv(path, comment="#")`), then the header.
+    Provenance: product version, export time, judge model(s), provider kind, `simulated`,
+    prompt template and system prompt hashes, verdict format, criteria, seed, options."""
     stem = f"llmjudge-session-{session.id}"
+    query: dict[str, Any] = {"format": format}
+    if format == "json" or table == "leaderboard":
+        query |= {"aggregation": aggregation, "bootstrap_rounds": bootstrap_rounds}
+    async with maker() as db:
+        provenance = await exports.load_provenance(
+            db, session.id, table="all" if format == "json" else table, **query
+        )
     if format == "csv" and table == "comparisons":
         return StreamingResponse(
-            exports.export_comparisons_csv(sessionmaker=maker, session=session),
+            exports.export_comparisons_csv(
+                sessionmaker=maker, session=session, provenance=provenance
+            ),
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": f'attachment; filename="{stem}-comparisons.csv"'},
         )
@@ -202,12 +216,14 @@ async def export(
     )
     if format == "csv":
         return PlainTextResponse(
-            exports.export_leaderboard_csv(board),
+            exports.export_leaderboard_csv(board, provenance),
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": f'attachment; filename="{stem}-leaderboard.csv"'},
         )
     return StreamingResponse(
-        exports.export_json(sessionmaker=maker, session=session, board=board),
+        exports.export_json(
+            sessionmaker=maker, session=session, board=board, provenance=provenance
+        ),
         media_type="application/json",
         headers={"Content-Disposition": f'attachment; filename="{stem}.json"'},
     )

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
@@ -52,7 +52,9 @@ __all__ = [
     "ThreadKey",
     "ThreadRefIn",
     "assign_swap_groups",
+    "judgment_file_objects",
     "parse_judgment_file",
+    "parse_judgment_objects",
     "resolve_judgments",
 ]
 
@@ -94,6 +96,9 @@ class JudgmentIn(BaseModel):
     repetition: int = Field(default=0, ge=0, le=1_000_000)
     swap_group: StrictInt | str | None = None
     group: StrictInt | str | None = None
+    strength: Literal[1, 2] | None = Field(
+        default=None, description="how clearly the winner won: 1 better, 2 much better (A>>B)"
+    )
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,7 @@ class ParsedJudgment:
     repetition: int
     swap_label: str | None  # explicit swap_group, as text
     group: str | None
+    strength: int | None = None  # 1 or 2 where the source said (Arena-Hard's >>)
 
 
 @dataclass
@@ -171,6 +177,7 @@ def _judged(row: JudgmentIn, line: int) -> ParsedJudgment | RowError:
         repetition=row.repetition,
         swap_label=_label(row.swap_group),
         group=_label(row.group),
+        strength=row.strength if winner in ("A", "B") else None,
     )
 
 
@@ -189,15 +196,31 @@ def _validation_errors(e: ValidationError, raw: dict[str, object], line: int) ->
     return [RowError(line=line, field=f, message=m) for f, m in out.items()]
 
 
-def parse_judgment_file(data: bytes, *, max_rows: int, max_chars: int) -> ParsedJudgments:
-    """Validate every line and read every verdict; thread references stay unresolved."""
-    out = ParsedJudgments()
+def judgment_file_objects(
+    data: bytes, errors: list[RowError], *, max_rows: int, max_chars: int
+) -> list[tuple[int, dict[str, Any]]]:
+    """(line, object) of each line of a JSONL upload; what cannot be read becomes errors."""
     try:
         text = decode_text(data)
     except ValueError as e:
-        out.errors.append(RowError(line=1, field="file", message=str(e)))
-        return out
-    for line_no, raw in jsonl_objects(text, out.errors, max_rows=max_rows, max_chars=max_chars):
+        errors.append(RowError(line=1, field="file", message=str(e)))
+        return []
+    return list(jsonl_objects(text, errors, max_rows=max_rows, max_chars=max_chars))
+
+
+def parse_judgment_file(data: bytes, *, max_rows: int, max_chars: int) -> ParsedJudgments:
+    """Validate every line and read every verdict; thread references stay unresolved."""
+    errors: list[RowError] = []
+    objects = judgment_file_objects(data, errors, max_rows=max_rows, max_chars=max_chars)
+    return parse_judgment_objects(objects, errors)
+
+
+def parse_judgment_objects(
+    objects: Iterable[tuple[int, Mapping[str, Any]]], errors: Sequence[RowError] = ()
+) -> ParsedJudgments:
+    """Validate native rows given as (line, object) (a file's, or a converter's output)."""
+    out = ParsedJudgments(errors=list(errors))
+    for line_no, raw in objects:
         try:
             row = JudgmentIn.model_validate(raw)
         except ValidationError as e:

@@ -379,6 +379,8 @@
         } else if (type === "panel_vote") {
           const lane = byWorker.get(d.worker_id);
           if (!lane || lane.cid !== d.comparison_id) return;
+          // A lane rendered by the server (adopted mid-comparison) has no votes list yet.
+          if (!lane.votes) lane.votes = [];
           lane.votes[d.member] = d;
           lane.votesVersion = (lane.votesVersion || 0) + 1;
           mark(lane);

@@ -51,6 +51,12 @@ def unstorable_text(value: str) -> str | None:
     return "holds a lone UTF-16 surrogate, which is not a character"
 
 
+def storable_text(value: str) -> str:
+    """``value`` with NUL and lone surrogates replaced by U+FFFD (for text we must keep,
+    such as a model's answer, rather than refuse)."""
+    return _UNSTORABLE.sub("\ufffd", value)
+
+
 def unstorable_value(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> tuple[str, str] | None:
     """(dotted path, reason) of the first part of a JSON value that cannot be stored, or None.
 

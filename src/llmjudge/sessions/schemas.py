@@ -158,6 +158,10 @@ class EstimateOut(BaseModel):
     judge_model: JudgeModelOut
     warnings: list[str]
     recommended_repetitions: int | None
+    over_limit: bool = Field(
+        default=False, description="more comparisons than one session may make: cannot be created"
+    )
+    max_comparisons: int = Field(default=0, description="the most one session may make")
 
 
 class ComparisonOut(BaseModel):

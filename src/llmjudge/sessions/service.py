@@ -8,6 +8,7 @@ session makes its comparisons claimable; workers (see ``sessions.jobs``) do the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import secrets
@@ -18,14 +19,16 @@ from sqlalchemy import Text, cast, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog.models import Pillar, Thread
+from llmjudge.config import get_settings
 from llmjudge.errors import Conflict, Invalid, NotFound
 from llmjudge.events.hub import EventHub
 from llmjudge.judging.prompts import build_judge_messages, estimate_tokens
 from llmjudge.providers.models import LLMModel, Provider
 from llmjudge.providers.service import configured_latency_s
 from llmjudge.sessions.claims import notify_work
-from llmjudge.sessions.estimate import ModelCost, estimate_plan
+from llmjudge.sessions.estimate import ModelCost, estimate_plan, over_limit_message
 from llmjudge.sessions.models import Comparison, JudgeSession
+from llmjudge.sessions.pairing import PlanOptions, plan_size_bound
 from llmjudge.sessions.plans import (
     analyze_comparisons,
     build_plan,
@@ -139,8 +142,13 @@ async def _estimate(
     sizes = {pid: 0 for pid in data.pillar_ids}
     for t in threads:
         sizes[t.pillar_id] += 1
-    if data.match_by_prompt_key and planned is None:
-        planned = len(build_plan(threads, options))
+    limit = get_settings().max_comparisons_per_session
+    bound = _size_bound(sizes, options)
+    if data.match_by_prompt_key and planned is None and bound <= limit:
+        # Only a built plan counts key-matched pairs; never build one over the limit.
+        planned = len(await asyncio.to_thread(build_plan, threads, options))
+    elif data.match_by_prompt_key and planned is None:
+        planned = bound
     avg_chars = await db.scalar(
         select(func.avg(func.length(cast(Thread.content, Text)))).where(
             Thread.pillar_id.in_(data.pillar_ids)
@@ -162,6 +170,7 @@ async def _estimate(
             pillar_names=names,
             chosen_workers=data.worker_count,
             planned_comparisons=planned,
+            max_comparisons=limit,
         )
     except ValueError as exc:
         raise Invalid(str(exc)) from None
@@ -179,7 +188,24 @@ async def _estimate(
         judge_model=model_out(m, p),
         warnings=est.warnings,
         recommended_repetitions=est.recommended_repetitions,
+        over_limit=est.over_limit,
+        max_comparisons=limit,
     )
+
+
+def _size_bound(sizes: dict[int, int], options: PlanOptions) -> int:
+    try:
+        return plan_size_bound(sizes, options)
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+
+
+def check_plan_size(sizes: dict[int, int], options: PlanOptions) -> None:
+    """Refuse (422) a plan over ``max_comparisons_per_session`` before it is built."""
+    limit = get_settings().max_comparisons_per_session
+    bound = _size_bound(sizes, options)
+    if bound > limit:
+        raise Invalid(over_limit_message(bound, limit))
 
 
 def _prompt_tokens(data: SessionIn) -> int:
@@ -268,7 +294,13 @@ async def create_session(
     m, _ = await _judge_model(db, data.judge_model_id)
     seed = data.seed if data.seed is not None else secrets.randbelow(2**31)
     threads = await plan_threads(db, data.pillar_ids)
-    plan = build_plan(threads, plan_options(data, seed))
+    options = plan_options(data, seed)
+    sizes = {pid: 0 for pid in data.pillar_ids}
+    for t in threads:
+        sizes[t.pillar_id] += 1
+    check_plan_size(sizes, options)
+    # Building a large plan is CPU work: off the event loop.
+    plan = await asyncio.to_thread(build_plan, threads, options)
     s = JudgeSession(
         name=data.session_name,
         status="draft",

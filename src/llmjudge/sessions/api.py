@@ -3,6 +3,7 @@ judgments made elsewhere; the comparisons of one thread."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, Path, Query, Request, UploadFile, status
@@ -81,8 +82,12 @@ async def import_judgments(
         raise Invalid("session_name must not be blank")
     settings = request.app.state.settings
     data = await read_upload(file, settings)
-    parsed = parse_judgment_file(
-        data, max_rows=settings.max_import_rows, max_chars=settings.max_field_chars
+    # Parsing a large file is CPU work: off the event loop.
+    parsed = await asyncio.to_thread(
+        parse_judgment_file,
+        data,
+        max_rows=settings.max_import_rows,
+        max_chars=settings.max_field_chars,
     )
     try:
         return await judgment_import.import_judgments(

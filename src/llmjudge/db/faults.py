@@ -52,6 +52,8 @@ def is_connection_problem(exc: BaseException) -> bool:
             | asyncpg.PostgresConnectionError,
         ):
             return True
+        if isinstance(e, asyncpg.InterfaceError) and not isinstance(e, ClientDataError):
+            return True  # "the underlying connection is closed" and the like
         if _sqlstate(e).startswith(_AWAY_STATES):
             return True
     return False

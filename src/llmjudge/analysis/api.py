@@ -12,6 +12,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
+from pydantic import AfterValidator
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from llmjudge.analysis import exports, figures
@@ -41,8 +42,28 @@ AggregationQuery = Annotated[
         "when the two orders disagree); majority: one outcome per thread pair by majority"
     ),
 ]
+# A few fixed choices, not any number: each value is a cache key and a bootstrap of its
+# own, so free values would let polls start unbounded distinct computations.
+BOOTSTRAP_CHOICES = (0, 100, 200, 500, 1000, 2000)
+
+
+def _one_of_the_choices(rounds: int) -> int:
+    if rounds not in BOOTSTRAP_CHOICES:
+        raise ValueError(
+            f"bootstrap_rounds must be one of {', '.join(map(str, BOOTSTRAP_CHOICES))}"
+        )
+    return rounds
+
+
 RoundsQuery = Annotated[
-    int, Query(ge=0, le=2000, description="bootstrap resamples for the BT intervals (0: none)")
+    int,
+    Query(
+        ge=0,
+        le=2000,
+        description="bootstrap resamples for the BT intervals (0: none); one of "
+        + ", ".join(map(str, BOOTSTRAP_CHOICES)),
+    ),
+    AfterValidator(_one_of_the_choices),
 ]
 
 

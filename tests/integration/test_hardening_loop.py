@@ -90,3 +90,22 @@ async def test_a_plan_over_the_limit_is_refused_before_it_is_built(
     ok = (await client.post("/api/sessions/estimate", json=body)).json()
     assert ok["over_limit"] is False
     assert (await client.post("/api/sessions", json=body)).status_code == 201
+
+
+async def test_hostile_catalog_input_through_the_api(client: httpx.AsyncClient) -> None:
+    a = (await client.post("/api/pillars", json={"name": "Math"})).json()
+    b = (await client.post("/api/pillars", json={"name": "Other"})).json()
+    for blank in ("", "   ", "\u00a0\t"):
+        r = await client.patch(f"/api/pillars/{b['id']}", json={"name": blank})
+        assert r.status_code == 422, (blank, r.text)
+    r = await client.patch(f"/api/pillars/{b['id']}", json={"name": " Math\u00a0"})
+    assert r.status_code == 409  # the same name as pillar a, spelled differently
+    assert (await client.get(f"/api/pillars/{a['id']}")).json()["name"] == "Math"
+    bad = '{"pillar": "Math", "content": "ok"}\n{"pillar": "Math", "content": "a\\u0000b"}\n'
+    r = await client.post("/api/threads/import", files={"file": ("t.jsonl", bad.encode())})
+    assert r.status_code == 422
+    errors = r.json()["detail"]["errors"]
+    assert [(e["line"], e["field"]) for e in errors] == [(2, "content")]
+    sep = json.dumps({"pillar": "Math", "content": "one\u2028two"}, ensure_ascii=False)
+    r = await client.post("/api/threads/import", files={"file": ("t.jsonl", sep.encode())})
+    assert r.status_code == 200, r.text

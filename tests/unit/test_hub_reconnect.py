@@ -68,8 +68,8 @@ async def test_the_publisher_reconnects_after_an_internal_client_error(
     try:
         hub.publish_nowait("session:1", "comparison_complete", {"comparison_id": 1})
         async with asyncio.timeout(5):
-            while hub.published < 1:
-                await asyncio.sleep(0.01)
+            await hub._outbox_empty.wait()  # set once the batch went out
+        assert hub.published == 1
     finally:
         await hub.stop()
     assert len(made) == 2 and made[0].closed

@@ -83,7 +83,11 @@ async def calibration(persona_id: int, db: DbSession) -> ev.CalibrationOut:
     response_model=ev.EvaluateOut,
     responses={
         409: {"description": "the persona is not trained (see allow_untrained)"},
-        422: {"description": "invalid batch, or with strict=true: the gate failed (body as 200)"},
+        412: {
+            "model": ev.EvaluateOut,
+            "description": "with strict=true only: the gate failed; the body is the 200 one",
+        },
+        422: {"description": "malformed batch (any strict value); no verdict"},
         502: {"description": "the judge model failed; no verdict"},
     },
 )
@@ -94,7 +98,11 @@ async def evaluate(
     db: DbSession,
     allow_untrained: AllowUntrained = False,
     strict: Annotated[
-        bool, Query(description="answer 422 instead of 200 when the gate fails (curl --fail)")
+        bool,
+        Query(
+            description="answer 412 instead of 200 when the gate fails (curl --fail); a "
+            "malformed batch is 422 either way"
+        ),
     ] = False,
 ) -> ev.EvaluateOut | JSONResponse:
     """Judge up to 1000 outputs with the persona's current judge prompt and judge model, and
@@ -105,6 +113,10 @@ async def evaluate(
     (see `/calibration`), with a 95% bootstrap interval. With `min_pass_rate`, `passed` is
     true when the interval's lower bound reaches it; when the correction is undefined (TPR
     + TNR <= 1, or no held-out examples of one class) it is false and `reason` says why.
+
+    Status codes, so that CI can tell a failing product from a broken gate: 200 a verdict
+    (passed or not); with `strict=true`, 412 Precondition Failed when the verdict is a fail
+    (same body); 422 a malformed batch, 409 an untrained persona, 502 the judge failed.
     """
     try:
         out = await ev.evaluate(
@@ -119,7 +131,9 @@ async def evaluate(
             status.HTTP_502_BAD_GATEWAY, f"the judge model failed: {e.cause}; no verdict"
         ) from None
     if strict and out.passed is False:
-        return JSONResponse(out.model_dump(mode="json"), status_code=422)
+        return JSONResponse(
+            out.model_dump(mode="json"), status_code=status.HTTP_412_PRECONDITION_FAILED
+        )
     return out
 
 

@@ -323,6 +323,9 @@ class CallEstimate(BaseModel):
 
 
 class EstimateOut(BaseModel):
+    # Its own title: sessions.schemas.EstimateOut is another schema (generated clients).
+    model_config = ConfigDict(title="PersonaEstimateOut")
+
     pairs: int
     one_iteration: CallEstimate
     max_iterations: CallEstimate = Field(

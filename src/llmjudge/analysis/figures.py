@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable, Hashable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Query, Request
-from pydantic import AfterValidator
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from llmjudge.analysis.categories import CategoryReport, category_report, metadata_keys
@@ -84,28 +83,8 @@ SEED = 0  # bootstrap seed: the same data gives the same intervals on every poll
 
 # -- rating options from a query --------------------------------------------------------
 
-# A few fixed choices, not any number: each value is a cache key and a bootstrap of its
-# own, so free values would let polls start unbounded distinct computations (issue 14).
-BOOTSTRAP_CHOICES = (0, 100, 200, 500, 1000, 2000)
-
-
-def _one_of_the_choices(rounds: int) -> int:
-    if rounds not in BOOTSTRAP_CHOICES:
-        raise ValueError(
-            f"bootstrap_rounds must be one of {', '.join(map(str, BOOTSTRAP_CHOICES))}"
-        )
-    return rounds
-
-
 RoundsQuery = Annotated[
-    int,
-    Query(
-        ge=0,
-        le=2000,
-        description="bootstrap resamples for the BT intervals (0: none); one of "
-        + ", ".join(map(str, BOOTSTRAP_CHOICES)),
-    ),
-    AfterValidator(_one_of_the_choices),
+    int, Query(ge=0, le=2000, description="bootstrap resamples for the BT intervals (0: none)")
 ]
 LEVELS_TEXT = ", ".join(f"{v:g}" for v in LEVELS)
 
@@ -227,7 +206,13 @@ class AnalysisCache:
     request for a newer version shares it too (a result at most one computation behind):
     polls of a running session never pile up work."""
 
-    def __init__(self, *, max_figures: int = 64, max_sessions: int = 2) -> None:
+    def __init__(
+        self, *, max_figures: int = 64, max_sessions: int = 2, max_computing: int = 2
+    ) -> None:
+        # At most this many figure computations run at once (threads share one GIL and the
+        # cores with the workers); more requests for distinct figures wait their turn
+        # instead of each starting a bootstrap (issue 14).
+        self.computing = asyncio.Semaphore(max_computing)
         self._figures: OrderedDict[Hashable, asyncio.Task[Any]] = OrderedDict()
         self._sessions: OrderedDict[Hashable, asyncio.Task[Any]] = OrderedDict()
         self._running: dict[Hashable, asyncio.Task[Any]] = {}
@@ -306,7 +291,8 @@ async def _figure(
     data = await _data(cache, sessionmaker, session)
 
     async def run() -> T:
-        return await asyncio.to_thread(compute, data)
+        async with cache.computing:
+            return await asyncio.to_thread(compute, data)
 
     # versioned by the data actually used, never by a newer count it may lag behind
     return data, await cache.figure((*key, session.id), data.version, run)

@@ -3,10 +3,13 @@ become finished sessions on MT-Bench-style threads (models are pillars)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from tests.integration.test_judgment_import import import_threads
 
@@ -60,13 +63,27 @@ async def test_fastchat_pairwise_file(client: httpx.AsyncClient, threads: None) 
     assert wins["vicuna-13b-v1.3"] == 4 and wins["gpt-4"] == 4 and wins["alpaca-13b"] == 1
 
 
-async def test_arena_hard_file(client: httpx.AsyncClient, threads: None) -> None:
+async def test_arena_hard_file(client: httpx.AsyncClient, threads: None, db: AsyncSession) -> None:
     r = await _import(client, "arena_hard_judgment.jsonl", "arena_hard", baseline="gpt-3.5-turbo")
     assert r.status_code == 201, r.text
     out = r.json()
     assert (out["total"], out["completed"], out["failed"], out["swap_pairs"]) == (6, 5, 1, 3)
     session = (await client.get(f"/api/sessions/{out['session_id']}")).json()
     assert session["options"]["judge_label"] == "gpt-4-1106-preview"
+    # "A>>B" is kept as strength 2, "A>B" as 1, a tie has none (comparisons.strength).
+    expected = sorted(
+        (2 if ">>" in g["score"] or "<<" in g["score"] else 1 if g["score"][1] != "=" else 0)
+        for line in (DATA / "arena_hard_judgment.jsonl").read_text().splitlines()
+        for g in json.loads(line)["games"]
+        if g.get("score")
+    )
+    stored = await db.scalars(
+        text(
+            "SELECT coalesce(strength, 0) FROM comparisons WHERE session_id = :s AND status = 'completed'"
+        ),
+        {"s": out["session_id"]},
+    )
+    assert sorted(stored) == expected and 2 in expected
 
 
 async def test_unknown_threads_and_bad_lines_are_row_errors(

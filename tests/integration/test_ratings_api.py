@@ -9,6 +9,8 @@ Some decided verdicts are marked strong (comparisons.strength = 2).
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from typing import Any
 
@@ -602,8 +604,9 @@ async def test_page_and_api_share_one_computation_and_the_export_says_how(
         params={"format": "csv", "table": "leaderboard", **params},
     )
     assert r.status_code == 200
-    header, first = r.text.splitlines()[:2]
-    row = dict(zip(header.split(","), first.split(","), strict=False))
+    # The export's provenance comes first, as `#` lines; text cells are quoted.
+    table = "\n".join(ln for ln in r.text.splitlines() if not ln.startswith("#"))
+    row = next(csv.DictReader(io.StringIO(table)))
     assert (row["ci_level"], row["ci_method"], row["tie_model"]) == (
         "0.9",
         "bootstrap/pair",

@@ -275,7 +275,11 @@ async def export(
     stem = f"llmjudge-session-{session.id}"
     query: dict[str, Any] = {"format": format}
     if format == "json" or table == "leaderboard":
-        query |= {"aggregation": aggregation, "rating": dataclasses.asdict(rating)}
+        query |= {
+            "aggregation": aggregation,
+            "bootstrap_rounds": rating.bootstrap_rounds,
+            "rating": dataclasses.asdict(rating),
+        }
     async with maker() as db:
         provenance = await exports.load_provenance(
             db, session.id, table="all" if format == "json" else table, **query

@@ -49,9 +49,9 @@ async def test_healthz_answers_while_a_large_import_is_parsed(client: httpx.Asyn
         )
 
     task = asyncio.create_task(upload())
-    await asyncio.sleep(0.2)  # the upload is read; the parse has begun
     waits: list[float] = []
-    deadline = time.perf_counter() + min(parse_s, 3.0)
+    # Probe through the whole import: reading the upload, parsing it, storing it.
+    deadline = time.perf_counter() + 120
     while time.perf_counter() < deadline and not task.done():
         start = time.perf_counter()
         r = await client.get("/healthz")
@@ -60,6 +60,7 @@ async def test_healthz_answers_while_a_large_import_is_parsed(client: httpx.Asyn
         await asyncio.sleep(0.05)
     r = await task
     assert r.status_code == 200, r.text[:500]
+    print(f"healthz during the import: n={len(waits)} max={max(waits):.3f}s")
     assert max(waits) < 0.5, f"slowest /healthz during the import: {max(waits):.2f}s"
     assert len(waits) >= 5
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
-from hypothesis import settings as hypothesis_settings
 from fastapi import FastAPI
+from hypothesis import settings as hypothesis_settings
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.app import create_app

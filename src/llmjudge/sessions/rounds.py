@@ -196,8 +196,13 @@ def plan_arrays(
     seed: int,
     round_no: int,
     first_group: int,
+    prior: np.ndarray | None = None,
 ) -> PlanArrays:
-    """The next ``size`` comparisons as plan rows (pure; the caller appends them)."""
+    """The next ``size`` comparisons as plan rows (pure; the caller appends them).
+
+    ``prior``: :func:`pair_keys` of the session's comparisons so far. A pair shown again
+    in the same order gets the next ``repetition``, so the judge answers afresh instead of
+    from the cache (as repetitions of other sessions do)."""
     seeds = np.random.SeedSequence([seed, round_no])
     select_seed, key_seed = seeds.spawn(2)
     batch = select_batch(
@@ -221,15 +226,41 @@ def plan_arrays(
         keys = pillar_prompt_keys(a[first], b[first], field.answered, seed=key_seed)
         key = keys[np.searchsorted(groups, batch.group)]
         thread_a, thread_b = field.thread_of[a, key], field.thread_of[b, key]
+    thread_a = np.asarray(thread_a, dtype=np.int64)
+    thread_b = np.asarray(thread_b, dtype=np.int64)
+    repetition = np.zeros(a.size, dtype=np.int64)
+    if prior is not None and prior.size:
+        seen = np.sort(prior)
+        keys = pair_keys(thread_a, thread_b)
+        repetition = np.searchsorted(seen, keys, "right") - np.searchsorted(seen, keys, "left")
     return PlanArrays(
-        thread_a=np.asarray(thread_a, dtype=np.int64),
-        thread_b=np.asarray(thread_b, dtype=np.int64),
+        thread_a=thread_a,
+        thread_b=thread_b,
         pillar_a=field.pillar_of[a],
         pillar_b=field.pillar_of[b],
-        repetition=np.zeros(a.size, dtype=np.int64),
+        repetition=repetition,
         swap_group=batch.group + first_group,
         is_swap=batch.is_swap,
     )
+
+
+def pair_keys(thread_a: np.ndarray, thread_b: np.ndarray) -> np.ndarray:
+    """One int64 per ordered pair of thread ids (int4 ids)."""
+    return np.asarray(thread_a, dtype=np.int64) * (1 << 31) + np.asarray(thread_b, dtype=np.int64)
+
+
+async def load_pair_keys(db: AsyncSession, session_id: int) -> np.ndarray:
+    rows = (
+        await db.execute(
+            select(Comparison.thread_a_id, Comparison.thread_b_id).where(
+                Comparison.session_id == session_id
+            )
+        )
+    ).all()
+    if not rows:
+        return np.empty(0, dtype=np.int64)
+    cols = np.array(rows, dtype=np.int64)
+    return pair_keys(cols[:, 0], cols[:, 1])
 
 
 # -- one step ----------------------------------------------------------------------------
@@ -255,6 +286,7 @@ def _plan_next(
     workers: int,
     seed: int,
     round_no: int,
+    prior: np.ndarray | None = None,
 ) -> Planned:
     """Refit, check the rule, choose the next batch: CPU work, run in a thread."""
     a, b, s = outcomes
@@ -267,7 +299,15 @@ def _plan_next(
     if decision.remaining is not None:
         size = min(size, decision.remaining)
     plan = plan_arrays(
-        field, state, cfg, rule, size=size, seed=seed, round_no=round_no, first_group=spent
+        field,
+        state,
+        cfg,
+        rule,
+        size=size,
+        seed=seed,
+        round_no=round_no,
+        first_group=spent,
+        prior=prior,
     )
     return Planned(state, decision, width, plan)
 
@@ -315,7 +355,8 @@ async def advance(
         cfg, rule = session_config(s)
         field = await load_field(db, cfg.unit, s.pillar_ids)
         outcomes = await load_outcomes(db, session_id, field)
-        total, seed = s.total, int(s.options.get("seed", 0))
+        prior = await load_pair_keys(db, session_id)
+        total, seed, workers = s.total, int(s.options.get("seed", 0)), s.worker_count
         round_no = last.round + 1 if last is not None else 0
         init = np.asarray(last.theta) if last is not None and last.theta else None
         widths = [r.width for r in rounds if r.width is not None]
@@ -329,9 +370,10 @@ async def advance(
             cfg,
             rule,
             spent=total,
-            workers=s.worker_count,
+            workers=workers,
             seed=seed,
             round_no=round_no,
+            prior=prior,
         )
         stop, reason = planned.decision.stop, planned.decision.reason
         if not stop and (planned.plan is None or len(planned.plan) == 0):
@@ -347,8 +389,10 @@ async def advance(
             )
         ).one()
         if s.status != "running" or s.stop_reason is not None or s.total != total:
+            # paused, cancelled, stopped, or another planner appended this round first
+            still_open = s.status == "running" and s.stop_reason is None
             await db.rollback()
-            return s.status == "running" and s.stop_reason is None
+            return still_open
         size = 0 if stop or planned.plan is None else len(planned.plan)
         db.add(
             AdaptiveRound(
@@ -367,18 +411,18 @@ async def advance(
                 theta=[round(float(t), 6) for t in planned.state.theta],
             )
         )
-        if stop:
-            s.stop_reason = reason
-            if s.completed + s.failed >= s.total:  # nothing in flight: it ends now
-                s.status = "completed" if s.completed else "failed"
-                s.finished_at = func.now()
-        else:
-            assert planned.plan is not None
-            await db.flush()
-            await insert_plan(db, session_id, planned.plan, first_position=total)
-            s.total = total + size
-            await notify_work(await db.connection(), session_id)
         try:
+            if stop:
+                s.stop_reason = reason
+                if s.completed + s.failed >= s.total:  # nothing in flight: it ends now
+                    s.status = "completed" if s.completed else "failed"
+                    s.finished_at = func.now()
+            else:
+                assert planned.plan is not None
+                await db.flush()  # the round row first: a duplicate fails before the COPY
+                await insert_plan(db, session_id, planned.plan, first_position=total)
+                s.total = total + size
+                await notify_work(await db.connection(), session_id)
             await db.commit()
         except IntegrityError:  # another process appended this round first
             await db.rollback()

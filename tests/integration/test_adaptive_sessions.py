@@ -7,6 +7,7 @@ and the rounds runner), so a test can stop them between rounds and start fresh o
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -370,3 +371,57 @@ def test_plan_arrays_repeat_pairs_get_fresh_repetitions() -> None:
     assert set(again.repetition) == {1}  # every ordered pair was judged once already
     assert set(again.swap_group) <= set(range(6, 12))
     assert set(first.pillar_a) | set(first.pillar_b) <= {1, 2}
+
+
+HX = {"HX-Request": "true"}
+
+
+def form_body(pillars: list[int], **fields: str) -> dict[str, Any]:
+    return {
+        "session_name": "adaptive form",
+        "pillar_ids": [str(p) for p in pillars],
+        "comparison_mode": "adaptive",
+        "worker_count": "8",
+        "seed": "3",
+        "criteria": "quality",
+        **{f"adaptive_{k}": v for k, v in fields.items()},
+    }
+
+
+async def test_new_session_page_estimates_and_creates_an_adaptive_session(
+    app: FastAPI, client: httpx.AsyncClient, pillars: list[int]
+) -> None:
+    page = await client.get("/sessions/new")
+    assert page.status_code == 200
+    assert 'value="adaptive"' in page.text and 'name="adaptive_rule"' in page.text
+    r = await client.post(
+        "/sessions/new/estimate",
+        data=form_body(pillars, rule="top_k", k="3", budget_comparisons="300"),
+        headers=HX,
+    )
+    assert r.status_code == 200, r.text
+    assert 'id="adaptive-estimate"' in r.text and "simulated runs" in r.text
+    assert "Half price" in r.text and "780 comparisons" in r.text  # the free-for-all
+    assert re.search(r'id="mode-count-adaptive" hx-swap-oob="true">\d+ comparisons<', r.text)
+    bad = await client.post(
+        "/sessions/new/estimate", data=form_body(pillars, confidence="2"), headers=HX
+    )
+    assert bad.status_code == 422
+    async with workers(app):
+        r = await client.post(
+            "/sessions/new", data=form_body(pillars, rule="budget", budget_comparisons="60")
+        )
+        assert r.status_code == 303, r.text
+        sid = int(r.headers["location"].rsplit("/", 1)[1])
+        s = await wait_status(client, sid)
+    assert s["status"] == "completed" and s["total"] == 60
+    assert s["options"]["adaptive"]["rule"] == "budget"
+    live = await client.get(f"/sessions/{sid}")
+    assert live.status_code == 200
+    assert 'id="adaptive-panel"' in live.text and "adaptive_round" in live.text
+    assert "spent 60 of 60 comparisons" in live.text
+    assert "would need 780 comparisons" in live.text
+    partial = await client.get(f"/sessions/{sid}/partials/adaptive")
+    assert partial.status_code == 200
+    assert partial.text.count("<tr>") == N_THREADS + 1  # header + every thread
+    assert "the budget is spent" in partial.text

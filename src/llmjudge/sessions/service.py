@@ -68,6 +68,7 @@ from llmjudge.sessions.worker import session_topic
 __all__ = [
     "BUILTIN_JUDGE",
     "DEFAULT_LATENCY_S",
+    "adaptive_estimates",
     "adaptive_state",
     "estimate_adaptive",
     "cancel_session",
@@ -417,12 +418,26 @@ async def estimate_adaptive(*, db: AsyncSession, data: SessionIn) -> AdaptiveEst
     )
 
 
+async def adaptive_estimates(
+    *, db: AsyncSession, data: SessionIn
+) -> tuple[EstimateOut, AdaptiveEstimateOut]:
+    """Both estimates of an adaptive session from one simulation (the new-session page)."""
+    m, p = await _judge_model(db, data.judge_model_id)
+    est = await estimate_adaptive(db=db, data=data)
+    return await _adaptive_plan_estimate(db, data, m, p, est), est
+
+
 async def _adaptive_plan_estimate(
-    db: AsyncSession, data: SessionIn, m: LLMModel, p: Provider
+    db: AsyncSession,
+    data: SessionIn,
+    m: LLMModel,
+    p: Provider,
+    est: AdaptiveEstimateOut | None = None,
 ) -> EstimateOut:
     """The plain estimate of an adaptive session: its expected calls (see
     ``estimate_adaptive``) at the model's latency and price."""
-    est = await estimate_adaptive(db=db, data=data)
+    if est is None:
+        est = await estimate_adaptive(db=db, data=data)
     cost = await _model_cost(db, data, m, p)
     n = est.median
 

@@ -425,3 +425,14 @@ async def test_new_session_page_estimates_and_creates_an_adaptive_session(
     assert partial.status_code == 200
     assert partial.text.count("<tr>") == N_THREADS + 1  # header + every thread
     assert "the budget is spent" in partial.text
+    # the results page and the analysis read an adaptive session like any other
+    results = await client.get(f"/sessions/{sid}/results")
+    assert results.status_code == 200, results.text
+    for view in ("thread-leaderboard", "position-swap-analysis"):
+        r = await client.get(f"/api/sessions/{sid}/{view}")
+        assert r.status_code == 200, (view, r.text)
+    listing = await client.get("/sessions")
+    assert listing.status_code == 200 and "adaptive form" in listing.text
+    est = await client.get(f"/api/sessions/{sid}/estimate")
+    assert est.status_code == 200, est.text
+    assert any("estimate" in w for w in est.json()["warnings"])

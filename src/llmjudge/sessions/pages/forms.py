@@ -116,5 +116,4 @@ def default_values(pillars: Sequence[PillarOut], now: datetime) -> dict[str, Any
             name: fields[name].default
             for name in (*_INT_FIELDS, *_CHECKBOXES, "comparison_mode", "sampling")
         },
-        "adaptive": AdaptiveIn().model_dump(),
     }

@@ -384,7 +384,8 @@ async def estimate_adaptive(*, db: AsyncSession, data: SessionIn) -> AdaptiveEst
     rounds.check_field(field, cfg, rule)
     limit = rule.budget.limit()
     cap = rounds.ffa_calls(field, cfg) if limit is None else limit
-    runs = 5 if field.n <= 300 else 2
+    # each run simulates a whole session: fewer runs for big fields keep the form snappy
+    runs = 5 if field.n <= 100 else 3 if field.n <= 300 else 1
     est = await asyncio.to_thread(
         estimate_comparisons,
         field.n,

@@ -337,6 +337,8 @@ async def test_field_validation_422s(client: httpx.AsyncClient, pillars: list[in
     # the built-in simulated judge is free: no price turns USD into calls
     r = await client.post("/api/sessions", json=body(pillars, budget_usd=1.0))
     assert r.status_code == 422 and "USD budget" in r.text
+    r = await client.post("/api/sessions", json=body(pillars, budget_comparisons=1))
+    assert r.status_code == 422 and "at least 2 are needed" in r.text
     r = await client.post("/api/sessions", json=body([999_999], rule="ranking"))
     assert r.status_code == 422 and "unknown pillar" in r.text
     r = await client.get("/api/sessions/999999/adaptive")

@@ -512,10 +512,12 @@ def check_field(field: Field, cfg: AdaptiveIn, rule: StopRule) -> None:
             raise Invalid("no two pillars answered a common prompt key")
     if cfg.rule == "top_k" and cfg.k >= field.n:
         raise Invalid(f"top_k needs k below the number of {what} ({field.n})")
-    with contextlib.suppress(ValueError):
-        rule.budget.limit()
-        return
-    raise Invalid("a USD budget needs a judge model with a price per token")
+    try:
+        limit = rule.budget.limit()
+    except ValueError:
+        raise Invalid("a USD budget needs a judge model with a price per token") from None
+    if limit is not None and limit < 2:
+        raise Invalid(f"the budget buys {limit} comparison(s): at least 2 are needed")
 
 
 async def player_names(db: AsyncSession, field: Field) -> dict[int, tuple[str, str | None]]:

@@ -438,3 +438,15 @@ async def test_new_session_page_estimates_and_creates_an_adaptive_session(
     est = await client.get(f"/api/sessions/{sid}/estimate")
     assert est.status_code == 200, est.text
     assert any("estimate" in w for w in est.json()["warnings"])
+
+
+async def test_without_a_budget_a_free_for_all_is_the_cap(
+    client: httpx.AsyncClient, pillars: list[int]
+) -> None:
+    r = await client.post("/api/sessions", json=body(pillars, rule="ranking"))
+    assert r.status_code == 201, r.text
+    assert r.json()["options"]["adaptive"]["budget_comparisons"] == 780
+    both = await client.post("/api/sessions", json=body(pillars, position="both"))
+    assert both.json()["options"]["adaptive"]["budget_comparisons"] == 1560
+    est = await client.post("/api/sessions/estimate/adaptive", json=body(pillars))
+    assert est.json()["budget_limit"] == 780

@@ -67,6 +67,7 @@ __all__ = [
     "load_outcomes",
     "plan_arrays",
     "stop_rule",
+    "with_default_cap",
 ]
 
 log = logging.getLogger(__name__)
@@ -533,6 +534,14 @@ async def player_names(db: AsyncSession, field: Field) -> dict[int, tuple[str, s
     return {
         tid: (title or ext or f"thread {tid}", pillars.get(pid)) for tid, title, ext, pid in rows
     }
+
+
+def with_default_cap(cfg: AdaptiveIn, field: Field) -> AdaptiveIn:
+    """Without a budget, a free-for-all's worth of calls is the cap: an adaptive session
+    never costs more than the plan it replaces (fail closed on spend)."""
+    if cfg.budget_comparisons is not None or cfg.budget_usd is not None or field.n < 2:
+        return cfg
+    return cfg.model_copy(update={"budget_comparisons": ffa_calls(field, cfg)})
 
 
 def ffa_calls(field: Field, cfg: AdaptiveIn) -> int:

@@ -342,9 +342,9 @@ async def _create_adaptive(
 ) -> SessionOut:
     """An adaptive session starts with its first round (every player below the evidence
     floor, paired at random); ``sessions.rounds`` appends the others."""
-    cfg = data.adaptive
-    assert cfg is not None
+    assert data.adaptive is not None
     field = await _adaptive_field(db, data)
+    cfg = rounds.with_default_cap(data.adaptive, field)
     cost = _cost_per_call(await _model_cost(db, data, m, p))
     rule = rounds.stop_rule(cfg, cost)
     rounds.check_field(field, cfg, rule)
@@ -376,9 +376,9 @@ async def estimate_adaptive(*, db: AsyncSession, data: SessionIn) -> AdaptiveEst
     stops it, from seeded simulations under the simulator's judge model; nothing stored."""
     if data.comparison_mode != "adaptive" or data.adaptive is None:
         raise Invalid("the adaptive estimate needs comparison_mode adaptive")
-    cfg = data.adaptive
     m, p = await _judge_model(db, data.judge_model_id)
     field = await _adaptive_field(db, data)
+    cfg = rounds.with_default_cap(data.adaptive, field)
     cost = _cost_per_call(await _model_cost(db, data, m, p))
     rule = rounds.stop_rule(cfg, cost)
     rounds.check_field(field, cfg, rule)

@@ -20,6 +20,8 @@ from llmjudge.sessions.importing import (
     parse_judgment_objects,
 )
 from llmjudge.sessions.schemas import (
+    AdaptiveEstimateOut,
+    AdaptiveOut,
     ComparisonDetail,
     ComparisonPage,
     ComparisonStatus,
@@ -145,6 +147,14 @@ async def estimate_new(data: SessionIn, db: DbSession) -> EstimateOut:
     return await service.estimate_new(db=db, data=data)
 
 
+@router.post("/estimate/adaptive", response_model=AdaptiveEstimateOut)
+async def estimate_adaptive(data: SessionIn, db: DbSession) -> AdaptiveEstimateOut:
+    """Judge calls an adaptive session is expected to make before its stopping rule (or
+    budget) stops it: an estimate from seeded simulations under the simulator's judge
+    model, with the calls the half-price position option saves; nothing stored."""
+    return await service.estimate_adaptive(db=db, data=data)
+
+
 @router.post(
     "/estimate/modes",
     response_model=dict[Mode, ModeCount],
@@ -171,6 +181,14 @@ async def list_sessions(
 async def get_session(session_id: int, db: DbSession) -> SessionOut:
     """Status, counts per comparison status, tokens and cost so far, judge model."""
     return await service.get_session(db=db, session_id=session_id)
+
+
+@router.get("/{session_id}/adaptive", response_model=AdaptiveOut)
+async def adaptive_state(session_id: int, db: DbSession) -> AdaptiveOut:
+    """An adaptive session now: the ranking with 95% intervals refitted from the stored
+    verdicts, the stopping rule's progress, the spend against the budget, its rounds, and
+    the calls a full free-for-all would need (409 for other sessions)."""
+    return await service.adaptive_state(db=db, session_id=session_id)
 
 
 @router.get("/{session_id}/estimate", response_model=EstimateOut)

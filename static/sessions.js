@@ -18,6 +18,7 @@
     "comparison_retry",
     "workers_status",
     "panel_vote",
+    "adaptive_round",
   ];
   const waiting = new Map(); // element id -> { pending: bool }
 

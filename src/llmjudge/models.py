@@ -18,7 +18,7 @@ from llmjudge.personas.models import (
 )
 from llmjudge.providers.models import LLMCacheEntry, LLMCall, LLMModel, Provider
 from llmjudge.references.models import ReferenceLabel
-from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
+from llmjudge.sessions.models import AdaptiveRound, Comparison, ComparisonVote, JudgeSession
 
 __all__ = [
     "User",
@@ -35,6 +35,7 @@ __all__ = [
     "JudgeSession",
     "Comparison",
     "ComparisonVote",
+    "AdaptiveRound",
     "Persona",
     "JudgePromptVersion",
     "PersonaPair",

@@ -37,7 +37,6 @@ CORE = frozenset(
         "llmjudge.judging.prompts",
         "llmjudge.judging.verdicts",
         "llmjudge.judging.panels",
-        "llmjudge.analysis.agreement",
         "llmjudge.judging.formats",
         "llmjudge.sessions.adaptive",
         "llmjudge.sessions.adaptive_sim",

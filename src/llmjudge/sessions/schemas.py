@@ -73,6 +73,7 @@ class PanelIn(BaseModel):
                 or abs(sum(share) - 1) > 1e-6
             ):
                 raise ValueError("expected_stop_share: one share >= 0 per member, summing to 1")
+        return self
 
 
 class AdaptiveIn(BaseModel):

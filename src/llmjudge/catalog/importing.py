@@ -15,7 +15,15 @@ from pydantic import ValidationError
 from llmjudge.catalog.schemas import RowError, ThreadIn
 from llmjudge.rowfiles import csv_records, decode_text, jsonl_objects
 
-CSV_COLUMNS = {"pillar", "external_id", "title", "prompt_key", "content", "metadata"}
+CSV_COLUMNS = {
+    "pillar",
+    "external_id",
+    "title",
+    "prompt_key",
+    "prompt",
+    "content",
+    "metadata",
+}
 
 
 @dataclass
@@ -38,7 +46,7 @@ def _validate(raw: dict[str, Any], line: int, out: ParsedFile, max_chars: int) -
             loc = ".".join(str(p) for p in err["loc"]) or "row"
             out.errors.append(RowError(line=line, field=loc, message=err["msg"]))
         return
-    size = (
+    size = len(row.prompt or "") + (
         len(row.content)
         if isinstance(row.content, str)
         else sum(len(m.content) for m in row.content)
@@ -129,7 +137,26 @@ def parse_thread_file(filename: str, data: bytes, *, max_rows: int, max_chars: i
             )
         else:
             seen[key] = line
+    _check_shared_prompts(out)
     return out
+
+
+def _check_shared_prompts(out: ParsedFile) -> None:
+    """Threads with one prompt key answer one prompt: their prompt texts must agree."""
+    first: dict[str, tuple[str, int]] = {}
+    for row, line in zip(out.rows, out.lines, strict=True):
+        if row.prompt is None or row.prompt_key is None:
+            continue
+        seen = first.setdefault(row.prompt_key, (row.prompt, line))
+        if seen[0] != row.prompt:
+            out.errors.append(
+                RowError(
+                    line=line,
+                    field="prompt",
+                    message=f"prompt_key {row.prompt_key!r} has another prompt text on line "
+                    f"{seen[1]}; threads with one prompt key must share one prompt",
+                )
+            )
 
 
 def _plain(content: Any) -> Any:

@@ -32,6 +32,7 @@ from llmjudge.personas.training import TrainingRunner
 from llmjudge.providers import api as providers_api
 from llmjudge.providers import pages as providers_pages
 from llmjudge.providers.service import LLMService, ensure_builtin_simulator
+from llmjudge.references import api as references_api
 from llmjudge.queue.pool import WorkerPool
 from llmjudge.sessions import api as sessions_api
 from llmjudge.sessions import pages as sessions_pages
@@ -128,6 +129,8 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         analysis_api.router,
         sessions_api.router,
         sessions_api.threads_router,
+        references_api.router,
+        references_api.agreement_router,
         # before the personas router: /api/personas/compare is not a persona id
         personas_gate_api.router,
         personas_api.router,

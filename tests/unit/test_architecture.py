@@ -36,6 +36,7 @@ CORE = frozenset(
     {
         "llmjudge.judging.prompts",
         "llmjudge.judging.verdicts",
+        "llmjudge.judging.formats",
         "llmjudge.sessions.pairing",
         "llmjudge.sessions.estimate",
         "llmjudge.analysis.outcomes",
@@ -44,6 +45,7 @@ CORE = frozenset(
         "llmjudge.analysis.position",
         "llmjudge.analysis.performance",
         "llmjudge.analysis.findings",
+        "llmjudge.analysis.agreement",
         "llmjudge.personas.metrics",
         "llmjudge.personas.gate",
         "llmjudge.personas.templates",

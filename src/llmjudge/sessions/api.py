@@ -73,7 +73,9 @@ async def import_judgments(
     with `"judgment": "<raw judge text>"` instead of `verdict` (read by the verdict parser;
     an unreadable one is stored as a failed comparison with the parse error). REF: a thread
     id or `{"pillar": name, "external_id": id}`. Optional: `reasoning`, `confidence` (0..1),
-    `scores_a`/`scores_b` ({criterion: 1..5}), `repetition`, `swap_group`, `group`.
+    `scores_a`/`scores_b` ({criterion: 1..5}), `repetition`, `swap_group`, `group`, and the
+    pair's reference label: `label` (A/B/TIE relative to the row's threads), `annotator`,
+    `source` (gold unless it says human), `note`; then `/agreement` scores the judge.
     Swap pairs: lines sharing a `swap_group` (original first, then its mirror); otherwise a
     line showing (b, a) is the swap of the earliest unpaired (a, b) line of the same
     `group` and `repetition`. All or nothing."""

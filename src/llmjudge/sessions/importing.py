@@ -49,6 +49,7 @@ __all__ = [
     "ParsedJudgment",
     "ParsedJudgments",
     "ResolvedJudgment",
+    "RowLabel",
     "ThreadKey",
     "ThreadRefIn",
     "assign_swap_groups",
@@ -94,6 +95,25 @@ class JudgmentIn(BaseModel):
     repetition: int = Field(default=0, ge=0, le=1_000_000)
     swap_group: StrictInt | str | None = None
     group: StrictInt | str | None = None
+    label: str | None = None
+    annotator: str = Field(default="", max_length=200)
+    source: Literal["human", "gold"] = "gold"
+    note: str = Field(default="", max_length=10_000)
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _source_case(cls, v: object) -> object:
+        return v.strip().lower() if isinstance(v, str) else v
+
+
+@dataclass(frozen=True)
+class RowLabel:
+    """The reference label a judgment row carries, relative to its thread_a, thread_b."""
+
+    label: Winner
+    source: str
+    annotator: str
+    note: str
 
 
 @dataclass(frozen=True)
@@ -111,6 +131,7 @@ class ParsedJudgment:
     repetition: int
     swap_label: str | None  # explicit swap_group, as text
     group: str | None
+    reference: RowLabel | None = None
 
 
 @dataclass
@@ -135,6 +156,14 @@ def _judged(row: JudgmentIn, line: int) -> ParsedJudgment | RowError:
         )
     winner: Winner | None
     parse_error = raw = None
+    reference = None
+    if row.label is not None:
+        label = _VERDICTS.get(row.label.strip().upper())
+        if label is None:
+            return RowError(
+                line=line, field="label", message=f"unknown label {row.label!r}: use A, B or TIE"
+            )
+        reference = RowLabel(label, row.source, row.annotator.strip(), row.note)
     reasoning, confidence = row.reasoning, row.confidence
     scores_a, scores_b = dict(row.scores_a), dict(row.scores_b)
     if row.verdict is not None:
@@ -171,6 +200,7 @@ def _judged(row: JudgmentIn, line: int) -> ParsedJudgment | RowError:
         repetition=row.repetition,
         swap_label=_label(row.swap_group),
         group=_label(row.group),
+        reference=reference,
     )
 
 

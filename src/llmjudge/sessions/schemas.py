@@ -222,6 +222,7 @@ class JudgmentImportOut(BaseModel):
     swap_pairs: int = Field(description="comparisons stored as the swapped twin of another")
     criteria: list[str]
     parse_failures: list[RowError] = Field(description="first 200 unreadable judgments")
+    labels: int = Field(default=0, description="reference labels the rows carried, stored")
 
 
 class ThreadComparison(BaseModel):

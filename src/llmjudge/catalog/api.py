@@ -73,8 +73,7 @@ async def import_threads(
     prompt_key, prompt, metadata) or JSONL (same fields; content may be a list of {role, content}).
     All or nothing; re-importing (pillar, external_id) updates the thread."""
     parsed = await parse_upload(file, request.app.state.settings)
-    if not parsed.errors:
-        await service.check_stored_prompts(db=db, parsed=parsed)
+    await service.check_stored_prompts(db=db, parsed=parsed)
     if parsed.errors:
         raise ImportRejected(parsed.errors)
     return await service.store_import(db=db, parsed=parsed)

@@ -108,6 +108,7 @@ async def check_stored_prompts(*, db: AsyncSession, parsed: ParsedFile) -> None:
                     "threads with one prompt key must share one prompt",
                 )
             )
+    parsed.errors.sort(key=lambda e: e.line)
 
 
 async def store_import(*, db: AsyncSession, parsed: ParsedFile) -> ImportResult:

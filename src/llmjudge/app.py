@@ -28,14 +28,13 @@ from llmjudge.events.hub import EventHub
 from llmjudge.personas import api as personas_api
 from llmjudge.personas import gate_api as personas_gate_api
 from llmjudge.personas import pages as personas_pages
-from llmjudge.personas.training import TrainingRunner
 from llmjudge.providers import api as providers_api
 from llmjudge.providers import pages as providers_pages
 from llmjudge.providers.service import LLMService, ensure_builtin_simulator
 from llmjudge.references import api as references_api
-from llmjudge.queue.pool import WorkerPool
 from llmjudge.sessions import api as sessions_api
 from llmjudge.sessions import pages as sessions_pages
+from llmjudge.worker import COMPARISONS, PERSONAS, build_workers
 
 
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
@@ -58,24 +57,20 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         app.state.llm = LLMService(app.state.sessionmaker, settings)
         app.state.events = EventHub(settings.database_url or "")
         await app.state.events.start()
+        app.state.workers = None
         app.state.pool = None
         app.state.persona_runner = None
         if settings.workers_enabled:
-            app.state.pool = WorkerPool(
-                engine=engine,
-                llm=app.state.llm,
-                hub=app.state.events,
-                lease_s=settings.lease_seconds,
-            )
-            await app.state.pool.start()
-            # Resumes personas left in status "training" by a previous run.
-            app.state.persona_runner = TrainingRunner(
+            app.state.workers = build_workers(
                 engine=engine,
                 sessionmaker=app.state.sessionmaker,
                 llm=app.state.llm,
                 hub=app.state.events,
+                settings=settings,
             )
-            await app.state.persona_runner.start()
+            app.state.pool = app.state.workers.get(COMPARISONS)
+            app.state.persona_runner = app.state.workers.get(PERSONAS)
+            await app.state.workers.start()
         # Startup objects live as long as the process: keep them out of the collector's full
         # passes, which otherwise stall every request and worker 0.1-0.3 s at a time
         # (bench/throughput.py).
@@ -85,10 +80,8 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
             yield
         finally:
             # Workers drain (and release what they hold) before the model service closes.
-            if app.state.persona_runner is not None:
-                await app.state.persona_runner.stop()
-            if app.state.pool is not None:
-                await app.state.pool.stop()
+            if app.state.workers is not None:
+                await app.state.workers.stop()
             await app.state.events.stop()
             # Last before the engine: whatever else stops first may still make model calls.
             await app.state.llm.aclose()

@@ -113,7 +113,7 @@ def cmd_db(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from llmjudge.queue.process import WorkerStartError, run_worker_process
+    from llmjudge.worker import WorkerStartError, run_worker_process
 
     settings = _settings(args)
     if not settings.database_url:

@@ -18,6 +18,7 @@ from llmjudge.app import create_app
 from llmjudge.config import Settings
 from llmjudge.db.embedded import EmbeddedPostgres
 from llmjudge.queue.pool import WorkerPool
+from llmjudge.sessions.jobs import comparison_pool
 from tests.conftest import ADMIN_TOKEN, make_client
 from tests.integration.test_scaleout import (
     check_books,
@@ -45,7 +46,7 @@ async def pillars(client: httpx.AsyncClient) -> list[int]:
 
 
 async def in_process_pool(app: FastAPI, **kw: float) -> WorkerPool:
-    pool = WorkerPool(
+    pool = comparison_pool(
         engine=app.state.engine, llm=app.state.llm, hub=app.state.events, poll_s=0.2, **kw
     )
     await pool.start()

@@ -135,7 +135,7 @@ async def test_two_apps_share_a_persona_and_a_restart_resumes_it(settings: Setti
 async def test_a_worker_process_trains_personas(settings: Settings) -> None:
     """`llmjudge worker` runs persona training too: with no runner in the web app, a worker
     process alone takes the persona through an iteration to human review."""
-    from llmjudge.queue.process import run_worker_process
+    from llmjudge.worker import run_worker_process
 
     web_only = settings.model_copy(update={"workers_enabled": False})
     async with running_web_only(web_only) as (c, app):

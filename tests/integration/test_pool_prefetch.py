@@ -72,7 +72,7 @@ async def test_each_judging_slot_holds_its_next_item_and_a_stop_gives_both_back(
 
         await wait_for(ahead)
         assert pool.in_flight == 3  # worker_count bounds judging, not holding
-        judging = {w.id for w in pool.slots if w.comparison_id is not None}
+        judging = {w.id for w in pool.slots if w.item_id is not None}
         assert await held(app, s["id"]) == dict.fromkeys(judging, 2)
         await pool.stop(drain_timeout_s=0.1)
         assert pool.in_flight == 0
@@ -110,7 +110,7 @@ async def test_a_pause_gives_prefetched_items_back_unjudged(
             return (await get(client, s["id"]))["counts"]["running"] == 4
 
         await wait_for(ahead)
-        judging = {w.comparison_id for w in pool.slots if w.comparison_id is not None}
+        judging = {w.item_id for w in pool.slots if w.item_id is not None}
         prefetched = {w.next.id for w in pool.slots if w.next is not None}
         assert len(judging) == len(prefetched) == 2
         r = await client.post(f"/api/sessions/{s['id']}/pause")

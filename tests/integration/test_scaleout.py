@@ -29,7 +29,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import text
 
-from llmjudge.queue.pool import WorkerPool
+from llmjudge.sessions.jobs import comparison_pool
 from tests.conftest import REPO
 from tests.fakes.servers import FakeOpenAI, FakeState
 
@@ -344,7 +344,7 @@ async def test_a_worker_killed_mid_run_loses_nothing(
     worker is killed with SIGKILL mid-run. Its items are claimed again once their lease
     (3 s here) runs out, and every result is counted once."""
     lease_s = 3.0
-    server_pool = WorkerPool(
+    server_pool = comparison_pool(
         engine=app.state.engine,
         llm=app.state.llm,
         hub=app.state.events,

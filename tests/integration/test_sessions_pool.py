@@ -12,8 +12,9 @@ from fastapi import FastAPI
 from sqlalchemy import func, select
 
 from llmjudge.providers.models import LLMCall
-from llmjudge.queue.claims import Finish, claim, finish
 from llmjudge.queue.pool import WorkerPool
+from llmjudge.sessions.claims import Finish, claim, finish
+from llmjudge.sessions.jobs import comparison_pool
 from llmjudge.sessions.models import Comparison
 from tests.integration.test_sessions import (
     FAST_SIMULATOR,
@@ -39,7 +40,7 @@ async def pillars(client: httpx.AsyncClient) -> list[int]:
 def make_pool(app: FastAPI) -> Callable[..., AsyncIterator[WorkerPool]]:
     @asynccontextmanager
     async def running(**kw: object) -> AsyncIterator[WorkerPool]:
-        pool = WorkerPool(
+        pool = comparison_pool(
             engine=app.state.engine,
             llm=app.state.llm,
             hub=app.state.events,
@@ -82,7 +83,7 @@ async def test_two_pools_share_a_session_and_judge_nothing_twice(
         )
         out = await wait_status(client, s["id"], "completed")
     assert out["counts"]["completed"] == 870 == out["completed"]
-    assert a.judged > 0 and b.judged > 0 and a.judged + b.judged == 870
+    assert a.finished > 0 and b.finished > 0 and a.finished + b.finished == 870
     assert a.discarded == b.discarded == 0
     assert await judge_calls(app, s["id"]) == (870, 870)
     async with app.state.sessionmaker() as db:

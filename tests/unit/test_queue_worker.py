@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from llmjudge.providers.base import ChatResult, DeltaCallback, ProviderError
-from llmjudge.queue.claims import Claimed
+from llmjudge.sessions.claims import Claimed
 from llmjudge.sessions.worker import (
     MAX_ATTEMPTS,
     SessionConfig,

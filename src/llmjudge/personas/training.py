@@ -12,12 +12,13 @@ import asyncio
 import contextlib
 import logging
 
-from sqlalchemy import select, text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from llmjudge.personas.events import Publisher
 from llmjudge.personas.loop import LLM, PersonaLoop
 from llmjudge.personas.models import Persona, PersonaDecision, PersonaIteration
+from llmjudge.queue.locks import LockedRunner
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +30,16 @@ LOCK_CLASS = 0x70657273
 
 
 class TrainingRunner:
-    """One asyncio task per persona in status ``training``, in this process.
+    """Persona training as a job of the generic advisory-locked runner (``queue.locks``):
+    one asyncio task per persona in status ``training`` whose lock this process wins.
 
     It scans every ``poll_s`` (or at once after ``wake()``), claims each runnable persona
     with an advisory lock and advances it. ``stop()`` lets in-flight model calls finish and
     their results be stored (up to ``drain_s``), then cancels what is left.
     """
+
+    name = "persona"
+    lock_class = LOCK_CLASS
 
     def __init__(
         self,
@@ -53,65 +58,31 @@ class TrainingRunner:
         self.llm = llm
         self.hub = hub
         self.concurrency = concurrency
-        self.poll_s = poll_s
         self.watch_s = watch_s
-        self.drain_s = drain_s
-        self._tasks: dict[int, asyncio.Task[None]] = {}
-        self._stops: dict[int, asyncio.Event] = {}
-        self._wake = asyncio.Event()
-        self._closing = asyncio.Event()
-        self._main: asyncio.Task[None] | None = None
+        self._runner = LockedRunner(engine=engine, job=self, poll_s=poll_s, drain_s=drain_s)
 
     async def start(self) -> None:
-        self._closing.clear()
-        self._main = asyncio.create_task(self._scan_forever(), name="persona-runner")
+        await self._runner.start()
 
     def wake(self) -> None:
         """Scan now (after a start, a resume, or the last review of an iteration)."""
-        self._wake.set()
+        self._runner.wake()
 
     def is_running(self, persona_id: int) -> bool:
-        task = self._tasks.get(persona_id)
-        return task is not None and not task.done()
+        return self._runner.is_running(persona_id)
 
     def stop_persona(self, persona_id: int) -> None:
         """Ask this process's loop of the persona to stop after the calls in flight."""
-        stop = self._stops.get(persona_id)
-        if stop is not None:
-            stop.set()
+        self._runner.stop_key(persona_id)
 
     async def wait_persona(self, persona_id: int) -> None:
         """Wait until this process's loop of the persona (if any) has exited."""
-        task = self._tasks.get(persona_id)
-        if task is not None:
-            await asyncio.wait({task})
+        await self._runner.wait_key(persona_id)
 
     async def stop(self) -> None:
-        self._closing.set()
-        self._wake.set()
-        for stop in self._stops.values():
-            stop.set()
-        tasks = [t for t in (self._main, *self._tasks.values()) if t is not None]
-        if not tasks:
-            return
-        _, pending = await asyncio.wait(tasks, timeout=self.drain_s)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        await self._runner.stop()
 
-    async def _scan_forever(self) -> None:
-        while not self._closing.is_set():
-            try:
-                for persona_id in await self._runnable():
-                    if not self.is_running(persona_id) and not self._closing.is_set():
-                        self._spawn(persona_id)
-            except Exception:
-                log.exception("persona runner scan failed; retrying")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.poll_s)
-            self._wake.clear()
-
-    async def _runnable(self) -> list[int]:
+    async def runnable(self) -> list[int]:
         """Personas in training that are not waiting for human reviews."""
         waiting = (
             select(PersonaIteration.persona_id)
@@ -129,37 +100,21 @@ class TrainingRunner:
             )
             return list(ids)
 
-    def _spawn(self, persona_id: int) -> None:
-        stop = asyncio.Event()
-        self._stops[persona_id] = stop
-        task = asyncio.create_task(self._run(persona_id, stop), name=f"persona-{persona_id}")
-        self._tasks[persona_id] = task
-
-        def done(t: asyncio.Task[None]) -> None:
-            if self._tasks.get(persona_id) is t:
-                del self._tasks[persona_id]
-                self._stops.pop(persona_id, None)
-
-        task.add_done_callback(done)
-
-    async def _run(self, persona_id: int, stop: asyncio.Event) -> None:
-        async with self.engine.connect() as conn:
-            if not await _try_lock(conn, persona_id):
-                return  # another process runs it
-            watcher = asyncio.create_task(self._watch(persona_id, stop))
-            try:
-                await PersonaLoop(self, persona_id, stop).run()
-            except Exception:
-                log.exception("persona %s: training loop failed", persona_id)
-                with contextlib.suppress(Exception):
-                    await PersonaLoop(self, persona_id, stop).pause(
-                        "internal error in the training loop (see the server log); resume to retry"
-                    )
-            finally:
-                watcher.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await watcher
-                await _unlock(conn, persona_id)
+    async def run(self, persona_id: int, stop: asyncio.Event) -> None:
+        """The loop of one persona, while this process holds its lock."""
+        watcher = asyncio.create_task(self._watch(persona_id, stop))
+        try:
+            await PersonaLoop(self, persona_id, stop).run()
+        except Exception:
+            log.exception("persona %s: training loop failed", persona_id)
+            with contextlib.suppress(Exception):
+                await PersonaLoop(self, persona_id, stop).pause(
+                    "internal error in the training loop (see the server log); resume to retry"
+                )
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
 
     async def _watch(self, persona_id: int, stop: asyncio.Event) -> None:
         """Stop the loop when someone (any process) pauses the persona or the budget runs
@@ -176,23 +131,3 @@ class TrainingRunner:
                     stop.set()
             except Exception:
                 log.exception("persona %s: status check failed", persona_id)
-
-
-async def _try_lock(conn: AsyncConnection, persona_id: int) -> bool:
-    got = await conn.scalar(
-        text("SELECT pg_try_advisory_lock(:c, :o)"), {"c": LOCK_CLASS, "o": persona_id}
-    )
-    await conn.commit()  # session-level lock: it outlives the transaction
-    return bool(got)
-
-
-async def _unlock(conn: AsyncConnection, persona_id: int) -> None:
-    try:
-        await conn.execute(
-            text("SELECT pg_advisory_unlock(:c, :o)"), {"c": LOCK_CLASS, "o": persona_id}
-        )
-        await conn.commit()
-    except BaseException:
-        # Never hand a connection that may still hold the lock back to the pool.
-        await conn.invalidate()
-        raise

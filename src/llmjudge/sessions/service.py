@@ -2,8 +2,8 @@
 `sessions.reads`, plans and their COPY storage in `sessions.plans`.
 
 A session's comparisons are inserted when it is created (so its size and estimate are
-exact) with PostgreSQL COPY (`plans.insert_plan`), a million-row plan in seconds. Starting a session
-makes its comparisons claimable; workers (see ``queue.pool``) do the rest.
+exact) with PostgreSQL COPY (`plans.insert_plan`), a million-row plan in seconds. Starting a
+session makes its comparisons claimable; workers (see ``sessions.jobs``) do the rest.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from llmjudge.events.hub import EventHub
 from llmjudge.judging.prompts import build_judge_messages, estimate_tokens
 from llmjudge.providers.models import LLMModel, Provider
 from llmjudge.providers.service import configured_latency_s
-from llmjudge.queue.claims import notify_work
+from llmjudge.sessions.claims import notify_work
 from llmjudge.sessions.estimate import ModelCost, estimate_plan
 from llmjudge.sessions.models import Comparison, JudgeSession
 from llmjudge.sessions.plans import (

@@ -23,7 +23,7 @@ from llmjudge.events.hub import DeltaBatcher
 from llmjudge.judging.prompts import build_judge_messages, verdict_json_schema
 from llmjudge.judging.verdicts import VerdictParseError, parse_verdict
 from llmjudge.providers.base import ChatResult, DeltaCallback, ProviderError
-from llmjudge.queue.claims import Claimed, Finish
+from llmjudge.sessions.claims import Claimed, Finish
 
 __all__ = [
     "MAX_ATTEMPTS",

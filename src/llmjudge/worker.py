@@ -1,6 +1,11 @@
-"""A worker process without the web app (``llmjudge worker``): a judge pool and a persona
-training runner against the database until SIGINT/SIGTERM, then a graceful stop (drain,
-give back unfinished items)."""
+"""Composition root of the workers: which kinds of work a process runs, and the worker
+process without the web app (``llmjudge worker``).
+
+Two kinds are registered: judge comparisons (a ``WorkerPool`` of ``sessions.jobs``) and
+persona training (``personas.training.TrainingRunner`` on the advisory-locked runner). The
+worker process runs every kind against the database until SIGINT/SIGTERM, then stops
+gracefully (drain, give back unfinished items).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import logging
 import signal
 
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from llmjudge.config import Settings
 from llmjudge.db.engine import make_engine, make_sessionmaker
@@ -17,16 +23,52 @@ from llmjudge.db.migrate import current
 from llmjudge.events.hub import EventHub
 from llmjudge.personas.training import TrainingRunner
 from llmjudge.providers.service import LLMService
-from llmjudge.queue.pool import WorkerPool
+from llmjudge.queue.pool import DEFAULT_CONCURRENCY, WorkerPool
+from llmjudge.queue.registry import Workers
+from llmjudge.sessions.jobs import comparison_pool
 
-__all__ = ["WorkerStartError", "run_worker_process"]
+__all__ = ["COMPARISONS", "PERSONAS", "WorkerStartError", "build_workers", "run_worker_process"]
 
 log = logging.getLogger(__name__)
+
+COMPARISONS = "comparisons"
+PERSONAS = "personas"
 
 
 class WorkerStartError(RuntimeError):
     """The worker cannot run against this database (unreachable, or not migrated: the web
     app or `llmjudge db upgrade` migrates it)."""
+
+
+def build_workers(
+    *,
+    engine: AsyncEngine,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    llm: LLMService,
+    hub: EventHub,
+    settings: Settings,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    drain_timeout_s: float = 30.0,
+) -> Workers:
+    """Every kind of work, registered (not started)."""
+    workers = Workers()
+    workers.register(
+        COMPARISONS,
+        comparison_pool(
+            engine=engine,
+            llm=llm,
+            hub=hub,
+            concurrency=concurrency,
+            lease_s=settings.lease_seconds,
+            drain_timeout_s=drain_timeout_s,
+        ),
+    )
+    # Personas are claimed with an advisory lock, so any number of processes can run one;
+    # a start resumes personas left in status "training" by a previous run.
+    workers.register(
+        PERSONAS, TrainingRunner(engine=engine, sessionmaker=sessionmaker, llm=llm, hub=hub)
+    )
+    return workers
 
 
 async def run_worker_process(
@@ -36,7 +78,8 @@ async def run_worker_process(
     stop: asyncio.Event | None = None,
     drain_timeout_s: float = 30.0,
 ) -> WorkerPool:
-    """Run a pool until ``stop`` is set (default: until SIGINT or SIGTERM)."""
+    """Run every kind of work until ``stop`` is set (default: until SIGINT or SIGTERM);
+    returns the comparison pool (for its counters)."""
     engine = make_engine(settings.database_url or "", pool_size=settings.db_pool_size)
     try:
         try:
@@ -52,18 +95,18 @@ async def run_worker_process(
         llm = LLMService(sessionmaker, settings)
         hub = EventHub(settings.database_url or "", listen=False)
         await hub.start()
-        pool = WorkerPool(
+        workers = build_workers(
             engine=engine,
+            sessionmaker=sessionmaker,
             llm=llm,
             hub=hub,
+            settings=settings,
             concurrency=concurrency,
-            lease_s=settings.lease_seconds,
             drain_timeout_s=drain_timeout_s,
         )
-        await pool.start()
-        # Personas are claimed with an advisory lock, so any number of processes can run one.
-        runner = TrainingRunner(engine=engine, sessionmaker=sessionmaker, llm=llm, hub=hub)
-        await runner.start()
+        pool = workers.get(COMPARISONS)
+        assert isinstance(pool, WorkerPool)
+        await workers.start()
         # Long-lived startup objects out of the collector's full passes (see app.py).
         gc.collect()
         gc.freeze()
@@ -76,8 +119,7 @@ async def run_worker_process(
             await stop.wait()
         finally:
             log.info("stopping worker pool %s: draining %d calls", pool.prefix, pool.in_flight)
-            await runner.stop()
-            await pool.stop()
+            await workers.stop()
             await hub.stop()
             await llm.aclose()
         return pool

@@ -1,6 +1,7 @@
-"""The queue's SQL: claim, heartbeat, finish (complete / retry / fail / release).
+"""The judge queue's SQL: claim, heartbeat, finish (complete / retry / fail / release).
 
-Work items are ``comparisons`` rows. The claim token of a running item is the pair
+Work items are ``comparisons`` rows; ``sessions.jobs`` hands this SQL to the generic pool
+(``queue.pool``). The claim token of a running item is the pair
 (``worker_id``, ``attempts``) written by the claim: only the holder of the current token can
 finish the item, so a late result from a worker whose lease expired (and whose item was
 claimed again) is discarded, and each item is counted exactly once. A finish updates the
@@ -56,6 +57,11 @@ class Claimed:
     is_swap: bool
     attempts: int  # including this claim
     worker_id: str
+
+    @property
+    def group_id(self) -> int:
+        """The queue's group of an item is its session (``worker_count`` bounds it)."""
+        return self.session_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +295,16 @@ _FINISH = text(
 )
 
 
+_LOCK_SESSIONS = text(
+    """
+    SELECT s.id FROM judge_sessions s
+    WHERE s.id IN (SELECT c.session_id FROM comparisons c WHERE c.id = ANY(:ids))
+    ORDER BY s.id
+    FOR NO KEY UPDATE OF s
+    """
+).bindparams(bindparam("ids", type_=ARRAY(BigInteger)))
+
+
 def _columns(items: Sequence[Finish]) -> dict[str, list[Any]]:
     return {
         "ids": [f.id for f in items],
@@ -321,6 +337,10 @@ async def finish(conn: AsyncConnection, items: Sequence[Finish]) -> list[Finishe
         return []
     if len({f.id for f in items}) != len(items):
         raise ValueError("one finish per comparison per batch")
+    # One lock order with cancel/pause (session row, then its comparisons): lock the
+    # sessions first, or a finish holding comparison rows and a cancel holding the session
+    # row wait for each other (40P01).
+    await conn.execute(_LOCK_SESSIONS, {"ids": [f.id for f in items]})
     rows = await conn.execute(_FINISH, _columns(items))
     return [
         FinishedSession(

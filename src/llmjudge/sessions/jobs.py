@@ -1,0 +1,232 @@
+"""Judge comparisons as a kind of queued work (``queue.work.WorkKind``).
+
+The generic pool (``queue.pool``) claims, heartbeats and batches; this kind says what that
+means for ``comparisons``: its SQL (``sessions.claims``), a session as the group (its
+``worker_count`` bounds the comparisons judged at once per process), judging one comparison
+(``sessions.worker``), and the session events (``comparison_complete``, ``session_status``,
+``workers_status``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Collection, Sequence
+from typing import Any, Protocol
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from llmjudge.events.hub import EventHub
+from llmjudge.queue.pool import WorkerPool
+from llmjudge.queue.work import Group, Token, WorkKind, Written
+from llmjudge.sessions.claims import (
+    WORK_CHANNEL,
+    Claimed,
+    Finish,
+    FinishedSession,
+    claim,
+    finish,
+    renew,
+    running_sessions,
+)
+from llmjudge.sessions.worker import (
+    MAX_ATTEMPTS,
+    ChatService,
+    SessionConfig,
+    ThreadCache,
+    judge_comparison,
+    session_topic,
+)
+
+__all__ = ["JudgeComparisons", "comparison_pool"]
+
+
+class Prices(Protocol):
+    @property
+    def input_price_per_million(self) -> float: ...
+    @property
+    def output_price_per_million(self) -> float: ...
+
+
+class JudgeLLM(ChatService, Protocol):
+    async def model_info(self, model_id: int) -> Prices: ...
+
+
+class JudgeComparisons(WorkKind[Claimed, Finish]):
+    name = "comparisons"
+    channel = WORK_CHANNEL
+
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        llm: JudgeLLM,
+        hub: EventHub | None = None,
+        max_attempts: int = MAX_ATTEMPTS,
+    ) -> None:
+        self.engine = engine
+        self.llm = llm
+        self.hub = hub
+        self.max_attempts = max_attempts
+        self._configs: dict[int, SessionConfig] = {}
+        self._threads = ThreadCache()
+
+    # -- the queue's SQL ------------------------------------------------------------------
+
+    async def groups(self, conn: AsyncConnection) -> Sequence[Group]:
+        return [Group(s.id, s.worker_count) for s in await running_sessions(conn)]
+
+    async def claim(
+        self, conn: AsyncConnection, *, group_id: int, worker_ids: Sequence[str], lease_s: float
+    ) -> list[Claimed]:
+        return await claim(conn, session_id=group_id, worker_ids=worker_ids, lease_s=lease_s)
+
+    async def renew(
+        self, conn: AsyncConnection, *, held: Sequence[Token], lease_s: float
+    ) -> set[int]:
+        return await renew(conn, held=held, lease_s=lease_s)
+
+    async def write(self, conn: AsyncConnection, results: Sequence[Finish]) -> Written:
+        sessions = await finish(conn, results)
+        return Written(applied={i for s in sessions for i in s.applied}, extra=sessions)
+
+    def give_back(self, item: Claimed) -> Finish:
+        return Finish(
+            id=item.id,
+            worker_id=item.worker_id,
+            attempts=item.attempts,
+            status="pending",
+            refund=True,
+        )
+
+    # -- running one ----------------------------------------------------------------------
+
+    async def prepare(self, group_id: int, items: Sequence[Claimed]) -> None:
+        await self._config(group_id)
+        thread_ids = [t for i in items for t in (i.thread_a_id, i.thread_b_id)]
+        if any(self._threads.get(t) is None for t in thread_ids):
+            async with self.engine.connect() as conn:
+                await self._threads.load(conn, thread_ids)
+
+    async def _config(self, session_id: int) -> SessionConfig:
+        config = self._configs.get(session_id)
+        if config is not None:
+            return config
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    text(
+                        "SELECT criteria, prompt_template, judge_model_id "
+                        "FROM judge_sessions WHERE id = :id"
+                    ),
+                    {"id": session_id},
+                )
+            ).one()
+        criteria, template, model_id = row
+        prices = (0.0, 0.0)
+        if model_id is not None:
+            with contextlib.suppress(LookupError):  # deleted: judge_comparison says so
+                info = await self.llm.model_info(model_id)
+                prices = (info.input_price_per_million, info.output_price_per_million)
+        config = SessionConfig(session_id, tuple(criteria), template, model_id, *prices)
+        self._configs[session_id] = config
+        return config
+
+    async def run(self, item: Claimed) -> Finish:
+        return await judge_comparison(
+            llm=self.llm,
+            item=item,
+            config=self._configs[item.session_id],  # prepare() loaded it
+            threads=self._threads,
+            publish=self.hub.publish_nowait if self.hub is not None else None,
+            max_attempts=self.max_attempts,
+        )
+
+    # -- events ---------------------------------------------------------------------------
+
+    def after_written(self, batch: Sequence[Finish], written: Written) -> None:
+        if self.hub is None:
+            return
+        sessions: list[FinishedSession] = written.extra  # type: ignore[assignment]
+        by_id = {i: s.id for s in sessions for i in s.applied}
+        for f in batch:
+            session_id = by_id.get(f.id)
+            if session_id is not None and not f.refund:
+                self.hub.publish_nowait(session_topic(session_id), *_finish_event(f))
+        for s in sessions:
+            if s.status in ("completed", "failed"):
+                self.hub.publish_nowait(session_topic(s.id), "session_status", {"status": s.status})
+
+    async def report(
+        self, conn: AsyncConnection, pool: WorkerPool[Any, Any], group_ids: Collection[int]
+    ) -> None:
+        if self.hub is None:
+            return
+        rows = await conn.execute(
+            text(
+                "SELECT id, status, worker_count, total, completed, failed "
+                "FROM judge_sessions WHERE id = ANY(:ids)"
+            ),
+            {"ids": list(group_ids)},
+        )
+        for row in rows.all():
+            self.hub.publish_nowait(session_topic(row[0]), "workers_status", status(pool, row))
+
+
+def status(pool: WorkerPool[Any, Any], row: Sequence[Any]) -> dict[str, Any]:
+    """``workers_status`` data for one session: this process's workers on it."""
+    session_id, state, worker_count, total, completed, failed = row
+    workers = [
+        {"worker_id": s.id, "state": "judging", "comparison_id": s.item_id}
+        for s in pool.slots
+        if s.group_id == session_id
+    ]
+    remaining = total - completed - failed
+    return {
+        "process": pool.prefix,
+        "status": state,
+        "workers": workers,
+        "busy": len(workers),
+        "idle": max(0, min(worker_count, pool.concurrency) - len(workers)),
+        # Exact with one worker process; with several, their busy workers are in it too.
+        "queue_pending": max(0, remaining - len(workers)) if state == "running" else 0,
+        "remaining": remaining,
+        "completed": completed,
+        "failed": failed,
+        "total": total,
+    }
+
+
+def _finish_event(f: Finish) -> tuple[str, dict[str, Any]]:
+    if f.status == "pending":
+        return "comparison_retry", {
+            "comparison_id": f.id,
+            "worker_id": f.worker_id,
+            "attempt": f.attempts,
+            "error": f.parse_error or f.error,
+        }
+    return "comparison_complete", {
+        "comparison_id": f.id,
+        "ts": time.time(),  # when published (epoch seconds): lets clients measure delivery
+        "worker_id": f.worker_id,
+        "status": f.status,
+        "winner": f.winner,
+        "confidence": f.confidence,
+        "scores_a": f.scores_a,
+        "scores_b": f.scores_b,
+        "error": f.parse_error or f.error if f.status == "failed" else None,
+    }
+
+
+def comparison_pool(
+    *,
+    engine: AsyncEngine,
+    llm: JudgeLLM,
+    hub: EventHub | None = None,
+    max_attempts: int = MAX_ATTEMPTS,
+    **options: Any,
+) -> WorkerPool[Claimed, Finish]:
+    """A worker pool that judges comparisons (options: ``WorkerPool``'s)."""
+    kind = JudgeComparisons(engine=engine, llm=llm, hub=hub, max_attempts=max_attempts)
+    return WorkerPool(engine=engine, kind=kind, **options)

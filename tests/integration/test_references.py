@@ -279,3 +279,44 @@ async def test_agreement_of_imported_judgments(
     assert (await client.get("/api/sessions/999999/agreement")).status_code == 404
     await client.delete("/api/references", params={"session_id": sid})
     assert await count_labels(db) == 0
+
+
+async def test_agreement_tab(client: httpx.AsyncClient, threads: dict[str, int]) -> None:
+    pairs = [(threads[f"left/q{i}"], threads[f"right/q{i}"]) for i in range(2)]
+    rows = [
+        {
+            "thread_a": a,
+            "thread_b": b,
+            "verdict": v,
+            "label": "A",
+            "annotator": who,
+            "source": "human",
+        }
+        for (a, b), v in zip(pairs, "AB", strict=True)
+        for who in ("ann", "bob")
+    ]
+    r = await client.post(
+        "/api/sessions/import",
+        files={"file": ("j.jsonl", jsonl(*rows))},
+        data={"session_name": "tab"},
+    )
+    assert r.status_code == 201, r.text
+    sid = r.json()["session_id"]
+    page = await client.get(f"/sessions/{sid}/results", params={"tab": "agreement"})
+    assert page.status_code == 200
+    # No gold labels: the tab says so instead of showing empty figures.
+    assert 'id="no-references"' in page.text and 'id="tab-agreement"' in page.text
+    part = await client.get(
+        f"/sessions/{sid}/partials/results/agreement",
+        params={"reference": "annotator:bob", "group_by": "category"},
+    )
+    assert part.status_code == 200
+    assert 'id="agreement-figures"' in part.text and "50.0%" in part.text  # 1 of 2 right
+    assert 'value="annotator:ann"' in part.text and 'id="human-pairwise"' in part.text
+    assert 'id="agreement-by-metadata"' in part.text and "math" in part.text
+    assert 'id="agreement-disagreements"' in part.text
+    bad = await client.get(
+        f"/sessions/{sid}/partials/results/agreement", params={"reference": "nobody"}
+    )
+    assert 'id="tab-error"' in bad.text
+    await client.delete("/api/references", params={"session_id": sid})

@@ -68,6 +68,7 @@ __all__ = [
     "parse_reference_file",
     "resolve_threads",
     "session_agreement",
+    "session_annotators",
     "store_labels",
 ]
 
@@ -433,6 +434,22 @@ async def export_references(
     if fmt == "csv":
         return write_csv(records, EXPORT_COLUMNS)
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+
+
+async def session_annotators(*, db: AsyncSession, session_id: int) -> list[str]:
+    """Names of the human annotators who labelled pairs this session compares."""
+    pairs = _session_pairs(session_id)
+    rows = await db.scalars(
+        select(ReferenceLabel.annotator)
+        .join(
+            pairs,
+            and_(pairs.c.a == ReferenceLabel.thread_a_id, pairs.c.b == ReferenceLabel.thread_b_id),
+        )
+        .where(ReferenceLabel.source == "human", ReferenceLabel.annotator != "")
+        .distinct()
+        .order_by(ReferenceLabel.annotator)
+    )
+    return list(rows)
 
 
 async def delete_reference(*, db: AsyncSession, reference_id: int) -> None:

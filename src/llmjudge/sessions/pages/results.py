@@ -21,6 +21,7 @@ from llmjudge.analysis.figures import AnalysisCache, get_cache
 from llmjudge.analysis.loading import get_analysis_session
 from llmjudge.analysis.schemas import AnalysisSession, ThreadLeaderboardOut
 from llmjudge.errors import Conflict, Invalid, NotFound
+from llmjudge.references import service as references
 from llmjudge.sessions import service
 from llmjudge.sessions.pages.common import missing
 from llmjudge.sessions.pages.formatting import (
@@ -42,6 +43,7 @@ TABS: tuple[tuple[str, str], ...] = (
     ("position", "Position bias"),
     ("performance", "Thread performance"),
     ("findings", "Findings"),
+    ("agreement", "Agreement"),
 )
 TAB_NAMES = tuple(name for name, _ in TABS)
 CHART_TOP = 20  # threads in the leaderboard chart
@@ -108,7 +110,10 @@ async def _tab_context(
     maker = request.app.state.sessionmaker
     build = _TAB_BUILDERS[tab]
     try:
-        ctx |= await build(cache=cache, maker=maker, session=session)
+        if tab == "agreement":
+            ctx |= await _agreement(request, maker, session_id)
+        else:
+            ctx |= await build(cache=cache, maker=maker, session=session)
     except (Invalid, Conflict) as exc:  # the analysis refuses: say why, keep the page
         ctx["tab_error"] = str(exc)
     if tab == "leaderboard" and "board" in ctx:
@@ -267,6 +272,18 @@ async def _findings(*, cache: Cache, maker: Maker, session: AnalysisSession) -> 
     return {"found": found}
 
 
+async def _agreement(request: Request, maker: Maker, session_id: int) -> dict[str, Any]:
+    """The judge against reference labels, as ``/api/sessions/{id}/agreement`` gives it."""
+    reference = request.query_params.get("reference") or "gold"
+    group_by = (request.query_params.get("group_by") or "").strip()[:100] or None
+    async with maker() as db:
+        report = await references.session_agreement(
+            db=db, session_id=session_id, reference=reference[:220], group_by=group_by
+        )
+        annotators = await references.session_annotators(db=db, session_id=session_id)
+    return {"agreement": report, "annotators": annotators}
+
+
 _TAB_BUILDERS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "overview": _overview,
     "leaderboard": _leaderboard_tab,
@@ -275,4 +292,5 @@ _TAB_BUILDERS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "position": _position,
     "performance": _performance,
     "findings": _findings,
+    "agreement": _agreement,
 }

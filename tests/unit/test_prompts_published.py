@@ -91,3 +91,13 @@ def test_answers_fill_their_slots_whatever_they_hold(a: str, b: str, prompt: str
         system_prompt="",
     )
     assert user["content"] == f"{a}\x00{b}\x00{prompt}"
+
+
+@pytest.mark.parametrize("criteria", [("quality",), ("empathy", "my own criterion")])
+def test_builtin_template_gives_the_builtin_messages(criteria: tuple[str, ...]) -> None:
+    from llmjudge.judging.prompts import builtin_template
+
+    kwargs = {"content_a": "x {y} z", "content_b": [{"role": "user", "content": "q"}]}
+    builtin = build_judge_messages(criteria=criteria, **kwargs)
+    copied = build_judge_messages(criteria=criteria, template=builtin_template(criteria), **kwargs)
+    assert copied == builtin

@@ -32,6 +32,7 @@ __all__ = [
     "Criterion",
     "ThreadContent",
     "build_judge_messages",
+    "builtin_template",
     "check_template",
     "criterion_label",
     "estimate_tokens",
@@ -182,6 +183,13 @@ def _answer_format(criteria: Sequence[str]) -> str:
         '{"winner": "A" | "B" | "TIE", "confidence": 0-1, '
         f'"scores": {{"A": {{{example}}}, "B": {{{example}}}}}, "reasoning": "..."}}'
     )
+
+
+def builtin_template(criteria: Sequence[str] = DEFAULT_CRITERIA) -> str:
+    """The built-in user prompt as an editable template ("start from this"): the answer
+    format written in, its braces doubled, so it gives the built-in messages unchanged."""
+    answer = _answer_format(criteria).replace("{", "{{").replace("}", "}}")
+    return DEFAULT_TEMPLATE.replace("{answer_format}", answer)
 
 
 def _check_template(template: str) -> None:

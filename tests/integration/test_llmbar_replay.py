@@ -244,3 +244,66 @@ async def test_llmbar_replay_reproduces_published_figures(
         )
     calls = sum(2 * c["n"] for c in cases(llmbar_dir))
     print(f"LLMBar replay: {len(results)} sessions, {calls} judge calls in {elapsed:.1f}s")
+
+
+async def test_llmbar_offline_import_scores_recorded_answers(
+    client: httpx.AsyncClient, llmbar_dir: Path
+) -> None:
+    """No model at all: the recorded answers imported as judgments, read with the judge's
+    own verdict format, each row carrying the gold label; the same report follows."""
+    flip = {"A": "B", "B": "A"}
+    for case in cases(llmbar_dir):
+        stem = SETS[case["set"]]
+        pairs = {p["id"]: p for p in read_jsonl(llmbar_dir / f"pairs-{stem}.jsonl")}
+        threads = "\n".join(
+            json.dumps(
+                {
+                    "pillar": f"{stem} output_{slot}",
+                    "external_id": p["id"],
+                    "prompt_key": p["id"],
+                    "prompt": p["input"],
+                    "content": p[f"output_{slot}"],
+                }
+            )
+            for p in pairs.values()
+            for slot in (1, 2)
+        ).encode()
+        r = await client.post("/api/threads/import", files={"file": ("t.jsonl", threads)})
+        assert r.status_code == 200, r.text
+        path = llmbar_dir / f"judgments-{stem}-{case['judge']}-{case['strategy']}.jsonl"
+        rows = []
+        for rec in read_jsonl(path):
+            p = pairs[rec["id"]]
+            first, second = ("1", "2") if rec["order"] == "original" else ("2", "1")
+            gold = SLOT[str(p["label"])]
+            rows.append(
+                {
+                    "thread_a": {"pillar": f"{stem} output_{first}", "external_id": p["id"]},
+                    "thread_b": {"pillar": f"{stem} output_{second}", "external_id": p["id"]},
+                    "judgment": rec["completion"],
+                    # The label is relative to the row's own order of the two threads.
+                    "label": gold if first == "1" else flip[gold],
+                    "annotator": "LLMBar",
+                }
+            )
+        fmt = verdict_format(llmbar_dir, case["judge"], case["strategy"])
+        r = await client.post(
+            "/api/sessions/import",
+            files={"file": ("j.jsonl", "\n".join(json.dumps(x) for x in rows).encode())},
+            data={"session_name": f"offline {case['judge']}", "verdict_format": json.dumps(fmt)},
+        )
+        assert r.status_code == 201, r.text
+        imported = r.json()
+        assert (imported["completed"], imported["labels"]) == (2 * case["n"], case["n"])
+        assert imported["swap_pairs"] == case["n"]
+        report = (await client.get(f"/api/sessions/{imported['session_id']}/agreement")).json()
+        judge = report["judge"]
+        assert 100 * judge["accuracy"]["value"] == pytest.approx(case["accuracy"], abs=0.5)
+        positional = 100 * judge["consistency"]["value"]
+        assert positional == pytest.approx(case["positional_agreement"], abs=0.5)
+    bad = await client.post(
+        "/api/sessions/import",
+        files={"file": ("j.jsonl", b'{"thread_a": 1, "thread_b": 2, "verdict": "A"}')},
+        data={"session_name": "bad", "verdict_format": '{"kind": "labels", "rules": []}'},
+    )
+    assert bad.status_code == 422 and "at least one rule" in bad.text

@@ -3,14 +3,17 @@ judgments made elsewhere; the comparisons of one thread."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, Path, Query, Request, UploadFile, status
+from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
 
 from llmjudge.errors import Invalid
 from llmjudge.events.hub import EventHub
 from llmjudge.events.sse import sse_response
+from llmjudge.judging.formats import VerdictFormat
 from llmjudge.sessions import judgment_import, reads, service
 from llmjudge.sessions.importing import parse_judgment_file
 from llmjudge.sessions.schemas import (
@@ -67,6 +70,14 @@ async def import_judgments(
     file: Annotated[UploadFile, File(description="JSONL, one judgment per line")],
     session_name: Annotated[str, Form(min_length=1, max_length=200)],
     judge_label: Annotated[str | None, Form(max_length=200)] = None,
+    verdict_format: Annotated[
+        str | None,
+        Form(
+            max_length=200_000,
+            description="how to read raw `judgment` texts: a verdict format as JSON "
+            '(e.g. {"kind": "labels", "rules": [...]}) or a bare kind; unset = built-in',
+        ),
+    ] = None,
 ) -> JudgmentImportOut:
     """Import judgments made elsewhere as a completed session that every analysis endpoint
     reads. Each line: `{"thread_a": REF, "thread_b": REF, "verdict": "A"|"B"|"TIE"}` or
@@ -81,10 +92,14 @@ async def import_judgments(
     `group` and `repetition`. All or nothing."""
     if not session_name.strip():
         raise Invalid("session_name must not be blank")
+    fmt = _verdict_format(verdict_format)
     settings = request.app.state.settings
     data = await read_upload(file, settings)
     parsed = parse_judgment_file(
-        data, max_rows=settings.max_import_rows, max_chars=settings.max_field_chars
+        data,
+        max_rows=settings.max_import_rows,
+        max_chars=settings.max_field_chars,
+        verdict_format=fmt,
     )
     try:
         return await judgment_import.import_judgments(
@@ -95,6 +110,20 @@ async def import_judgments(
         )
     except judgment_import.JudgmentsRejected as e:
         raise ImportRejected(e.errors) from None
+
+
+def _verdict_format(text: str | None) -> VerdictFormat | None:
+    if text is None or not text.strip():
+        return None
+    try:
+        raw: object = json.loads(text)
+    except json.JSONDecodeError:
+        raw = text.strip()  # a bare kind: "tags"
+    try:
+        return VerdictFormat.model_validate(raw)
+    except ValidationError as exc:
+        messages = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise Invalid(f"verdict_format: {messages}") from None
 
 
 @router.post("", response_model=SessionOut, status_code=status.HTTP_201_CREATED)

@@ -11,8 +11,8 @@ the thread the judge saw first. Optional: ``reasoning`` (with ``verdict``), ``co
 (0..1), ``scores_a`` / ``scores_b`` (criterion -> Likert 1..5; they override scores parsed
 from ``judgment``), ``repetition`` (>= 0), ``swap_group`` and ``group``.
 
-A ``judgment`` is read by the same parser as live sessions (`judging.verdicts`); one it
-cannot read becomes a failed comparison that keeps the text and the parse error (a
+A ``judgment`` is read by the same parser as live sessions (`judging.verdicts`), or under
+the verdict format given with the file (a published judge's own rules); one it cannot read becomes a failed comparison that keeps the text and the parse error (a
 verdict is never guessed).
 
 Position swaps:
@@ -40,6 +40,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from llmjudge.catalog.schemas import RowError
+from llmjudge.judging.formats import VerdictFormat, parse_with_format
 from llmjudge.judging.verdicts import VerdictParseError, parse_verdict
 from llmjudge.rowfiles import MAX_ERRORS, decode_text, jsonl_objects
 
@@ -148,7 +149,9 @@ def _label(value: int | str | None) -> str | None:
     return None if value is None else str(value)
 
 
-def _judged(row: JudgmentIn, line: int) -> ParsedJudgment | RowError:
+def _judged(
+    row: JudgmentIn, line: int, fmt: VerdictFormat | None = None
+) -> ParsedJudgment | RowError:
     """The verdict of a validated line, or the error that rejects the line."""
     if (row.verdict is None) == (row.judgment is None):
         return RowError(
@@ -177,7 +180,12 @@ def _judged(row: JudgmentIn, line: int) -> ParsedJudgment | RowError:
     else:
         raw = row.judgment
         try:
-            verdict = parse_verdict(raw or "")
+            if fmt is None:
+                verdict = parse_verdict(raw or "")
+            else:
+                parsed = parse_with_format(raw or "", fmt)
+                verdict = parsed.verdict
+                parse_error = parsed.unparsed  # a tie the format counts, with its reason
         except VerdictParseError as e:
             winner, parse_error = None, str(e)
         else:
@@ -219,8 +227,12 @@ def _validation_errors(e: ValidationError, raw: dict[str, object], line: int) ->
     return [RowError(line=line, field=f, message=m) for f, m in out.items()]
 
 
-def parse_judgment_file(data: bytes, *, max_rows: int, max_chars: int) -> ParsedJudgments:
-    """Validate every line and read every verdict; thread references stay unresolved."""
+def parse_judgment_file(
+    data: bytes, *, max_rows: int, max_chars: int, verdict_format: VerdictFormat | None = None
+) -> ParsedJudgments:
+    """Validate every line and read every verdict; thread references stay unresolved.
+    ``verdict_format`` reads raw ``judgment`` texts the way their judge is read (default:
+    the built-in parser)."""
     out = ParsedJudgments()
     try:
         text = decode_text(data)
@@ -233,7 +245,7 @@ def parse_judgment_file(data: bytes, *, max_rows: int, max_chars: int) -> Parsed
         except ValidationError as e:
             out.errors.extend(_validation_errors(e, raw, line_no))
             continue
-        judged = _judged(row, line_no)
+        judged = _judged(row, line_no, verdict_format)
         if isinstance(judged, RowError):
             out.errors.append(judged)
         else:

@@ -545,6 +545,7 @@ TAB_TEXT = {
     "position": "Position bias",
     "performance": "Thread performance and coverage",
     "findings": "Surprise findings",
+    "agreement": "Agreement with reference labels",
 }
 
 

@@ -74,7 +74,16 @@ async def list_references(
     )
 
 
-@router.get("/export")
+@router.get(
+    "/export",
+    response_class=Response,
+    responses={
+        200: {
+            "content": {"text/csv": {}, "application/x-ndjson": {}},
+            "description": "the labels, one per row or line (columns as the import reads them)",
+        }
+    },
+)
 async def export_references(
     db: DbSession,
     format: Literal["csv", "jsonl"] = "jsonl",

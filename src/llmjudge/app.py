@@ -32,6 +32,8 @@ from llmjudge.providers import api as providers_api
 from llmjudge.providers import pages as providers_pages
 from llmjudge.providers.service import LLMService, ensure_builtin_simulator
 from llmjudge.references import api as references_api
+from llmjudge.references import review_api as references_review_api
+from llmjudge.references import review_pages as references_review_pages
 from llmjudge.sessions import api as sessions_api
 from llmjudge.sessions import pages as sessions_pages
 from llmjudge.worker import COMPARISONS, PERSONAS, build_workers
@@ -120,6 +122,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         demo_api.router,
         providers_api.router,
         analysis_api.router,
+        references_review_api.router,
         sessions_api.router,
         sessions_api.threads_router,
         references_api.router,
@@ -130,6 +133,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         pages.router,
         catalog_pages.router,
         providers_pages.router,
+        references_review_pages.router,
         sessions_pages.router,
         personas_pages.router,
     ):

@@ -53,6 +53,7 @@ CORE = frozenset(
         "llmjudge.personas.convergence",
         "llmjudge.personas.keys",
         "llmjudge.auth.policy",
+        "llmjudge.references.review_rules",
         "llmjudge.charts",
         "llmjudge.csvsafe",
     }

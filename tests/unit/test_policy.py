@@ -73,6 +73,18 @@ CASES = [
     ("POST", "/api/personas/3/iterations/2/feedback", R),
     ("POST", "/personas/3/review", R),
     ("POST", "/personas/3/review/decisions/17", R),
+    # human review of a session's pairs: reviewers label, researchers set the queue up
+    ("GET", "/sessions/3/review", R),
+    ("POST", "/sessions/3/review/label", R),
+    ("POST", "/sessions/3/review/skip", R),
+    ("POST", "/sessions/3/review/settings", S),
+    ("GET", "/api/sessions/3/review/next", R),
+    ("POST", "/api/sessions/3/review", R),
+    ("POST", "/api/sessions/3/review/skip", R),
+    ("GET", "/api/sessions/3/review/settings", R),
+    ("PUT", "/api/sessions/3/review/settings", S),
+    ("POST", "/api/sessions/3/reviewers", S),
+    ("POST", "/sessions/3/review-ish", S),
     # everything else of the personas domain: researchers write
     ("POST", "/api/personas/3/train", S),
     ("POST", "/api/personas/3/decisions/17", S),

@@ -106,6 +106,11 @@ POLICY: tuple[Rule, ...] = tuple(
         ("/api/personas/{id}/decisions/{did}/feedback", _SIGNED_IN),
         ("/api/personas/{id}/iterations/{n}/feedback", _SIGNED_IN),
         ("/personas/{id}/review/**", _SIGNED_IN),
+        # ...and so is labelling a session's pairs; the queue's settings are a researcher's.
+        ("/sessions/{id}/review/settings", _DOMAIN),
+        ("/sessions/{id}/review/**", _SIGNED_IN),
+        ("/api/sessions/{id}/review/settings", _DOMAIN),
+        ("/api/sessions/{id}/review/**", _SIGNED_IN),
         # Administration. Provider base URLs are an SSRF lever: only admins change them.
         ("/api/users/**", _ADMIN),
         ("/settings/**", _ADMIN),

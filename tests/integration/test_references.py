@@ -249,6 +249,8 @@ async def test_agreement_of_imported_judgments(
     assert report["disagreements_total"] == 3
     d = report["disagreements"][0]
     assert d["thread_a_url"] == f"/threads/{d['thread_a_id']}"
+    assert d["pair_url"] == f"/sessions/{sid}/review?pair={d['thread_a_id']}-{d['thread_b_id']}"
+    assert (await client.get(d["pair_url"])).status_code == 200
     groups = {g["group"]: g for g in report["by_pillar_pair"]}
     assert list(groups) == ["left vs right"]
     # Human-human: ann and bob agree on 2 of 3 pairs.

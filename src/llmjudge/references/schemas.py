@@ -162,6 +162,7 @@ class DisagreementOut(BaseModel):
     swapped: bool  # the comparison showed thread_b first
     thread_a_url: str
     thread_b_url: str
+    pair_url: str = Field(description="the two threads side by side (the review page)")
 
 
 class AgreementOut(BaseModel):

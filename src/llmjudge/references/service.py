@@ -607,6 +607,7 @@ def _compute(
                 swapped=d.swapped,
                 thread_a_url=f"/threads/{d.pair[0]}",  # type: ignore[index]
                 thread_b_url=f"/threads/{d.pair[1]}",  # type: ignore[index]
+                pair_url=f"/sessions/{session_id}/review?pair={d.pair[0]}-{d.pair[1]}",  # type: ignore[index]
             )
             for d in shown
         ],

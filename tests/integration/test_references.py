@@ -322,3 +322,18 @@ async def test_agreement_tab(client: httpx.AsyncClient, threads: dict[str, int])
     )
     assert 'id="tab-error"' in bad.text
     await client.delete("/api/references", params={"session_id": sid})
+
+
+async def test_csv_empty_cell_is_an_empty_answer_only_with_its_prompt(
+    client: httpx.AsyncClient,
+) -> None:
+    bad = b"pillar,external_id,prompt,content\ncsv-e,1,,\n"
+    r = await client.post("/api/threads/import", files={"file": ("t.csv", bad)})
+    assert r.status_code == 422
+    assert [(e["line"], e["field"]) for e in r.json()["detail"]["errors"]] == [(2, "content")]
+    good = b"pillar,external_id,prompt_key,prompt,content\ncsv-e,1,k-csv,Say hi,\n"
+    r = await client.post("/api/threads/import", files={"file": ("t.csv", good)})
+    assert r.status_code == 200, r.text
+    listed = (await client.get("/api/threads", params={"q": "k-csv"})).json()["items"]
+    one = (await client.get(f"/api/threads/{listed[0]['id']}")).json()
+    assert (one["content"], one["prompt"]) == ("", "Say hi")

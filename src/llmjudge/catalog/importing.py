@@ -75,7 +75,20 @@ def _csv_rows(text: str, out: ParsedFile, max_rows: int, max_chars: int) -> None
     )
     for line, rec in records:
         raw: dict[str, Any] = {k: v for k, v in rec.items() if v not in (None, "")}
-        raw.setdefault("content", "")
+        if "content" not in raw:
+            # A CSV cell cannot tell "the model said nothing" from "nothing was filled in":
+            # an empty cell is an empty answer only on a row that names its prompt.
+            if "prompt" not in raw:
+                out.errors.append(
+                    RowError(
+                        line=line,
+                        field="content",
+                        message="content must not be empty (an empty answer needs its prompt "
+                        "in the prompt column)",
+                    )
+                )
+                continue
+            raw["content"] = ""
         content = raw["content"]
         # A cell holding a JSON list is a conversation; anything else is plain text.
         if content.lstrip().startswith("["):

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import func, select
 
 from llmjudge.references.models import ReferenceLabel
+from llmjudge.sessions.models import JudgeSession
 
 
 def jsonl(*rows: dict[str, Any]) -> bytes:
@@ -337,3 +338,41 @@ async def test_csv_empty_cell_is_an_empty_answer_only_with_its_prompt(
     listed = (await client.get("/api/threads", params={"q": "k-csv"})).json()["items"]
     one = (await client.get(f"/api/threads/{listed[0]['id']}")).json()
     assert (one["content"], one["prompt"]) == ("", "Say hi")
+
+
+async def test_judgment_import_label_errors_store_nothing(
+    client: httpx.AsyncClient, threads: dict[str, int], db: Any
+) -> None:
+    a, b = threads["left/q0"], threads["right/q0"]
+    sessions_before = await db.scalar(select(func.count()).select_from(JudgeSession))
+    cases = [
+        # the swapped row repeats the label the other way round: fine; a third disagrees
+        (
+            [
+                {"thread_a": a, "thread_b": b, "verdict": "A", "label": "A"},
+                {"thread_a": b, "thread_b": a, "verdict": "B", "label": "B"},
+                {"thread_a": a, "thread_b": b, "verdict": "A", "label": "B", "repetition": 1},
+            ],
+            (3, "label", "differs from line 1"),
+        ),
+        (
+            [{"thread_a": a, "thread_b": b, "verdict": "A", "label": "left"}],
+            (1, "label", "unknown label 'left'"),
+        ),
+        (
+            [{"thread_a": a, "thread_b": b, "verdict": "A", "label": "A", "source": "oracle"}],
+            (1, "source", ""),
+        ),
+    ]
+    for rows, (line, field, needle) in cases:
+        r = await client.post(
+            "/api/sessions/import",
+            files={"file": ("j.jsonl", jsonl(*rows))},
+            data={"session_name": "bad labels"},
+        )
+        assert r.status_code == 422, r.text
+        [error] = r.json()["detail"]["errors"]
+        assert (error["line"], error["field"]) == (line, field)
+        assert needle in error["message"]
+    assert await count_labels(db) == 0
+    assert await db.scalar(select(func.count()).select_from(JudgeSession)) == sessions_before

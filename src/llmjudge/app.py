@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import text
 
@@ -39,6 +40,19 @@ from llmjudge.sessions import pages as sessions_pages
 from llmjudge.worker import COMPARISONS, PERSONAS, build_workers
 
 
+def operation_id(route: APIRoute) -> str:
+    """Short, stable operation ids for generated clients: the resource (first path segment
+    after /api) and the handler's name without the resource's own words, e.g.
+    `create_session` on /api/sessions is `sessions_create`; `thread_leaderboard` on
+    /api/sessions/{id}/... is `sessions_thread_leaderboard`. Uniqueness is tested."""
+    parts = [p for p in route.path_format.split("/") if p and not p.startswith("{")]
+    resource = parts[1] if len(parts) > 1 and parts[0] == "api" else (parts or ["root"])[0]
+    resource = resource.replace("-", "_").replace(".", "_")
+    own = {resource, resource.removesuffix("s")}
+    words = [w for w in route.name.split("_") if w not in own]
+    return f"{resource}_{'_'.join(words)}" if words else resource
+
+
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
     settings = settings or get_settings()
     if not settings.database_url:
@@ -48,16 +62,28 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = make_engine(settings.database_url or "", pool_size=settings.db_pool_size)
+        engine = make_engine(
+            settings.database_url or "",
+            pool_size=settings.db_pool_size,
+            pooled=settings.database_pooled,
+        )
+        # Behind a transaction pooler, migrations, the claim connection and the persona
+        # loops' session-level advisory locks use unpooled connections (README "PostgreSQL
+        # poolers").
+        direct = (
+            make_engine(settings.direct_database_url, pool_size=4)
+            if settings.database_pooled
+            else engine
+        )
         if migrate:
-            await upgrade(engine)
+            await upgrade(direct)
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
         async with app.state.sessionmaker() as db:
             await ensure_builtin_simulator(db=db)
             await announce_first_admin(db=db, settings=settings)
         app.state.llm = LLMService(app.state.sessionmaker, settings)
-        app.state.events = EventHub(settings.database_url or "")
+        app.state.events = EventHub(settings.direct_database_url)
         await app.state.events.start()
         app.state.workers = None
         app.state.pool = None
@@ -69,6 +95,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
                 llm=app.state.llm,
                 hub=app.state.events,
                 settings=settings,
+                direct_engine=direct,
             )
             app.state.pool = app.state.workers.get(COMPARISONS)
             app.state.persona_runner = app.state.workers.get(PERSONAS)
@@ -88,6 +115,8 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
             # Last before the engine: whatever else stops first may still make model calls.
             await app.state.llm.aclose()
             await engine.dispose()
+            if direct is not engine:
+                await direct.dispose()
 
     app = FastAPI(
         title="llmjudge",
@@ -98,6 +127,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         # Served from vendored Swagger UI (pages.py): works offline, under the strict CSP.
         docs_url=None,
         redoc_url=None,
+        generate_unique_id_function=operation_id,
     )
     app.state.settings = settings
     install_handlers(app)

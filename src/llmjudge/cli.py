@@ -39,7 +39,7 @@ async def _prepare(settings: Settings, *, demo: bool) -> None:
     from llmjudge.db.engine import make_engine, make_sessionmaker
     from llmjudge.db.migrate import upgrade
 
-    engine = make_engine(settings.database_url or "", pool_size=2)
+    engine = make_engine(settings.direct_database_url, pool_size=2)
     try:
         await upgrade(engine)
         if demo:
@@ -108,7 +108,7 @@ def cmd_db(args: argparse.Namespace) -> int:
             await engine.dispose()
 
     with database(_settings(args)) as settings:
-        asyncio.run(run(settings.database_url or ""))
+        asyncio.run(run(settings.direct_database_url))
     return 0
 
 
@@ -164,7 +164,7 @@ def cmd_token(args: argparse.Namespace) -> int:
     from llmjudge.errors import Invalid, NotFound
 
     async def run(settings: Settings) -> str:
-        engine = make_engine(settings.database_url or "", pool_size=1)
+        engine = make_engine(settings.direct_database_url, pool_size=1)
         try:
             await upgrade(engine)
             async with make_sessionmaker(engine)() as db:
@@ -188,46 +188,10 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 def cmd_gate(args: argparse.Namespace) -> int:
     """Exit 0 when the persona's corrected pass rate clears the threshold, 1 when it does not
-    (or cannot be corrected), 2 on usage, input or service errors."""
-    import os
-
-    import httpx
-
+    (or cannot be corrected), 2 on any error (see personas.gate_cli)."""
     from llmjudge.personas import gate_cli
 
-    if not 0.0 <= args.min_pass_rate <= 1.0:
-        print("llmjudge gate: --min-pass-rate must be within [0, 1]", file=sys.stderr)
-        return gate_cli.EXIT_ERROR
-    try:
-        items = gate_cli.read_items(Path(args.input))
-        options = dict(
-            persona=args.persona,
-            items=items,
-            min_pass_rate=args.min_pass_rate,
-            allow_untrained=args.allow_untrained,
-        )
-        if args.url:
-            token = args.token or os.environ.get("LLMJUDGE_TOKEN")
-            if not token:
-                raise gate_cli.GateError("--url needs --token or the LLMJUDGE_TOKEN variable")
-
-            async def over_http() -> dict:
-                async with httpx.AsyncClient(
-                    base_url=args.url.rstrip("/"),
-                    headers={"Authorization": f"Bearer {token}"},
-                    timeout=httpx.Timeout(args.timeout, connect=10.0),
-                ) as client:
-                    return await gate_cli.gate_over_http(client, **options)
-
-            result = asyncio.run(over_http())
-        else:
-            with joined_database(_settings(args)) as settings:
-                result = asyncio.run(gate_cli.gate_in_process(settings, **options))
-    except gate_cli.GateError as e:
-        print(f"llmjudge gate: {e}", file=sys.stderr)
-        return gate_cli.EXIT_ERROR
-    print(gate_cli.report(result))
-    return gate_cli.exit_code(result)
+    return gate_cli.run(args, database=lambda: joined_database(_settings(args)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -298,6 +262,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--allow-untrained", action="store_true", help="use a persona that has not converged"
     )
+    g.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="stdout: a short report (default) or the whole result as JSON",
+    )
+    g.add_argument("--junit", metavar="PATH", help="also write JUnit XML: one test case per item")
     data_dir_arg(g)
     g.set_defaults(func=cmd_gate)
 

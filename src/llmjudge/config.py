@@ -6,12 +6,25 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# Editable installs (the README's path) keep templates, static files and migrations in the
-# repository beside src/; the Dockerfile installs the same way.
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+def _project_root() -> Path:
+    """Where templates/, static/, alembic/ and alembic.ini are.
+
+    A checkout (or an editable install) runs from the repository beside src/; a wheel carries
+    a copy under llmjudge/_resources/ (setup.py puts it there at build time). The packaged
+    copy wins when present: it was built with this exact code.
+    """
+    here = Path(__file__).resolve().parent
+    packaged = here / "_resources"
+    if (packaged / "alembic.ini").is_file():
+        return packaged
+    return here.parents[1]
+
+
+PROJECT_ROOT = _project_root()
 
 
 def default_data_dir() -> Path:
@@ -32,6 +45,19 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None,
         description="postgresql+asyncpg://user:pass@host/db; unset = embedded PostgreSQL",
+    )
+    # PostgreSQL behind a pooler (README "PostgreSQL poolers"): PgBouncer in transaction mode
+    # hands each transaction to any server connection, so no prepared statement may outlive
+    # one, and LISTEN/NOTIFY and session-level advisory locks need a connection of their own.
+    database_pooled: bool = Field(
+        default=False,
+        description="database_url goes through a transaction-mode pooler (PgBouncer): "
+        "statement caches off, prepared statements named per use",
+    )
+    database_direct_url: str | None = Field(
+        default=None,
+        description="unpooled URL for LISTEN/NOTIFY, advisory locks and migrations "
+        "(default: database_url); required with database_pooled",
     )
     data_dir: Path = Field(default_factory=default_data_dir)
     host: str = "127.0.0.1"
@@ -68,6 +94,22 @@ class Settings(BaseSettings):
         if v is not None and len(v.get_secret_value()) < 16:
             raise ValueError("LLMJUDGE_ADMIN_TOKEN must be at least 16 characters")
         return v
+
+    @model_validator(mode="after")
+    def pooled_needs_direct(self) -> Settings:
+        # Fail at start, not silently later: through a transaction pooler the event listener
+        # would hear nothing and persona locks would be released at once.
+        if self.database_pooled and self.database_url and not self.database_direct_url:
+            raise ValueError(
+                "LLMJUDGE_DATABASE_POOLED needs LLMJUDGE_DATABASE_DIRECT_URL, an unpooled URL "
+                "for LISTEN/NOTIFY and advisory locks"
+            )
+        return self
+
+    @property
+    def direct_database_url(self) -> str:
+        """Where the event listener, the persona locks and the migrations connect."""
+        return self.database_direct_url or self.database_url or ""
 
     @property
     def templates_dir(self) -> Path:

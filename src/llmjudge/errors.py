@@ -18,7 +18,10 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from sqlalchemy.exc import DBAPIError
+
+from llmjudge.rowfiles import RowError
 
 
 class NotFound(LookupError):
@@ -32,6 +35,55 @@ class Conflict(ValueError):
 class Invalid(ValueError):
     """422: the request is well-formed but cannot be carried out as asked."""
 
+
+class ErrorOut(BaseModel):
+    """Every error answer except FastAPI's own validation list: one sentence for a person."""
+
+    detail: str
+
+
+class RowErrorsDetail(BaseModel):
+    message: str = Field(description="how many problems; nothing was stored")
+    errors: list[RowError] = Field(description="every problem, located by line")
+
+
+class RowErrorsOut(BaseModel):
+    """422 for an uploaded file with problems (imports): nothing was stored."""
+
+    detail: RowErrorsDetail
+
+
+# Ids are PostgreSQL integers; a larger one is answered 422 (see data_error below).
+ID_MAX = 2_147_483_647
+
+# Operations that can answer 409 (a duplicate name, or the wrong status for the action),
+# by operation id (app.operation_id); test_openapi checks every id names an operation.
+CONFLICTS: dict[str, str] = {
+    "pillars_create": "a pillar with this name exists",
+    "pillars_update": "a pillar with this name exists",
+    "providers_create": "a provider with this name exists",
+    "providers_update": "a provider with this name exists",
+    "models_create": "a model with this name exists",
+    "models_update": "a model with this name exists",
+    "users_create": "a user with this name exists",
+    "users_update": "the change would leave no admin, or the name is taken",
+    "sessions_start": "the session is not a draft",
+    "sessions_pause": "the session is not running",
+    "sessions_resume": "the session is not paused",
+    "sessions_cancel": "the session has already finished",
+    "sessions_retry_failed": "the session is a draft or cancelled",
+    "sessions_estimate": "the session has no plan to estimate",
+    "personas_create": "a persona with this name exists",
+    "personas_update": "a persona with this name exists, or it is training",
+    "personas_clone": "a persona with this name exists",
+    "personas_delete": "the persona is training",
+    "personas_start_training": "the persona's status does not allow it",
+    "personas_pause_training": "the persona is not training",
+    "personas_resume_training": "the persona is not paused",
+    "personas_upload_pairs": "the persona is training",
+    "personas_feedback": "the iteration is not open for review",
+    "personas_bulk_feedback": "the iteration is not open for review",
+}
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -189,7 +241,121 @@ def safe_validation_errors(errors: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json_error(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _add_422_schema(responses: dict[str, Any], ref: dict[str, str]) -> None:
+    media = responses.setdefault(
+        "422", _json_error("the request cannot be carried out as asked", ref)
+    ).setdefault("content", {"application/json": {"schema": ref}})
+    body = media.setdefault("application/json", {"schema": ref})
+    schema = body.get("schema") or ref
+    options = schema.get("anyOf", [schema])
+    if ref not in options:
+        options = [*options, ref]
+    body["schema"] = options[0] if len(options) == 1 else {"anyOf": options}
+
+
+def _bound_ids(schema: dict[str, Any], name: str) -> None:
+    """An unbounded integer id gets the bounds the database gives it."""
+    if name == "id" or name.endswith(("_id", "_ids")):
+        targets = [schema, schema.get("items") or {}, *schema.get("anyOf", [])]
+        for t in targets:
+            if t.get("type") == "integer":
+                t.setdefault("minimum", 1)
+                t.setdefault("maximum", ID_MAX)
+
+
+def _name_by_title(spec: dict[str, Any], schemas: dict[str, Any]) -> None:
+    """FastAPI keys two models of one class name by module path
+    (`llmjudge__sessions__schemas__EstimateOut`); key them by their (unique) titles."""
+    renames = {
+        key: schema["title"]
+        for key, schema in schemas.items()
+        if "__" in key and schema.get("title") and schema["title"] not in schemas
+    }
+    if len(set(renames.values())) != len(renames):
+        return  # two share a title: keep FastAPI's keys (test_openapi catches it)
+    for old, new in renames.items():
+        schemas[new] = schemas.pop(old)
+    refs = {f"#/components/schemas/{o}": f"#/components/schemas/{n}" for o, n in renames.items()}
+    stack: list[Any] = [spec]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref in refs:
+                node["$ref"] = refs[ref]
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def document_errors(spec: dict[str, Any]) -> dict[str, Any]:
+    """What FastAPI cannot see from the handlers, for generated clients (in place):
+
+    - uploads as binary (`format: binary`, which OpenAPI 3.0 generators read as a file);
+    - 404 on every operation with a path parameter (all of them look an id up), 409 where
+      `CONFLICTS` says, 422 answers of errors.py (`ErrorOut`) and of imports (`RowErrorsOut`)
+      beside FastAPI's validation list;
+    - integer ids bounded as the database bounds them.
+    """
+    schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+    _name_by_title(spec, schemas)
+    for model in (ErrorOut, RowErrorsOut):
+        found = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(found.pop("$defs", {}))
+        schemas[model.__name__] = found
+    for name, schema in schemas.items():
+        for prop_name, prop in (schema.get("properties") or {}).items():
+            if prop.get("contentMediaType") == "application/octet-stream":
+                prop["format"] = "binary"
+            items = prop.get("items") or {}
+            if items.get("contentMediaType") == "application/octet-stream":
+                items["format"] = "binary"
+            if not name.endswith("Out"):
+                _bound_ids(prop, prop_name)
+    for operations in spec.get("paths", {}).values():
+        for operation in operations.values():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            responses = operation["responses"]
+            params = operation.get("parameters") or []
+            for param in params:
+                _bound_ids(param.get("schema") or {}, param.get("name", ""))
+            if any(p.get("in") == "path" for p in params):
+                responses.setdefault("404", _json_error("no such item", _ref("ErrorOut")))
+            conflict = CONFLICTS.get(operation.get("operationId", ""))
+            if conflict:
+                responses.setdefault("409", _json_error(conflict, _ref("ErrorOut")))
+            content = (operation.get("requestBody") or {}).get("content", {})
+            if "422" in responses or content:
+                if content or params:  # FastAPI's own list, even where a route set 422
+                    _add_422_schema(responses, _ref("HTTPValidationError"))
+                _add_422_schema(responses, _ref("ErrorOut"))
+            if "multipart/form-data" in content:
+                _add_422_schema(responses, _ref("RowErrorsOut"))
+    return spec
+
+
+def install_openapi(app: FastAPI) -> None:
+    original = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document_errors(original())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def install_handlers(app: FastAPI) -> None:
+    install_openapi(app)
     # Innermost of the middlewares (auth and body limits run first, see auth.middleware).
     app.add_middleware(StrictJsonMiddleware)
 

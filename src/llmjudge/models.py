@@ -13,6 +13,7 @@ from llmjudge.personas.models import (
     PersonaDecision,
     PersonaIteration,
     PersonaPair,
+    PersonaPairLabel,
     TaskOutput,
 )
 from llmjudge.providers.models import LLMCacheEntry, LLMCall, LLMModel, Provider
@@ -36,6 +37,7 @@ __all__ = [
     "Persona",
     "JudgePromptVersion",
     "PersonaPair",
+    "PersonaPairLabel",
     "TaskOutput",
     "PersonaIteration",
     "PersonaDecision",

@@ -49,8 +49,12 @@ def build_workers(
     settings: Settings,
     concurrency: int = DEFAULT_CONCURRENCY,
     drain_timeout_s: float = 30.0,
+    direct_engine: AsyncEngine | None = None,
 ) -> Workers:
-    """Every kind of work, registered (not started)."""
+    """Every kind of work, registered (not started). ``direct_engine`` (unpooled, behind a
+    transaction pooler) carries the long-lived connections: the claim connection and the
+    persona loops' session-level advisory locks."""
+    direct = direct_engine or engine
     workers = Workers()
     workers.register(
         COMPARISONS,
@@ -61,12 +65,13 @@ def build_workers(
             concurrency=concurrency,
             lease_s=settings.lease_seconds,
             drain_timeout_s=drain_timeout_s,
+            claim_engine=direct,
         ),
     )
     # Personas are claimed with an advisory lock, so any number of processes can run one;
     # a start resumes personas left in status "training" by a previous run.
     workers.register(
-        PERSONAS, TrainingRunner(engine=engine, sessionmaker=sessionmaker, llm=llm, hub=hub)
+        PERSONAS, TrainingRunner(engine=direct, sessionmaker=sessionmaker, llm=llm, hub=hub)
     )
     return workers
 
@@ -80,7 +85,16 @@ async def run_worker_process(
 ) -> WorkerPool:
     """Run every kind of work until ``stop`` is set (default: until SIGINT or SIGTERM);
     returns the comparison pool (for its counters)."""
-    engine = make_engine(settings.database_url or "", pool_size=settings.db_pool_size)
+    engine = make_engine(
+        settings.database_url or "",
+        pool_size=settings.db_pool_size,
+        pooled=settings.database_pooled,
+    )
+    direct = (
+        make_engine(settings.direct_database_url, pool_size=4)
+        if settings.database_pooled
+        else engine
+    )
     try:
         try:
             rev, head = await current(engine)
@@ -93,7 +107,7 @@ async def run_worker_process(
             )
         sessionmaker = make_sessionmaker(engine)
         llm = LLMService(sessionmaker, settings)
-        hub = EventHub(settings.database_url or "", listen=False)
+        hub = EventHub(settings.direct_database_url, listen=False)
         await hub.start()
         workers = build_workers(
             engine=engine,
@@ -103,6 +117,7 @@ async def run_worker_process(
             settings=settings,
             concurrency=concurrency,
             drain_timeout_s=drain_timeout_s,
+            direct_engine=direct,
         )
         pool = workers.get(COMPARISONS)
         assert isinstance(pool, WorkerPool)
@@ -125,3 +140,5 @@ async def run_worker_process(
         return pool
     finally:
         await engine.dispose()
+        if direct is not engine:
+            await direct.dispose()

@@ -9,6 +9,8 @@ Screenshots of the configuration page, the live page mid-run, and each results t
 
 from __future__ import annotations
 
+import csv as std_csv
+import io
 import re
 
 import pytest
@@ -34,6 +36,8 @@ TABS = {
     "position": ("Position bias", "svg.chart-bar"),
     "performance": ("Thread performance and coverage", "#pillar-coverage progress.meter"),
     "findings": ("Surprise findings", "#findings li, #no-findings"),
+    "style": ("Style control", "#style-ranking, #style-not-identified"),
+    "categories": ("Categories", "svg.chart-multiples"),
 }
 
 
@@ -143,9 +147,14 @@ async def test_tournament_from_form_to_results(
     assert href
     csv = await page.request.get(href)
     assert csv.ok and csv.headers["content-type"].startswith("text/csv")
-    lines = (await csv.text()).splitlines()
-    assert lines[0].startswith("comparison_id,queue_position,status")
-    assert len(lines) == 1 + 132
+    text = await csv.text()
+    # The provenance block (lines starting with #) comes first, then the CSV itself.
+    lines = text.splitlines()
+    block = next(i for i, line in enumerate(lines) if not line.startswith("#"))
+    assert "# simulated: true" in lines[:block]
+    assert lines[block].startswith("comparison_id,queue_position,status")
+    rows = list(std_csv.DictReader(io.StringIO("\n".join(lines[block:]))))
+    assert len(rows) == 132 and any(r["raw_response"] for r in rows)
 
     # -- a thread's comparisons ------------------------------------------------------------
     await page.locator("#leaderboard tbody tr a").first.click()

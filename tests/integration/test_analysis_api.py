@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import hashlib
 import io
 import json
 from datetime import UTC, datetime, timedelta
@@ -24,11 +25,12 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.analysis.figures import AnalysisCache
 from llmjudge.analysis.ratings import elo
+from llmjudge.analysis.scales import nice_bin_edges
 from llmjudge.sessions.models import Comparison, JudgeSession
 
 HYPERLINK = '=HYPERLINK("http://evil.example","click")'
@@ -49,6 +51,19 @@ DONE = [
 
 # No worker pool: the hand-made running session's pending comparison must stay pending.
 IN_PROCESS_WORKERS = False
+
+
+def split_provenance(text: str) -> tuple[dict[str, Any], str]:
+    """A CSV export's leading `# key: <JSON>` block (after its intro line), and the CSV."""
+    lines = text.split("\r\n")
+    block = 0
+    while block < len(lines) and lines[block].startswith("#"):
+        block += 1
+    provenance = {}
+    for line in lines[1:block]:
+        key, value = line[2:].split(": ", 1)
+        provenance[key] = json.loads(value)
+    return provenance, "\r\n".join(lines[block:])
 
 
 def finite_json(r: httpx.Response) -> Any:
@@ -302,7 +317,15 @@ async def test_elo_distribution(
         await client.get(f"/api/sessions/{sid}/elo-distribution", params={"bins": 4})
     )
     assert body["score"] == "elo"
-    assert len(body["bin_edges"]) == 5
+    # at most 4 bins, with round edges (a multiple of a 1/2/2.5/5 x 10^k step) covering
+    # every score: 1480, 1500, ... not 1483.7
+    edges = body["bin_edges"]
+    assert 2 <= len(edges) <= 5
+    assert edges == nice_bin_edges(list(elo_of.values()), 4).tolist()
+    step = edges[1] - edges[0]
+    assert step in (10.0, 20.0, 25.0, 50.0, 100.0)
+    assert all(e % step == 0 for e in edges)
+    assert edges[0] <= min(elo_of.values()) and max(elo_of.values()) <= edges[-1]
     alpha = next(p for p in body["pillars"] if p["name"] == "alpha")
     scores = [elo_of[catalog["ids"]["t1"]], elo_of[catalog["ids"]["t2"]]]
     assert sorted(alpha["scores"]) == pytest.approx(sorted(scores))
@@ -343,7 +366,9 @@ async def test_export_csv_neutralises_formulas(
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/csv")
     assert "attachment" in r.headers["content-disposition"]
-    rows = list(csv.DictReader(io.StringIO(r.text)))
+    provenance, table = split_provenance(r.text)
+    assert provenance["table"] == "comparisons" and provenance["session"]["id"] == sid
+    rows = list(csv.DictReader(io.StringIO(table)))
     assert len(rows) == len(DONE) + 2  # every comparison, pending and failed included
     assert [row["status"] for row in rows[-2:]] == ["pending", "failed"]
     first = rows[0]
@@ -358,7 +383,12 @@ async def test_export_csv_neutralises_formulas(
         f"/api/sessions/{sid}/export", params={"format": "csv", "table": "leaderboard"}
     )
     assert r.status_code == 200
-    board = list(csv.DictReader(io.StringIO(r.text)))
+    provenance, table = split_provenance(r.text)
+    assert provenance["table"] == "leaderboard"
+    query = provenance["query"]
+    assert (query["format"], query["aggregation"], query["bootstrap_rounds"]) == ("csv", "all", 200)
+    assert query["rating"]["bootstrap_rounds"] == 200 and query["rating"]["level"] == 0.95
+    board = list(csv.DictReader(io.StringIO(table)))
     assert [row["rank"] for row in board][0] == "1"
     top = board[0]
     assert (top["thread_title"], top["wins"], top["likert_accuracy"]) == (
@@ -374,11 +404,73 @@ async def test_export_json(client: httpx.AsyncClient, sid: int) -> None:
         f"/api/sessions/{sid}/export", params={"format": "json", "bootstrap_rounds": 0}
     )
     body = finite_json(r)
+    assert list(body)[0] == "provenance"  # the header object comes first
     assert body["session"]["id"] == sid
     assert len(body["comparisons"]) == len(DONE) + 2
     assert body["comparisons"][0]["score_a_accuracy"] == 5
     assert [e["wins"] for e in body["leaderboard"]["entries"]][0] == 3
     assert body["leaderboard"]["entries"][0]["bt_ci_low"] is None
+
+
+async def test_exports_say_what_produced_them(
+    client: httpx.AsyncClient, app: Any, sid: int
+) -> None:
+    from llmjudge import __version__
+    from llmjudge.judging.prompts import DEFAULT_TEMPLATE
+
+    async with app.state.sessionmaker() as db:
+        c = (
+            (
+                await db.execute(
+                    select(Comparison)
+                    .where(Comparison.session_id == sid)
+                    .order_by(Comparison.queue_position)
+                )
+            )
+            .scalars()
+            .first()
+        )
+        assert c is not None
+        raw, c.raw_response = c.raw_response, '{"winner": "A"}\n# not a comment, "quoted"'
+        cost, c.cost_usd = c.cost_usd, 0.1 + 0.2  # 0.30000000000000004
+        await db.commit()
+    try:
+        r = await client.get(f"/api/sessions/{sid}/export", params={"format": "csv"})
+        provenance, table = split_provenance(r.text)
+        assert provenance["product"] == "llmjudge" and provenance["version"] == __version__
+        assert datetime.fromisoformat(provenance["exported_at"]).tzinfo is not None
+        assert provenance["criteria"] == ["accuracy"] and provenance["seed"] is None
+        assert provenance["options"] == {"calculate_elo": True, "position_swap": True}
+        # No judge recorded: unknown, so `simulated` is null rather than a reassuring false.
+        assert provenance["judges"] == [] and provenance["simulated"] is None
+        template = provenance["prompt_template"]
+        assert template["builtin"] is True
+        assert (
+            template["sha256"] == "sha256:" + hashlib.sha256(DEFAULT_TEMPLATE.encode()).hexdigest()
+        )
+        assert provenance["session"]["total"] == len(DONE) + 2
+        # The raw judge response survives, with its newline and its #, as one quoted cell.
+        first = next(csv.DictReader(io.StringIO(table)))
+        assert first["raw_response"] == '{"winner": "A"}\n# not a comment, "quoted"'
+        assert first["cost_usd"] == "0.3"
+        assert not any(line.startswith("#") for line in table.split("\r\n"))
+
+        body = finite_json(
+            await client.get(f"/api/sessions/{sid}/export", params={"format": "json"})
+        )
+        assert body["provenance"]["table"] == "all"
+        assert body["provenance"]["query"]["bootstrap_rounds"] == 200
+        assert body["comparisons"][0]["raw_response"].startswith('{"winner": "A"}')
+        assert body["comparisons"][0]["cost_usd"] == 0.3
+        top = body["leaderboard"]["entries"][0]
+        assert top["bt_score"] == round(top["bt_score"], 1)
+        assert top["win_rate"] == round(top["win_rate"], 4)
+    finally:
+        async with app.state.sessionmaker() as db:
+            c = await db.get(Comparison, c.id)
+            assert c is not None
+            c.raw_response, c.cost_usd = raw, cost
+            await db.commit()
 
 
 async def test_concurrent_polls_share_one_computation(

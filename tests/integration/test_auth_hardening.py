@@ -79,7 +79,7 @@ async def test_openapi_declares_the_bearer_scheme(anon_client: httpx.AsyncClient
     assert invalid == {
         "anyOf": [
             {"$ref": "#/components/schemas/HTTPValidationError"},
-            {"$ref": "#/components/schemas/ErrorDetail"},
+            {"$ref": "#/components/schemas/ErrorOut"},
         ]
     }
 

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import httpx
 import pytest
@@ -90,7 +91,8 @@ async def _calibrated(
             status="done",
             outcome="converged",
             prompt_version=persona["current_version"],
-            metrics_holdout={"f1": 0.9},
+            metrics_selection={"f1": 0.9},
+            metrics_calibration={"f1": 0.9},
             timings={},
         )
         db.add(it)
@@ -104,7 +106,7 @@ async def _calibrated(
                 input=question,
                 correct_output=str(k),
                 input_hash=input_hash(question, None),
-                split="holdout",
+                split="calibration",
             )
             db.add(pair)
             await db.flush()
@@ -124,7 +126,7 @@ async def _calibrated(
                     iteration=1,
                     pair_id=pair.id,
                     output_id=output.id,
-                    split="holdout",
+                    split="calibration",
                     judge_label=label,
                     prompt_version=persona["current_version"],
                     human_agrees=agrees,
@@ -158,7 +160,9 @@ async def test_calibration_from_held_out_reviews(
 ) -> None:
     r = await client.get(f"/api/personas/{good['id']}/calibration")
     assert r.status_code == 200
-    assert r.json() == {
+    body = r.json()
+    tpr_ci, tnr_ci = body.pop("tpr_ci"), body.pop("tnr_ci")
+    assert body == {
         "iteration": 1,
         "prompt_version": good["current_version"],
         "tpr": 0.85,
@@ -166,6 +170,8 @@ async def test_calibration_from_held_out_reviews(
         "calib_pos": 100,
         "calib_neg": 100,
     }
+    # 85 of 100: the Wilson interval, as wide as 100 pairs allow
+    assert tpr_ci == tnr_ci == pytest.approx([0.7672, 0.9069], abs=1e-4)
 
 
 async def test_corrected_interval_covers_the_true_pass_rate(
@@ -196,9 +202,13 @@ async def test_corrected_interval_covers_the_true_pass_rate(
     failing = {**body, "min_pass_rate": 0.9}
     r = await client.post(f"/api/personas/{good['id']}/evaluate", json=failing)
     assert r.status_code == 200 and r.json()["passed"] is False and "FAIL" in r.json()["summary"]
-    # strict: the same body, but an HTTP failure for `curl --fail`.
+    # strict: the same body, but an HTTP failure for `curl --fail`: 412, never the 422 of a
+    # malformed batch, so CI can tell a failing product from a broken gate.
     r = await client.post(f"/api/personas/{good['id']}/evaluate?strict=true", json=failing)
-    assert r.status_code == 422 and r.json()["passed"] is False
+    assert r.status_code == 412 and r.json()["passed"] is False
+    malformed = {"items": [{"input": "q"}], "min_pass_rate": 0.5}
+    r = await client.post(f"/api/personas/{good['id']}/evaluate?strict=true", json=malformed)
+    assert r.status_code == 422 and "passed" not in r.json()
     r = await client.post(f"/api/personas/{good['id']}/evaluate?strict=true", json=body)
     assert r.status_code == 200 and r.json()["passed"] is True
     # Without a threshold there is no verdict, only the estimate.
@@ -379,6 +389,7 @@ async def test_cli_exit_code_follows_the_threshold(
         _cli(env, *common, batch, "--min-pass-rate", "0.9"),
     )
     assert ok == EXIT_PASS and "PASS" in ok_out and "Gatekeeper" in ok_out
+    assert "rogan_gladen: 0." in ok_out and "(the gate used this one)" in ok_out
     assert fail == EXIT_FAIL and "FAIL (lower bound below threshold)" in fail_out
     (missing, _, missing_err), (invalid, _, invalid_err) = await asyncio.gather(
         _cli(env, "--persona", "Nobody", "--input", batch, "--min-pass-rate", "0.5"),
@@ -386,6 +397,53 @@ async def test_cli_exit_code_follows_the_threshold(
     )
     assert missing == EXIT_ERROR and "no persona named 'Nobody'" in missing_err
     assert invalid == EXIT_ERROR and "bad.jsonl:2: input" in invalid_err
+
+
+async def test_cli_outputs_for_ci(settings: Any, good: dict[str, Any], tmp_path: Path) -> None:
+    """--format json, --junit and the GitHub step summary, from the real command."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLMJUDGE_")}
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    env.update(
+        LLMJUDGE_DATABASE_URL=settings.database_url,
+        LLMJUDGE_DATA_DIR=str(tmp_path / "data"),
+        GITHUB_STEP_SUMMARY=str(summary),
+    )
+    batch = _batch(40)
+    path = str(_jsonl(tmp_path / "batch.jsonl", batch))
+    junit = tmp_path / "gate.xml"
+    code, out, err = await _cli(
+        env, "--persona", "Gatekeeper", "--input", path, "--min-pass-rate", "0.9",
+        "--format", "json", "--junit", str(junit),
+    )  # fmt: skip
+    assert code == EXIT_FAIL, err
+    result = json.loads(out)
+    assert result["passed"] is False and len(result["verdicts"]) == 40
+    suite = ElementTree.parse(junit).getroot()
+    cases = suite.findall("testcase")
+    assert suite.get("tests") == "40" and len(cases) == 40
+    failed = [v for v in result["verdicts"] if not v["passed"]]
+    assert suite.get("failures") == str(len(failed)) and failed
+    first = failed[0]
+    case = cases[first["index"]]
+    assert case.get("name").startswith(f"item {first['index'] + 1}: ")
+    failure = case.find("failure")
+    assert failure is not None and failure.text == first["reasoning"]
+    passing = next(v for v in result["verdicts"] if v["passed"])
+    assert cases[passing["index"]].find("failure") is None
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["passed"] == "False" and props["min_pass_rate"] == "0.9"
+    text = summary.read_text()
+    assert text.startswith("earlier step\n")  # appended, as GitHub expects
+    assert "### llmjudge gate: FAIL (Gatekeeper)" in text
+    assert f"#### Failed items ({len(failed)})" in text
+
+    # A database that is not there: an error (2), never a failed gate (1).
+    env["LLMJUDGE_DATABASE_URL"] = "postgresql+asyncpg://nobody:x@127.0.0.1:1/none"
+    code, out, err = await _cli(
+        env, "--persona", "Gatekeeper", "--input", path, "--min-pass-rate", "0.5"
+    )
+    assert code == EXIT_ERROR and out == "" and "llmjudge gate: error:" in err
 
 
 def test_calibration_rates_counts_by_human_label() -> None:

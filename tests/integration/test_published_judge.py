@@ -126,12 +126,13 @@ async def test_tags_judge_runs_as_published(
     async with app.state.engine.connect() as conn:
         rows = (
             await conn.execute(
-                text("SELECT winner, parse_error FROM comparisons WHERE session_id = :s"),
+                text("SELECT winner, parse_error, strength FROM comparisons WHERE session_id = :s"),
                 {"s": r.json()["id"]},
             )
         ).all()
-    assert sorted(w for w, _ in rows) == ["A", "A", "B", "B"]
-    assert all(e is None for _, e in rows)
+    # [[A>>B]] is the strong verdict (2), [[B>A]] the weak one (1).
+    assert sorted((w, s) for w, _, s in rows) == [("A", 2), ("A", 2), ("B", 1), ("B", 1)]
+    assert all(e is None for _, e, _ in rows)
 
 
 @pytest.mark.parametrize(

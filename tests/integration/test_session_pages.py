@@ -545,6 +545,8 @@ TAB_TEXT = {
     "position": "Position bias",
     "performance": "Thread performance and coverage",
     "findings": "Surprise findings",
+    "style": "Style control",
+    "categories": "Categories",
     "agreement": "Agreement with reference labels",
 }
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from llmjudge.analysis.leaderboard import leaderboard, pillar_matrix, score_distribution
 from llmjudge.analysis.outcomes import Outcome, OutcomeTable, aggregate, as_table
+from llmjudge.analysis.rating_report import rating_report
 from llmjudge.analysis.ratings import ELO_SCALE, bradley_terry, elo
 
 PILLAR_OF = {1: 10, 2: 10, 3: 20, 4: 20}
@@ -175,13 +176,21 @@ def test_leaderboard_records_and_averages() -> None:
     assert rows[3].avg_likert_scores == {"clarity": 2.5}
     # ratings are the ones of the rating functions, entries ordered by rank then score
     assert {t: e.elo_score for t, e in rows.items()} == elo(OUTCOMES)
-    bt = bradley_terry(OUTCOMES, bootstrap_rounds=30, seed=1).by_player()
+    # the fit is the plain Bradley-Terry fit; its intervals the cluster (thread pair)
+    # bootstrap of rating_report, the leaderboard's default
+    bt = bradley_terry(OUTCOMES, bootstrap_rounds=0).by_player()
+    report = {
+        p.player_id: p
+        for p in rating_report(as_table(OUTCOMES), bootstrap_rounds=30, seed=1).players
+    }
+    assert board.method.clusters == "pair" and board.method.level == 0.95
     for t, e in rows.items():
+        assert e.bt_score == pytest.approx(bt[t].score)
         assert (e.bt_score, e.bt_ci_low, e.bt_ci_high, e.rank) == (
-            bt[t].score,
-            bt[t].ci_low,
-            bt[t].ci_high,
-            bt[t].rank,
+            report[t].score,
+            report[t].ci_low,
+            report[t].ci_high,
+            report[t].rank,
         )
     assert [(e.rank, -e.bt_score) for e in board.entries] == sorted(
         (e.rank, -e.bt_score) for e in board.entries

@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
+import numpy as np
 import pytest
 
 from llmjudge.analysis.findings import surprise_findings
 from llmjudge.analysis.outcomes import Outcome
 from llmjudge.analysis.performance import thread_performance
+from llmjudge.analysis.quality import wilson
 from tests.unit.test_analysis import assert_plain_json
 
 PILLAR_OF = {1: 10, 2: 10, 5: 20, 6: 20, 7: 20, 8: 20}
@@ -140,54 +142,114 @@ def test_single_repetition_has_no_overlap_or_variance() -> None:
 
 def test_findings_against_pillar_averages_and_rankings() -> None:
     # beta deliberately ranked above alpha, although alpha wins their matches
-    findings = surprise_findings(OUTCOMES, PILLAR_OF, NAMES, pillar_scores={10: 1400.0, 20: 1600.0})
+    findings = surprise_findings(
+        OUTCOMES,
+        PILLAR_OF,
+        NAMES,
+        pillar_scores={10: 1400.0, 20: 1600.0},
+        thread_names={1: "Q1 answer", 5: "Q5 answer"},
+    )
     kinds = [(f.kind, f.thread_id, f.pillar_id, f.other_pillar_id) for f in findings]
     assert kinds == [
         # alpha averages 50% (1.0 and 0.0); beta 50% (0.25, 0.375, 0.375, 1.0 - thread 8
-        # has one match only)
+        # has one match only). Thread 2 (0 of 3) and thread 5 (1 of 4) are 25+ points
+        # below, but their 95% intervals include 50%: no claim.
         ("overperformer", 1, 10, None),
-        ("underperformer", 2, 10, None),
-        ("underperformer", 5, 20, None),
-        ("most_consistent", 1, 10, None),
+        # thread 1 won every match (its spread is an artefact): thread 5 is the most
+        # consistent one left
+        ("most_consistent", 5, 20, None),
         ("cross_pillar_upset", 1, 10, 20),
         ("pillar_upset", None, 10, 20),
     ]
     over = findings[0]
+    low, high = wilson(np.array([6.0]), np.array([6]), 0.95)
     assert over.numbers == {
         "win_rate": 1.0,
         "pillar_avg_win_rate": 0.5,
         "deviation": 0.5,
         "matches": 6.0,
+        "win_rate_low": pytest.approx(float(low[0])),
+        "win_rate_high": 1.0,
     }
-    assert (
-        over.message
-        == "Thread 1 wins 100% of its 6 matches, 50 points above the 50% average of alpha."
+    assert over.numbers["win_rate_low"] > 0.5  # the interval excludes the pillar average
+    assert over.message == (
+        "Q1 answer wins 100% of its 6 matches (95% interval 61%–100%), 50 points above the"
+        " 50% average of alpha."
     )
-    assert findings[2].numbers["deviation"] == -0.25
-    assert findings[3].numbers["mean_likert_std"] == 0.0
-    upset = findings[4]
+    assert findings[1].message.startswith("Q5 answer is the most consistent")
+    upset = findings[2]
     assert (upset.numbers["opponents_met"], upset.numbers["opponents_beaten"]) == (3.0, 3.0)
-    assert (
-        upset.message == "Thread 1 of alpha beat 3 of the 3 threads it met from higher-ranked beta."
+    assert upset.numbers["sign_test_p"] == pytest.approx(1 / 8)  # 3 of 3 by chance
+    assert upset.message == (
+        "Q1 answer of alpha beat 3 of the 3 threads it met from higher-ranked beta"
+        " (one-sided sign test p = 0.12)."
     )
-    pillar = findings[5]
+    pillar = findings[3]
     assert pillar.numbers["win_rate"] == pytest.approx(6 / 9) and pillar.numbers["matches"] == 9
+    lo, hi = wilson(np.array([6.0]), np.array([9]), 0.95)
+    assert (pillar.numbers["win_rate_low"], pillar.numbers["win_rate_high"]) == pytest.approx(
+        (float(lo[0]), float(hi[0]))
+    )
+    assert "(95% interval 35%–88%)" in pillar.message
     for finding in findings:
         assert_plain_json(dataclasses.asdict(finding))
 
 
+def test_findings_name_threads_by_title_or_say_they_left() -> None:
+    found = surprise_findings(OUTCOMES, PILLAR_OF, NAMES, pillar_scores={10: 0.0, 20: 1.0})
+    assert all("Thread 1 " in f.message for f in found if f.thread_id == 1)
+    titled = surprise_findings(
+        OUTCOMES, PILLAR_OF, NAMES, pillar_scores={10: 0.0, 20: 1.0}, thread_names={1: "Q1"}
+    )
+    assert all(f.message.startswith("Q1 ") for f in titled if f.thread_id == 1)
+
+
+def test_most_consistent_skips_scores_pinned_at_a_bound() -> None:
+    # thread 1 always scores 1 (the floor) and always loses: its zero spread is trivial.
+    # Thread 3 scores 4 or 5 (a little spread), thread 5 3 or 4 (more).
+    def games(score_1: float, winner: str) -> list[Outcome]:
+        return [
+            Outcome(i, 1, 3 if i % 2 else 5, winner, scores_a=c(score_1), scores_b=c(4))  # type: ignore[arg-type]
+            for i in range(6)
+        ] + [
+            Outcome(10 + i, 3, 5, "A" if i % 2 else "B", scores_a=c(4 + i % 2), scores_b=c(3))
+            for i in range(4)
+        ]
+
+    pillars, scores = {1: 10, 3: 20, 5: 20}, {10: 0.0, 20: 1.0}
+
+    def most_consistent(outcomes: list[Outcome]) -> list[int | None]:
+        found = surprise_findings(outcomes, pillars, NAMES, pillar_scores=scores)
+        return [f.thread_id for f in found if f.kind == "most_consistent"]
+
+    assert most_consistent(games(1, "B")) == [3]  # floor and all losses
+    assert most_consistent(games(2, "B")) == [3]  # all losses: the record is pinned
+    assert most_consistent(games(1, "TIE")) == [3]  # the scores are pinned at the floor
+    assert most_consistent(games(5, "TIE")) == [3]  # ... or at the ceiling
+    assert most_consistent(games(2, "TIE")) == [1]  # no bound: its zero spread counts
+
+
 def test_findings_with_fitted_pillar_ranking_have_no_upsets() -> None:
     kinds = {f.kind for f in surprise_findings(OUTCOMES, PILLAR_OF, NAMES)}
-    assert kinds == {"overperformer", "underperformer", "most_consistent"}
+    assert kinds == {"overperformer", "most_consistent"}
 
 
 def test_findings_respect_margin_and_minimum_matches() -> None:
     strict = surprise_findings(
         OUTCOMES, PILLAR_OF, NAMES, pillar_scores={10: 0.0, 20: 1.0}, margin=0.3
     )
-    assert [f.thread_id for f in strict if f.kind.endswith("performer")] == [1, 2]
+    assert [f.thread_id for f in strict if f.kind.endswith("performer")] == [1]
+    too_strict = surprise_findings(
+        OUTCOMES, PILLAR_OF, NAMES, pillar_scores={10: 0.0, 20: 1.0}, margin=0.6
+    )
+    assert not [f for f in too_strict if f.kind.endswith("performer")]
+    # one match: 1 of 1 is no evidence at 95%, but it is at a 50% level
     loose = surprise_findings(
         OUTCOMES, PILLAR_OF, NAMES, pillar_scores={10: 0.0, 20: 1.0}, min_matches=1
+    )
+    assert 8 not in {f.thread_id for f in loose if f.kind == "overperformer"}
+    loose = surprise_findings(
+        OUTCOMES, PILLAR_OF, NAMES, pillar_scores={10: 0.0, 20: 1.0}, min_matches=1, level=0.5
     )
     assert 8 in {f.thread_id for f in loose if f.kind == "overperformer"}
 

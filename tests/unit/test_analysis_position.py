@@ -57,7 +57,8 @@ def test_each_verdict_combination_is_classified(first: str, second: str, expecte
         int(expected == "primacy"),
         int(expected == "recency"),
     )
-    assert bias.dominant_bias == (expected if expected != "consistent" else "none")
+    assert bias.leaning == (expected if expected != "consistent" else "none")
+    assert bias.dominant_bias == "none"  # one pair is no evidence: the test cannot reject
     winner = {"A": 7, "B": 8}.get(first) if expected == "consistent" else None
     assert pair.winner_thread == winner
 
@@ -95,8 +96,9 @@ def test_summary_bias_and_likert_stability_by_hand() -> None:
     assert (summary.consistent_wins, summary.consistent_ties, summary.inconsistent) == (1, 1, 3)
     assert summary.unpaired == 5
     bias = analysis.position_bias
-    assert (bias.primacy_count, bias.recency_count, bias.dominant_bias) == (2, 1, "primacy")
+    assert (bias.primacy_count, bias.recency_count, bias.leaning) == (2, 1, "primacy")
     assert bias.p_value == pytest.approx(1.0)  # 2 vs 1 is no evidence
+    assert bias.dominant_bias == "none"  # so no bias is named
     (clarity,) = analysis.likert_stability
     # thread 7: 5 then 4 (delta 1); thread 8: 3 then 1 (delta 2)
     assert (clarity.criterion, clarity.mean_delta, clarity.stability_rate, clarity.n) == (
@@ -112,7 +114,7 @@ def test_summary_bias_and_likert_stability_by_hand() -> None:
 def test_binomial_p_value_of_a_one_sided_judge() -> None:
     outcomes = [o for g in range(10) for o in swap_pair(g, "B", "B")]
     bias = position_swap_analysis(outcomes).position_bias
-    assert bias.dominant_bias == "recency"
+    assert bias.dominant_bias == bias.leaning == "recency"  # 10 vs 0 rejects at 5%
     assert bias.p_value == pytest.approx(2 / 2**10)
 
 

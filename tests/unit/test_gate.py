@@ -369,3 +369,63 @@ def test_every_reported_estimate_is_well_formed(
             assert e.reason and e.value is None
     if r.estimator == "rogan_gladen" and r.defined:
         assert min(pos, neg) >= 10
+
+
+def _result(verdicts: list[dict[str, object]], passed: bool | None) -> dict[str, object]:
+    return {
+        "persona_id": 3,
+        "persona_name": "Support | judge",
+        "prompt_version": 2,
+        "n": len(verdicts),
+        "verdicts": verdicts,
+        "observed_pass_rate": 0.5,
+        "corrected_pass_rate": 0.4567,
+        "ci_low": 0.21,
+        "ci_high": 0.7,
+        "min_pass_rate": 0.9,
+        "passed": passed,
+        "reason": None,
+        "summary": "FAIL (lower bound below threshold)",
+        "calibration": {"tpr": 0.9, "tnr": 0.8, "calib_pos": 10, "calib_neg": 12},
+        "warnings": ["few held-out answers"],
+    }
+
+
+def test_junit_has_one_case_per_item_with_the_judges_reason() -> None:
+    from xml.etree import ElementTree
+
+    from llmjudge.personas.evaluate import EvaluateItem
+    from llmjudge.personas.gate_cli import junit_xml
+
+    items = [EvaluateItem(input=f"question {i}\nsecond line", output="a") for i in range(3)]
+    verdicts = [
+        {"index": 2, "label": "incorrect", "passed": False, "reasoning": "Wrong\x01 <b>", "parse_error": False},
+        {"index": 0, "label": "correct", "passed": True, "reasoning": "fine", "parse_error": False},
+        {"index": 1, "label": "incorrect", "passed": False, "reasoning": "", "parse_error": True},
+    ]  # fmt: skip
+    suite = ElementTree.fromstring(junit_xml(_result(verdicts, False), items).encode())
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == [f"item {i + 1}: question {i}" for i in range(3)]
+    assert (suite.get("tests"), suite.get("failures")) == ("3", "2")
+    assert cases[0].find("failure") is None
+    assert cases[1].find("failure").get("message").startswith("the judge's reply was unreadable")
+    # A control character XML cannot carry is replaced; markup stays text.
+    assert cases[2].find("failure").text == "Wrong\ufffd <b>"
+
+
+def test_step_summary_is_one_safe_markdown_table_row_per_failure() -> None:
+    from llmjudge.personas.evaluate import EvaluateItem
+    from llmjudge.personas.gate_cli import step_summary
+
+    items = [EvaluateItem(input="a | b", output="x"), EvaluateItem(input="ok", output="y")]
+    verdicts = [
+        {"index": 0, "label": "incorrect", "passed": False, "reasoning": "line one\nline <two>", "parse_error": False},
+        {"index": 1, "label": "correct", "passed": True, "reasoning": "fine", "parse_error": False},
+    ]  # fmt: skip
+    text = step_summary(_result(verdicts, False), items)
+    assert text.startswith("### llmjudge gate: FAIL (Support \\| judge)")
+    assert "| 2 | 0.500 | 0.457 | 0.210 to 0.700 | 0.900 |" in text
+    assert "#### Failed items (1)" in text
+    assert "| 1 | a \\| b | line one |" in text
+    assert "fine" not in text and "<two>" not in text
+    assert step_summary(_result([], None), []).startswith("### llmjudge gate: NO THRESHOLD")

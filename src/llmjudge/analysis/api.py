@@ -8,18 +8,20 @@ a session runs; results are cached until the next comparison completes.
 
 from __future__ import annotations
 
-from typing import Annotated
+import dataclasses
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from llmjudge.analysis import exports, figures
-from llmjudge.analysis.figures import AnalysisCache, get_cache
+from llmjudge.analysis.figures import AnalysisCache, Rating, get_cache
 from llmjudge.analysis.loading import get_analysis_session
 from llmjudge.analysis.outcomes import Aggregation
 from llmjudge.analysis.schemas import (
     AnalysisSession,
+    CategoriesOut,
     ExportFormat,
     ExportTable,
     FindingsOut,
@@ -27,6 +29,7 @@ from llmjudge.analysis.schemas import (
     PositionSwapOut,
     ScoreDistributionOut,
     ScoreKind,
+    StyleOut,
     ThreadLeaderboardOut,
     ThreadPerformanceOut,
 )
@@ -41,9 +44,27 @@ AggregationQuery = Annotated[
         "when the two orders disagree); majority: one outcome per thread pair by majority"
     ),
 ]
-RoundsQuery = Annotated[
-    int, Query(ge=0, le=2000, description="bootstrap resamples for the BT intervals (0: none)")
+ReferenceKeyQuery = Annotated[
+    str | None,
+    Query(
+        max_length=100,
+        description="numeric thread metadata to compare the thread ranking with "
+        "(Spearman, Kendall), e.g. a benchmark's quality score",
+    ),
 ]
+ReferenceRankingQuery = Annotated[
+    str | None,
+    Query(
+        max_length=4000,
+        description="pillar names, best first, separated by commas: a reference ranking "
+        "to compare the pillar ranking with (Spearman, Kendall)",
+    ),
+]
+
+
+def _ranking(text: str | None) -> tuple[str, ...] | None:
+    names = tuple(n.strip() for n in (text or "").split(",") if n.strip())
+    return names or None
 
 
 def get_sessionmaker(request: Request) -> async_sessionmaker[AsyncSession]:
@@ -70,17 +91,77 @@ async def thread_leaderboard(
     session: Session,
     cache: Cache,
     maker: Maker,
+    rating: Rating,
     aggregation: AggregationQuery = "all",
-    bootstrap_rounds: RoundsQuery = 200,
+    reference_key: ReferenceKeyQuery = None,
+    reference_ranking: ReferenceRankingQuery = None,
 ) -> ThreadLeaderboardOut:
-    """Threads ranked by Bradley-Terry (with bootstrap intervals), with Elo, records,
-    confidence and Likert averages; pillar averages and the pillar-level BT ranking."""
+    """Threads ranked by Bradley-Terry on the Elo scale with intervals at `level` (cluster
+    bootstrap by default), sorted by score within a rank; the sequential Elo beside it
+    (order-dependent); records, confidence and Likert averages; pillar averages and the
+    pillar-level ranking; how the scores were made (`method`) and whether the tournament
+    resolves its ranking (`quality`)."""
     return await figures.thread_leaderboard(
         cache=cache,
         sessionmaker=maker,
         session=session,
         aggregation=aggregation,
-        bootstrap_rounds=bootstrap_rounds,
+        bootstrap_rounds=rating.bootstrap_rounds,
+        options=rating,
+        reference_key=reference_key,
+        reference_ranking=_ranking(reference_ranking),
+    )
+
+
+@router.get("/{session_id}/style", response_model=StyleOut)
+async def style(
+    session: Session,
+    cache: Cache,
+    maker: Maker,
+    rating: Rating,
+    aggregation: AggregationQuery = "all",
+    metadata: Annotated[
+        list[str] | None,
+        Query(
+            max_length=10,
+            description="numeric thread metadata keys to add as covariates (repeat the "
+            "parameter); `available_metadata` lists them",
+        ),
+    ] = None,
+) -> StyleOut:
+    """Style control: the pillar ranking with answer length and markdown density held
+    out (Bradley-Terry with covariates), beside the raw ranking over the same comparisons,
+    with each covariate's coefficient and interval; says why when it is not identified."""
+    return await figures.style_out(
+        cache=cache,
+        sessionmaker=maker,
+        session=session,
+        aggregation=aggregation,
+        options=rating,
+        metadata_keys=tuple(dict.fromkeys(metadata or ())),
+    )
+
+
+@router.get("/{session_id}/categories", response_model=CategoriesOut)
+async def categories(
+    session: Session,
+    cache: Cache,
+    maker: Maker,
+    rating: Rating,
+    aggregation: AggregationQuery = "all",
+    key: Annotated[
+        str, Query(min_length=1, max_length=100, description="the thread metadata key")
+    ] = "category",
+) -> CategoriesOut:
+    """Per category (each value of thread metadata `key`): the pillar ranking with
+    intervals, and the category x pillar win-rate matrix."""
+    return await figures.categories_out(
+        cache=cache,
+        sessionmaker=maker,
+        session=session,
+        aggregation=aggregation,
+        options=rating,
+        key=key,
     )
 
 
@@ -178,18 +259,36 @@ async def export(
     session: Session,
     cache: Cache,
     maker: Maker,
+    rating: Rating,
     format: ExportFormat = "csv",
     table: ExportTable = "comparisons",
     aggregation: AggregationQuery = "all",
-    bootstrap_rounds: RoundsQuery = 200,
 ) -> Response:
-    """Download the comparisons (verdicts, one score column per criterion and side, costs,
-    thread and pillar names) and the leaderboard. Streamed; CSV cells that a spreadsheet
-    would run as formulas are prefixed with `'`."""
+    """Download the comparisons (verdicts, one score column per criterion and side, the
+    judge's raw response, costs, thread and pillar names) and the leaderboard. Streamed;
+    CSV cells that a spreadsheet would run as formulas are prefixed with `'`.
+
+    Each export says what produced it: JSON has a `provenance` object first; CSV starts
+    with `#` lines (`# key: <JSON>`; `pandas.read_csv(path, comment="#")`), then the header.
+    Provenance: product version, export time, judge model(s), provider kind, `simulated`,
+    prompt template and system prompt hashes, verdict format, criteria, seed, options."""
     stem = f"llmjudge-session-{session.id}"
+    query: dict[str, Any] = {"format": format}
+    if format == "json" or table == "leaderboard":
+        query |= {
+            "aggregation": aggregation,
+            "bootstrap_rounds": rating.bootstrap_rounds,
+            "rating": dataclasses.asdict(rating),
+        }
+    async with maker() as db:
+        provenance = await exports.load_provenance(
+            db, session.id, table="all" if format == "json" else table, **query
+        )
     if format == "csv" and table == "comparisons":
         return StreamingResponse(
-            exports.export_comparisons_csv(sessionmaker=maker, session=session),
+            exports.export_comparisons_csv(
+                sessionmaker=maker, session=session, provenance=provenance
+            ),
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": f'attachment; filename="{stem}-comparisons.csv"'},
         )
@@ -198,16 +297,19 @@ async def export(
         sessionmaker=maker,
         session=session,
         aggregation=aggregation,
-        bootstrap_rounds=bootstrap_rounds,
+        bootstrap_rounds=rating.bootstrap_rounds,
+        options=rating,
     )
     if format == "csv":
         return PlainTextResponse(
-            exports.export_leaderboard_csv(board),
+            exports.export_leaderboard_csv(board, provenance),
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": f'attachment; filename="{stem}-leaderboard.csv"'},
         )
     return StreamingResponse(
-        exports.export_json(sessionmaker=maker, session=session, board=board),
+        exports.export_json(
+            sessionmaker=maker, session=session, board=board, provenance=provenance
+        ),
         media_type="application/json",
         headers={"Content-Disposition": f'attachment; filename="{stem}.json"'},
     )

@@ -10,13 +10,15 @@ between two completions, and pages poll while a session runs. CPU work runs in
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from fastapi import Request
+from fastapi import Depends, Query, Request
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from llmjudge.analysis.categories import CategoryReport, category_report, metadata_keys
 from llmjudge.analysis.findings import Finding, surprise_findings
 from llmjudge.analysis.leaderboard import (
     Leaderboard,
@@ -30,9 +32,19 @@ from llmjudge.analysis.loading import SessionData, load_session_data
 from llmjudge.analysis.outcomes import Aggregation, aggregate
 from llmjudge.analysis.performance import ThreadPerformance, thread_performance
 from llmjudge.analysis.position import position_swap_analysis
+from llmjudge.analysis.rating_report import (
+    ELO_BASES,
+    LEVELS,
+    MAX_STRONG_WEIGHT,
+    IntervalMethod,
+    RatingOptions,
+    TieModel,
+)
 from llmjudge.analysis.ratings import bradley_terry, elo_array, pillar_bradley_terry
 from llmjudge.analysis.schemas import (
     AnalysisSession,
+    CategoriesOut,
+    ClusterChoice,
     FindingsOut,
     LeaderboardRow,
     PillarAggregateOut,
@@ -41,25 +53,147 @@ from llmjudge.analysis.schemas import (
     PositionSwapOut,
     ScoreDistributionOut,
     ScoreKind,
+    StyleOut,
     ThreadLeaderboardOut,
     ThreadPerformanceOut,
 )
-from llmjudge.errors import Conflict
+from llmjudge.analysis.style_report import StyleReport, numeric_metadata_keys, style_report
+from llmjudge.errors import Conflict, Invalid
 
 __all__ = [
+    "BOOTSTRAP_ROUNDS",
     "BT_CONFIDENCE",
     "AnalysisCache",
+    "categories_out",
     "findings",
     "pillar_matrix_out",
     "position_swap",
+    "rating_options",
     "score_distribution_out",
+    "style_out",
     "thread_leaderboard",
     "thread_performance_out",
 ]
 
 T = TypeVar("T")
 BT_CONFIDENCE = 0.95
+BOOTSTRAP_ROUNDS = 200  # the default of the API and the page: one shared computation
 SEED = 0  # bootstrap seed: the same data gives the same intervals on every poll
+
+
+# -- rating options from a query --------------------------------------------------------
+
+RoundsQuery = Annotated[
+    int, Query(ge=0, le=2000, description="bootstrap resamples for the BT intervals (0: none)")
+]
+LEVELS_TEXT = ", ".join(f"{v:g}" for v in LEVELS)
+
+
+def rating_query_raw(
+    bootstrap_rounds: RoundsQuery = BOOTSTRAP_ROUNDS,
+    level: Annotated[
+        float,
+        Query(
+            ge=0.5,
+            le=0.99,
+            description=f"level of every interval (usual: {LEVELS_TEXT}); default 0.95",
+        ),
+    ] = BT_CONFIDENCE,
+    interval: Annotated[
+        IntervalMethod,
+        Query(
+            description="bootstrap: percentile interval of the cluster bootstrap; sandwich: "
+            "Wald interval from the cluster-robust standard error (ties half, mean anchor)"
+        ),
+    ] = "bootstrap",
+    clusters: Annotated[
+        ClusterChoice,
+        Query(
+            description="what is resampled together: pair (every verdict on one pair of "
+            "threads: swaps and repetitions; the honest default), swap (an original and "
+            "its swapped twin), none (verdicts as independent: too narrow when they are not)"
+        ),
+    ] = "pair",
+    ties: Annotated[
+        TieModel,
+        Query(
+            description="half: a tie is half a win; davidson: Davidson's tie model, with "
+            "its fitted tie parameter nu reported"
+        ),
+    ] = "half",
+    strong_weight: Annotated[
+        float,
+        Query(
+            ge=1,
+            le=MAX_STRONG_WEIGHT,
+            description="wins a strong verdict (A>>B) counts as; 1 = off (default), "
+            "Arena-Hard uses 3",
+        ),
+    ] = 1.0,
+    elo_base: Annotated[
+        int,
+        Query(
+            ge=1000,
+            le=1500,
+            description="the score of the anchor (the mean, or the baseline): 1000 or 1500",
+        ),
+    ] = 1500,
+    baseline_thread: Annotated[
+        str | None,
+        Query(
+            pattern=r"^[0-9]{0,10}$",
+            description="a thread id: anchor the thread scores on it (empty: the mean)",
+        ),
+    ] = None,
+    baseline_pillar: Annotated[
+        str | None,
+        Query(
+            pattern=r"^[0-9]{0,10}$",
+            description="a pillar id: anchor the pillar scores on it (empty: the mean)",
+        ),
+    ] = None,
+) -> dict[str, Any]:
+    """Every rating choice a leaderboard takes, as its query gave them (bounded, not yet
+    checked together): the keyword arguments of rating_options."""
+    return {
+        "bootstrap_rounds": bootstrap_rounds,
+        "level": level,
+        "interval": interval,
+        "clusters": clusters,
+        "tie_model": ties,
+        "strong_weight": strong_weight,
+        "base": _elo_base(elo_base),
+        # an id, or None for an empty value (a form's "the mean" choice)
+        "baseline_thread": _id_or_none(baseline_thread, "baseline_thread"),
+        "baseline_pillar": _id_or_none(baseline_pillar, "baseline_pillar"),
+    }
+
+
+def _elo_base(value: int) -> float:
+    if float(value) not in ELO_BASES:
+        raise Invalid("elo_base must be 1000 or 1500")
+    return float(value)
+
+
+def _id_or_none(value: str | None, name: str) -> int | None:
+    if not value:
+        return None
+    found = int(value)
+    if not 1 <= found <= 2**31 - 1:
+        raise Invalid(f"{name} must be an id between 1 and 2^31 - 1")
+    return found
+
+
+RatingQuery = Annotated[dict[str, Any], Depends(rating_query_raw)]
+
+
+def rating_query(raw: RatingQuery) -> RatingOptions:
+    """The rating options of a query; 422 for a combination the ratings refuse (sandwich
+    with Davidson or a baseline)."""
+    return rating_options(**raw)
+
+
+Rating = Annotated[RatingOptions, Depends(rating_query)]
 
 
 # -- cache --------------------------------------------------------------------------------
@@ -160,16 +294,91 @@ async def _figure(
 # -- figures ------------------------------------------------------------------------------
 
 
-def _leaderboard(data: SessionData, aggregation: Aggregation, rounds: int) -> Leaderboard:
-    return leaderboard(
-        data.table,
-        data.thread_pillar,
-        data.pillar_names,
-        aggregation=aggregation,
-        bootstrap_rounds=rounds,
+def _thread_names(data: SessionData) -> dict[int, str]:
+    """How findings and captions name a thread: its title, else its external id."""
+    return {t: title or ext for t, (title, ext) in data.threads.items() if title or ext}
+
+
+def _references(
+    data: SessionData, reference_key: str | None, reference_ranking: tuple[str, ...] | None
+) -> tuple[dict[int, float] | None, dict[int, float] | None]:
+    """(thread id -> reference score from numeric metadata `reference_key`, pillar id ->
+    minus its position in `reference_ranking`, best first); Invalid for a name or key
+    the session does not have."""
+    threads = None
+    if reference_key:
+        threads = {
+            t: float(v)
+            for t, meta in data.thread_meta.items()
+            if isinstance(v := meta.get(reference_key), int | float) and not isinstance(v, bool)
+        }
+        if not threads:
+            raise Invalid(f"no thread of this session has a numeric metadata {reference_key!r}")
+    pillars = None
+    if reference_ranking:
+        ids = {name: p for p, name in data.pillar_names.items()}
+        unknown = [n for n in reference_ranking if n not in ids]
+        if unknown:
+            raise Invalid(f"reference_ranking names pillars not in this session: {unknown[:5]}")
+        pillars = {ids[n]: -float(i) for i, n in enumerate(reference_ranking)}
+    return threads, pillars
+
+
+def _leaderboard(
+    data: SessionData,
+    aggregation: Aggregation,
+    options: RatingOptions,
+    reference_key: str | None,
+    reference_ranking: tuple[str, ...] | None,
+) -> Leaderboard:
+    threads, pillars = _references(data, reference_key, reference_ranking)
+    try:
+        return leaderboard(
+            data.table,
+            data.thread_pillar,
+            data.pillar_names,
+            aggregation=aggregation,
+            options=options,
+            thread_reference=threads,
+            pillar_reference=pillars,
+            reference_source=reference_key or "",
+        )
+    except ValueError as exc:  # a baseline that did not play, an option rating refuses
+        raise Invalid(str(exc)) from exc
+
+
+def rating_options(
+    *,
+    bootstrap_rounds: int = BOOTSTRAP_ROUNDS,
+    level: float = BT_CONFIDENCE,
+    interval: IntervalMethod = "bootstrap",
+    clusters: ClusterChoice = "pair",
+    tie_model: TieModel = "half",
+    strong_weight: float = 1.0,
+    base: float = 1500.0,
+    baseline_thread: int | None = None,
+    baseline_pillar: int | None = None,
+) -> RatingOptions:
+    """The options of a leaderboard from its query parameters (the API's and the page's
+    defaults are these, so both share one cached computation); Invalid for a combination
+    the ratings refuse."""
+    options = RatingOptions(
+        level=level,
+        interval=interval,
+        clusters=None if clusters == "none" else clusters,
+        bootstrap_rounds=bootstrap_rounds if interval == "bootstrap" else 0,
+        tie_model=tie_model,
+        strong_weight=strong_weight,
+        base=base,
+        baseline_thread=baseline_thread,
+        baseline_pillar=baseline_pillar,
         seed=SEED,
-        confidence=BT_CONFIDENCE,
     )
+    try:
+        options.validate()
+    except ValueError as exc:
+        raise Invalid(str(exc)) from exc
+    return options
 
 
 async def _leaderboard_figure(
@@ -177,14 +386,16 @@ async def _leaderboard_figure(
     sessionmaker: async_sessionmaker[AsyncSession],
     session: AnalysisSession,
     aggregation: Aggregation,
-    bootstrap_rounds: int,
+    options: RatingOptions,
+    reference_key: str | None = None,
+    reference_ranking: tuple[str, ...] | None = None,
 ) -> tuple[SessionData, Leaderboard]:
     return await _figure(
         cache,
         sessionmaker,
         session,
-        ("leaderboard", aggregation, bootstrap_rounds),
-        lambda d: _leaderboard(d, aggregation, bootstrap_rounds),
+        ("leaderboard", aggregation, options, reference_key, reference_ranking),
+        lambda d: _leaderboard(d, aggregation, options, reference_key, reference_ranking),
     )
 
 
@@ -196,8 +407,12 @@ def _leaderboard_out(
         session=session,
         aggregation=board.aggregation,
         bootstrap_rounds=board.bootstrap_rounds,
-        confidence_level=BT_CONFIDENCE,
+        confidence_level=board.method.level,
         outcome_count=board.outcome_count,
+        method=board.method,
+        pillar_method=board.pillar_method,
+        quality=board.quality,
+        pillar_quality=board.pillar_quality,
         entries=[
             LeaderboardRow(
                 rank=e.rank,
@@ -209,6 +424,9 @@ def _leaderboard_out(
                 bt_score=e.bt_score,
                 bt_ci_low=e.bt_ci_low,
                 bt_ci_high=e.bt_ci_high,
+                rank_low=e.rank_low,
+                rank_high=e.rank_high,
+                rank_held=e.rank_held,
                 matches_played=e.matches_played,
                 wins=e.wins,
                 losses=e.losses,
@@ -244,11 +462,101 @@ async def thread_leaderboard(
     session: AnalysisSession,
     aggregation: Aggregation,
     bootstrap_rounds: int,
+    options: RatingOptions | None = None,
+    reference_key: str | None = None,
+    reference_ranking: tuple[str, ...] | None = None,
 ) -> ThreadLeaderboardOut:
+    """The leaderboard with `options` (rating_options()); `bootstrap_rounds` overrides
+    theirs (0: no intervals)."""
+    opts = options or rating_options()
+    if opts.interval == "bootstrap":
+        opts = dataclasses.replace(opts, bootstrap_rounds=bootstrap_rounds)
     data, board = await _leaderboard_figure(
-        cache, sessionmaker, session, aggregation, bootstrap_rounds
+        cache, sessionmaker, session, aggregation, opts, reference_key, reference_ranking
     )
     return _leaderboard_out(session, data, board)
+
+
+async def style_out(
+    *,
+    cache: AnalysisCache,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    session: AnalysisSession,
+    aggregation: Aggregation,
+    options: RatingOptions,
+    metadata_keys: tuple[str, ...] = (),
+) -> StyleOut:
+    """Pillar ranking with style held out beside the raw one, and the style coefficients."""
+
+    def compute(d: SessionData) -> tuple[StyleReport, list[str]]:
+        numeric = numeric_metadata_keys(d.thread_meta)
+        unknown = [k for k in metadata_keys if k not in numeric]
+        if unknown:
+            raise Invalid(
+                f"not numeric metadata of this session's threads: {unknown[:5]}; "
+                f"choose among {numeric[:20]}"
+            )
+        try:
+            report = style_report(
+                aggregate(d.table, aggregation),
+                d.thread_pillar,
+                d.pillar_names,
+                d.style_features,
+                d.thread_meta,
+                options,
+                metadata_keys=metadata_keys,
+            )
+        except ValueError as exc:
+            raise Invalid(str(exc)) from exc
+        return report, numeric
+
+    _, (report, numeric) = await _figure(
+        cache, sessionmaker, session, ("style", aggregation, options, metadata_keys), compute
+    )
+    return StyleOut(
+        session=session, aggregation=aggregation, available_metadata=numeric, style=report
+    )
+
+
+async def categories_out(
+    *,
+    cache: AnalysisCache,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    session: AnalysisSession,
+    aggregation: Aggregation,
+    options: RatingOptions,
+    key: str,
+) -> CategoriesOut:
+    """Pillar ranking per value of thread metadata `key`, and the category x pillar
+    win-rate matrix (columns: the overall pillar ranking)."""
+
+    def compute(d: SessionData) -> tuple[CategoryReport, list[str]]:
+        keys = metadata_keys(d.thread_meta)
+        table = aggregate(d.table, aggregation)
+        overall = [
+            r.player_id
+            for r in pillar_bradley_terry(table, d.thread_pillar, bootstrap_rounds=0).ratings
+        ]
+        try:
+            report = category_report(
+                table,
+                d.thread_pillar,
+                d.pillar_names,
+                d.thread_meta,
+                key,
+                options,
+                pillar_order=overall,
+            )
+        except ValueError as exc:
+            raise Invalid(str(exc)) from exc
+        return report, keys
+
+    _, (report, keys) = await _figure(
+        cache, sessionmaker, session, ("categories", aggregation, options, key), compute
+    )
+    return CategoriesOut(
+        session=session, aggregation=aggregation, available_keys=keys, categories=report
+    )
 
 
 def _distribution(
@@ -385,7 +693,12 @@ async def findings(
     aggregation: Aggregation,
 ) -> FindingsOut:
     def compute(d: SessionData) -> list[Finding]:
-        return surprise_findings(aggregate(d.table, aggregation), d.thread_pillar, d.pillar_names)
+        return surprise_findings(
+            aggregate(d.table, aggregation),
+            d.thread_pillar,
+            d.pillar_names,
+            thread_names=_thread_names(d),
+        )
 
     data, found = await _figure(cache, sessionmaker, session, ("findings", aggregation), compute)
     return FindingsOut(

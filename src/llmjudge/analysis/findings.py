@@ -12,6 +12,13 @@ Kinds:
   head-to-head matches against a pillar ranked above it (the ranking disagrees with the
   matrix, i.e. results are not transitive).
 Pillar ranking: `pillar_scores` (e.g. pillar Bradley-Terry scores), computed if not given.
+
+Findings worth reading: a thread is named by its title (`thread_names`), never "Thread 45";
+a claim of a difference carries its evidence (a Wilson interval at `level` for a win rate,
+an exact sign test for an upset), and an over/underperformer is claimed only when its
+interval excludes its pillar's average; a thread whose Likert scores cannot vary (all at
+the scale's floor or ceiling) or whose record cannot (it won or lost every match) is never
+called the most consistent: its consistency is an artefact of the bound.
 """
 
 from __future__ import annotations
@@ -21,10 +28,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+from scipy.stats import binomtest
 
 from llmjudge.analysis.leaderboard import PillarMatrix, pillar_matrix
 from llmjudge.analysis.outcomes import Outcome, OutcomeTable, PlayerStats, as_table, map_ids
+from llmjudge.analysis.quality import wilson
 from llmjudge.analysis.ratings import pillar_bradley_terry
+
+LIKERT_FLOOR, LIKERT_CEILING = 1.0, 5.0
 
 FindingKind = Literal[
     "overperformer", "underperformer", "most_consistent", "cross_pillar_upset", "pillar_upset"
@@ -51,8 +62,11 @@ def surprise_findings(
     min_matches: int = 3,
     min_opponents: int = 3,
     limit: int = 10,
+    thread_names: Mapping[int, str] | None = None,
+    level: float = 0.95,
 ) -> list[Finding]:
-    """Findings of every kind, strongest first within a kind, at most `limit` per kind."""
+    """Findings of every kind, strongest first within a kind, at most `limit` per kind.
+    `thread_names`: thread id -> how a message names it (its title); "thread <id>" else."""
     table = as_table(outcomes)
     if len(table) == 0:
         return []
@@ -65,14 +79,19 @@ def surprise_findings(
     def name(pillar: int) -> str:
         return pillar_names.get(pillar, f"pillar {pillar}")
 
+    names = thread_names or {}
+
+    def thread(t: int) -> str:
+        return names.get(t) or f"Thread {t}"  # no title: the thread left the catalog
+
     stats = PlayerStats.of(table)
     pillars = map_ids(table.players, thread_pillar)
     matrix = pillar_matrix(table, thread_pillar, pillar_names)
     return [
-        *_pillar_deviations(table, stats, pillars, name, margin, min_matches, limit),
-        *_most_consistent(table, stats, pillars, min_matches),
-        *_cross_pillar_upsets(table, pillars, pillar_scores, name, min_opponents)[:limit],
-        *_pillar_upsets(matrix, pillar_scores, name, min_matches)[:limit],
+        *_pillar_deviations(table, stats, pillars, name, thread, margin, min_matches, limit, level),
+        *_most_consistent(table, stats, pillars, thread, min_matches),
+        *_cross_pillar_upsets(table, pillars, pillar_scores, name, thread, min_opponents)[:limit],
+        *_pillar_upsets(matrix, pillar_scores, name, min_matches, level)[:limit],
     ]
 
 
@@ -81,9 +100,11 @@ def _pillar_deviations(
     stats: PlayerStats,
     pillars: np.ndarray,
     name: Callable[[int], str],
+    thread_name: Callable[[int], str],
     margin: float,
     min_matches: int,
     limit: int,
+    level: float,
 ) -> list[Finding]:
     win_rate = stats.win_rate
     _, pillar_index = np.unique(pillars, return_inverse=True)
@@ -91,7 +112,12 @@ def _pillar_deviations(
         pillar_index
     ]
     deviation = win_rate - pillar_mean
-    flagged = np.flatnonzero((stats.matches >= min_matches) & (np.abs(deviation) >= margin))
+    low, high = wilson(stats.wins + 0.5 * stats.ties, stats.matches, level)
+    # claimed only when the thread's interval excludes its pillar's average
+    evident = (low > pillar_mean) | (high < pillar_mean)
+    flagged = np.flatnonzero(
+        (stats.matches >= min_matches) & (np.abs(deviation) >= margin) & evident
+    )
     over: list[Finding] = []
     under: list[Finding] = []
     for i in flagged[np.lexsort((table.players[flagged], -np.abs(deviation[flagged])))].tolist():
@@ -101,7 +127,8 @@ def _pillar_deviations(
             Finding(
                 kind="overperformer" if above else "underperformer",
                 message=(
-                    f"Thread {thread} wins {win_rate[i]:.0%} of its {stats.matches[i]} matches,"
+                    f"{thread_name(thread)} wins {win_rate[i]:.0%} of its {stats.matches[i]}"
+                    f" matches ({level:.0%} interval {low[i]:.0%}–{high[i]:.0%}),"
                     f" {abs(deviation[i]) * 100:.0f} points {'above' if above else 'below'}"
                     f" the {pillar_mean[i]:.0%} average of {name(pillar)}."
                 ),
@@ -112,6 +139,8 @@ def _pillar_deviations(
                     "pillar_avg_win_rate": float(pillar_mean[i]),
                     "deviation": float(deviation[i]),
                     "matches": float(stats.matches[i]),
+                    "win_rate_low": float(low[i]),
+                    "win_rate_high": float(high[i]),
                 },
             )
         )
@@ -119,11 +148,23 @@ def _pillar_deviations(
 
 
 def _most_consistent(
-    table: OutcomeTable, stats: PlayerStats, pillars: np.ndarray, min_matches: int
+    table: OutcomeTable,
+    stats: PlayerStats,
+    pillars: np.ndarray,
+    thread_name: Callable[[int], str],
+    min_matches: int,
 ) -> list[Finding]:
     evaluable = ~np.isnan(stats.likert_std)
     criteria = evaluable.sum(axis=1)
-    eligible = np.flatnonzero((stats.matches >= min_matches) & (criteria > 0))
+    # a bound makes zero spread trivial: every score at the floor or the ceiling, or a
+    # record of all wins or all losses (no verdict could have gone otherwise)
+    mean = np.where(evaluable, stats.likert_mean, np.nan)
+    bounded = evaluable & ((mean <= LIKERT_FLOOR) | (mean >= LIKERT_CEILING))
+    pinned = (criteria > 0) & (bounded.sum(axis=1) == criteria)
+    one_sided = (stats.wins == stats.matches) | (stats.losses == stats.matches)
+    eligible = np.flatnonzero(
+        (stats.matches >= min_matches) & (criteria > 0) & ~pinned & ~one_sided
+    )
     if eligible.size == 0:
         return []
     spread = np.nanmean(stats.likert_std[eligible], axis=1)
@@ -134,7 +175,7 @@ def _most_consistent(
         Finding(
             kind="most_consistent",
             message=(
-                f"Thread {thread} is the most consistent: its Likert scores vary by"
+                f"{thread_name(thread)} is the most consistent: its Likert scores vary by"
                 f" {mean_std:.2f} points (standard deviation) on average over"
                 f" {criteria[best]} criteria in {stats.matches[best]} comparisons."
             ),
@@ -154,6 +195,7 @@ def _cross_pillar_upsets(
     pillars: np.ndarray,
     pillar_scores: Mapping[int, float],
     name: Callable[[int], str],
+    thread_name: Callable[[int], str],
     min_opponents: int,
 ) -> list[Finding]:
     n = table.n_players
@@ -178,12 +220,15 @@ def _cross_pillar_upsets(
         t = int(group_keys[g] // max(pillar_ids.size, 1))
         own, other = int(pillars[t]), int(pillar_ids[group_keys[g] % max(pillar_ids.size, 1)])
         thread_id = int(table.players[t])
+        # one-sided exact sign test: beating more than half by chance, if evenly matched
+        p = float(binomtest(int(beaten[g]), int(met[g]), 0.5, alternative="greater").pvalue)
         out.append(
             Finding(
                 kind="cross_pillar_upset",
                 message=(
-                    f"Thread {thread_id} of {name(own)} beat {beaten[g]:.0f} of the {met[g]}"
-                    f" threads it met from higher-ranked {name(other)}."
+                    f"{thread_name(thread_id)} of {name(own)} beat {beaten[g]:.0f} of the"
+                    f" {met[g]} threads it met from higher-ranked {name(other)}"
+                    f" (one-sided sign test p = {p:.2g})."
                 ),
                 thread_id=thread_id,
                 pillar_id=own,
@@ -194,6 +239,7 @@ def _cross_pillar_upsets(
                     "share_beaten": float(beaten[g] / met[g]),
                     "pillar_score": float(pillar_scores[own]),
                     "other_pillar_score": float(pillar_scores[other]),
+                    "sign_test_p": p,
                 },
             )
         )
@@ -205,6 +251,7 @@ def _pillar_upsets(
     pillar_scores: Mapping[int, float],
     name: Callable[[int], str],
     min_matches: int,
+    level: float,
 ) -> list[Finding]:
     found = []
     for row in matrix.cells:
@@ -215,12 +262,17 @@ def _pillar_upsets(
             theirs = pillar_scores.get(cell.col_pillar)
             if mine is None or theirs is None or not (mine < theirs and cell.win_rate > 0.5):
                 continue
+            lo, hi = (
+                float(v[0])
+                for v in wilson(np.array([cell.wins + 0.5 * cell.ties]), np.array([cell.n]), level)
+            )
             found.append(
                 Finding(
                     kind="pillar_upset",
                     message=(
                         f"{name(cell.row_pillar)} wins {cell.win_rate:.0%} of its {cell.n}"
-                        f" matches against {name(cell.col_pillar)}, which is ranked higher."
+                        f" matches ({level:.0%} interval {lo:.0%}–{hi:.0%}) against"
+                        f" {name(cell.col_pillar)}, which is ranked higher."
                     ),
                     pillar_id=cell.row_pillar,
                     other_pillar_id=cell.col_pillar,
@@ -229,6 +281,8 @@ def _pillar_upsets(
                         "matches": float(cell.n),
                         "pillar_score": float(mine),
                         "other_pillar_score": float(theirs),
+                        "win_rate_low": lo,
+                        "win_rate_high": hi,
                     },
                 )
             )

@@ -10,16 +10,29 @@ the event loop never waits on the parse.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import ARRAY, Float, Integer, any_, case, cast, func, literal_column, select
+from sqlalchemy import (
+    ARRAY,
+    Float,
+    Integer,
+    SmallInteger,
+    any_,
+    case,
+    cast,
+    func,
+    literal_column,
+    select,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.analysis.outcomes import OutcomeTable
 from llmjudge.analysis.schemas import AnalysisSession, PillarLabel, ThreadLabel
+from llmjudge.analysis.style import STYLE_FEATURES
 from llmjudge.catalog.models import Pillar, Thread
 from llmjudge.errors import NotFound
 from llmjudge.sessions.models import Comparison, JudgeSession
@@ -38,6 +51,11 @@ class SessionData:
     pillar_sizes: dict[int, int]  # threads per pillar in the catalog (coverage)
     pillar_ids: tuple[int, ...]  # the session's pillars and any seen in its comparisons
     threads: dict[int, tuple[str, str]]  # thread id -> (title, external_id), if in catalog
+    # thread id -> analysis.style.STYLE_FEATURES, for threads in the catalog that have them
+    style_features: dict[int, tuple[float, ...]] = field(default_factory=dict)
+    # thread id -> its metadata's scalar values (str, number, bool), for categories and
+    # numeric covariates
+    thread_meta: dict[int, dict[str, str | float | bool]] = field(default_factory=dict)
 
     def thread_label(self, thread_id: int) -> ThreadLabel:
         title, external_id = self.threads.get(thread_id, (None, None))
@@ -76,6 +94,17 @@ async def get_analysis_session(*, db: AsyncSession, session_id: int) -> Analysis
     )
 
 
+def scalar_metadata(meta: Any) -> dict[str, str | float | bool]:
+    """The scalar values of a thread's metadata (nested lists and objects left out)."""
+    if not isinstance(meta, dict):
+        return {}
+    return {
+        str(k): v
+        for k, v in meta.items()
+        if isinstance(v, str | bool) or (isinstance(v, int | float) and math.isfinite(v))
+    }
+
+
 def _outcome_columns(criteria: Sequence[str]) -> list[tuple[Any, str]]:
     """(expression, big-endian numpy type) of each loaded column. None may be NULL (NaN
     stands for a missing value), so every row of the binary COPY has the same width."""
@@ -97,6 +126,7 @@ def _outcome_columns(criteria: Sequence[str]) -> list[tuple[Any, str]]:
         (Comparison.is_swap, "u1"),
         (Comparison.repetition, ">i4"),
         (real(func.extract("epoch", Comparison.completed_at), 0.0), ">f8"),
+        (cast(func.coalesce(Comparison.strength, 0), SmallInteger), ">i2"),
         *(
             (real(side[c].astext), ">f8")
             for side in (Comparison.scores_a, Comparison.scores_b)
@@ -134,7 +164,7 @@ def _build_table(
     rows = parse_binary_copy(data, types)
     col = [rows[f"v{k}"].astype(np.dtype(t).newbyteorder("=")) for k, t in enumerate(types)]
     c = len(criteria)
-    likert = np.column_stack(col[11:]) if c else np.zeros((len(rows), 0))
+    likert = np.column_stack(col[12:]) if c else np.zeros((len(rows), 0))
     table = OutcomeTable.from_columns(
         comparison_id=col[0],
         thread_a=col[1],
@@ -148,6 +178,7 @@ def _build_table(
         is_swap=col[8].astype(bool),
         repetition=col[9],
         completed_order=col[10],
+        strength=col[11],
     )
     threads = np.concatenate([col[1], col[2]]).astype(np.int64)
     pillars = np.concatenate([col[3], col[4]]).astype(np.int64)
@@ -197,16 +228,18 @@ async def load_session_data(*, db: AsyncSession, session: AnalysisSession) -> Se
             )
         ).all()
     )
-    threads = {
-        t: (title, ext)
-        for t, title, ext in (
-            await db.execute(
-                select(Thread.id, Thread.title, Thread.external_id).where(
-                    Thread.id == any_(_int_array(thread_pillar))
-                )
-            )
-        ).all()
+    rows = (
+        await db.execute(
+            select(
+                Thread.id, Thread.title, Thread.external_id, Thread.style_features, Thread.meta
+            ).where(Thread.id == any_(_int_array(thread_pillar)))
+        )
+    ).all()
+    threads = {t: (title, ext) for t, title, ext, _, _ in rows}
+    style = {
+        t: tuple(f) for t, _, _, f, _ in rows if f is not None and len(f) == len(STYLE_FEATURES)
     }
+    meta = {t: scalar_metadata(m) for t, _, _, _, m in rows if m}
     return SessionData(
         version=session.completed,
         table=table,
@@ -215,4 +248,6 @@ async def load_session_data(*, db: AsyncSession, session: AnalysisSession) -> Se
         pillar_sizes=sizes,
         pillar_ids=pillar_ids,
         threads=threads,
+        style_features=style,
+        thread_meta=meta,
     )

@@ -39,6 +39,7 @@ class Outcome:
     is_swap: bool = False
     repetition: int = 0
     completed_order: float = 0.0  # completion time as epoch seconds
+    strength: int = 0  # 2 a strong verdict (A>>B), 1 a weak one (A>B), 0 unknown or a tie
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,6 +63,8 @@ class OutcomeTable:
     is_swap: np.ndarray  # (m,) bool
     repetition: np.ndarray  # (m,) int64
     completed_order: np.ndarray  # (m,) float64
+    # (m,) int8: 2 strong (A>>B), 1 weak (A>B), 0 unknown; see ratings.verdict_weights
+    strength: np.ndarray
 
     def __len__(self) -> int:
         return int(self.a.size)
@@ -86,11 +89,13 @@ class OutcomeTable:
         is_swap: Sequence[bool] | np.ndarray | None = None,
         repetition: Sequence[int] | np.ndarray | None = None,
         completed_order: Sequence[float] | np.ndarray | None = None,
+        strength: Sequence[int] | np.ndarray | None = None,
     ) -> OutcomeTable:
         """Build from parallel columns (e.g. straight from database rows).
 
         `score_a` is 1/0/0.5 for A wins/B wins/tie; missing confidence or scores are NaN,
         missing swap groups -1. `scores_a`/`scores_b` are (m, len(criteria)) arrays.
+        `strength` is 2 for a strong verdict, 1 for a weak one, 0 when unknown.
         """
         ta = np.asarray(thread_a, dtype=np.int64)
         tb = np.asarray(thread_b, dtype=np.int64)
@@ -119,6 +124,7 @@ class OutcomeTable:
             is_swap=_column(is_swap, m, False, np.bool_),
             repetition=_column(repetition, m, 0, np.int64),
             completed_order=_column(completed_order, m, 0.0, np.float64),
+            strength=_column(strength, m, 0, np.int8),
         )
         bad = ~np.isin(table.score_a, (0.0, 0.5, 1.0))
         if np.any(bad):
@@ -150,6 +156,7 @@ class OutcomeTable:
             is_swap=[o.is_swap for o in items],
             repetition=[o.repetition for o in items],
             completed_order=[o.completed_order for o in items],
+            strength=[o.strength for o in items],
         )
 
     def take(self, rows: np.ndarray) -> OutcomeTable:
@@ -168,6 +175,7 @@ class OutcomeTable:
             is_swap=self.is_swap[rows],
             repetition=self.repetition[rows],
             completed_order=self.completed_order[rows],
+            strength=self.strength[rows],
         )
 
     def map_players(self, mapping: Mapping[int, int]) -> OutcomeTable:

@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.stats import binomtest
 
 from llmjudge.analysis.outcomes import Outcome, OutcomeTable, Winner, as_table, opt_float
+from llmjudge.analysis.quality import BIAS_ALPHA, Bias, dominant_position_bias
 
 SwapClass = Literal["consistent", "primacy", "recency"]
-Bias = Literal["primacy", "recency", "none"]
 Level = Literal["excellent", "good", "fair", "poor", "insufficient"]
 
 _WINNERS: tuple[Winner, ...] = ("A", "B", "TIE")
@@ -78,8 +77,12 @@ class SwapSummary:
 class PositionBias:
     primacy_count: int
     recency_count: int
-    dominant_bias: Bias  # the larger count; "none" when equal
-    p_value: float | None  # two-sided binomial test of primacy vs recency; None if both 0
+    # named only when the exact two-sided binomial test of primacy vs recency rejects at
+    # `alpha` (quality.dominant_position_bias); "none" otherwise
+    dominant_bias: Bias
+    p_value: float | None  # that test's p-value; None if both counts are 0
+    leaning: Bias = "none"  # the larger count, whatever the evidence; "none" when equal
+    alpha: float = BIAS_ALPHA
 
 
 @dataclass(frozen=True)
@@ -166,12 +169,15 @@ def _swap_pairs(table: OutcomeTable) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 def _bias(primacy: int, recency: int) -> PositionBias:
-    dominant: Bias = "primacy" if primacy > recency else "recency" if recency > primacy else "none"
-    p_value = (
-        float(binomtest(primacy, primacy + recency, 0.5).pvalue) if primacy + recency else None
-    )
+    leaning: Bias = "primacy" if primacy > recency else "recency" if recency > primacy else "none"
+    test = dominant_position_bias(primacy, recency)
     return PositionBias(
-        primacy_count=primacy, recency_count=recency, dominant_bias=dominant, p_value=p_value
+        primacy_count=primacy,
+        recency_count=recency,
+        dominant_bias=test.dominant,
+        p_value=test.p_value,
+        leaning=leaning,
+        alpha=test.alpha,
     )
 
 

@@ -34,12 +34,14 @@ from llmjudge.analysis.ratings import (
     percentile_interval,
     ranks_from_intervals,
     sandwich_bradley_terry,
+    verdict_weights,
 )
 from llmjudge.analysis.ties import fit_davidson
 
 TieModel = Literal["half", "davidson"]
 IntervalMethod = Literal["bootstrap", "sandwich"]
 TIE_MODELS: tuple[TieModel, ...] = ("half", "davidson")
+MIN_CLUSTERS = 2  # below it, no interval (and no claim that two players differ)
 INTERVAL_METHODS: tuple[IntervalMethod, ...] = ("bootstrap", "sandwich")
 
 
@@ -92,12 +94,16 @@ def rating_report(
     base: float = ELO_BASE,
     baseline_id: int | None = None,
     top_k: int = 10,
+    cluster_ids: np.ndarray | None = None,
 ) -> RatingReport:
     """Ratings of `table`'s players; `weights` (m,) aligned with the table's rows (see
     ratings.verdict_weights, and pass the `strong_weight` used so the report says so).
 
     interval="sandwich" needs tie_model="half" and gives Wald intervals from the
     cluster-robust standard error; rank stability then is not available.
+    `cluster_ids` (m,) overrides `clusters` with ids computed elsewhere: pillars as players
+    still resample thread pairs (comparison_clusters of the thread table, before
+    map_players), not pillar pairs.
     """
     if tie_model not in TIE_MODELS:
         raise ValueError(f"unknown tie model {tie_model!r}; choose one of {TIE_MODELS}")
@@ -115,7 +121,10 @@ def rating_report(
         baseline = int(np.searchsorted(table.players, baseline_id))
         if baseline >= n or table.players[baseline] != baseline_id:
             raise ValueError(f"baseline {baseline_id} is not among the rated players")
-    ids = np.arange(m) if clusters is None else comparison_clusters(table, clusters)
+    if cluster_ids is not None:
+        ids = np.unique(np.asarray(cluster_ids), return_inverse=True)[1].ravel()
+    else:
+        ids = np.arange(m) if clusters is None else comparison_clusters(table, clusters)
     cluster_count = int(ids.max()) + 1 if m else 0
     pairs = PairIndex.build(table.a, table.b, table.score_a, n)
     nu = nu_low = nu_high = None
@@ -161,7 +170,10 @@ def rating_report(
             table.a, table.b, table.score_a, n, theta, ids, weights=w, prior=prior, seed=seed
         )
         low, high = normal_interval(scores, ELO_SCALE * se, level)
-    has_intervals = low is not None and bool(np.all(np.isfinite(low)))
+    # one cluster resamples to itself: a zero-width interval would claim certainty
+    has_intervals = (
+        low is not None and bool(np.all(np.isfinite(low))) and cluster_count >= MIN_CLUSTERS
+    )
     if not has_intervals:
         low = high = None  # fail closed: no interval, no claim of separation
     ranks = (
@@ -188,7 +200,7 @@ def rating_report(
         players=players,
         level=level,
         interval=interval,
-        clusters="none" if clusters is None else clusters,
+        clusters="none" if clusters is None else str(clusters),
         cluster_count=cluster_count,
         bootstrap_rounds=rounds,
         tie_model=tie_model,
@@ -204,4 +216,97 @@ def rating_report(
         else separability(low, high, scores=scores, top_k=top_k),
         mean_rank_shift=None if stability is None else stability.overall_mean_abs_shift,
         comparisons=m,
+    )
+
+
+# --- what the user picks, and what the ratings mean ------------------------------------
+
+LEVELS: tuple[float, ...] = (0.8, 0.9, 0.95, 0.99)
+ELO_BASES: tuple[float, ...] = (1000.0, 1500.0)
+MAX_STRONG_WEIGHT = 10.0
+
+
+@dataclass(frozen=True)
+class RatingOptions:
+    """Every choice behind a leaderboard's ratings; hashable, so it keys the figure cache
+    (the page and the API build it from the same defaults and share one computation)."""
+
+    level: float = DEFAULT_LEVEL
+    interval: IntervalMethod = "bootstrap"
+    clusters: ClusterBy | None = "pair"  # None: comparisons resampled as independent
+    bootstrap_rounds: int = DEFAULT_BOOTSTRAP_ROUNDS
+    tie_model: TieModel = "half"
+    strong_weight: float = 1.0  # 1: a strong verdict counts as one win (off)
+    base: float = ELO_BASE
+    baseline_thread: int | None = None  # None: the mean thread scores `base`
+    baseline_pillar: int | None = None  # None: the mean pillar scores `base`
+    seed: int = 0
+
+    def validate(self) -> None:
+        """ValueError for a combination rating_report refuses, before any work."""
+        if not 0.5 <= self.level < 1.0:
+            raise ValueError("the interval level must lie in [0.5, 1)")
+        if self.tie_model not in TIE_MODELS:
+            raise ValueError(f"unknown tie model {self.tie_model!r}; choose one of {TIE_MODELS}")
+        if self.interval not in INTERVAL_METHODS:
+            raise ValueError(
+                f"unknown interval {self.interval!r}; choose one of {INTERVAL_METHODS}"
+            )
+        if self.interval == "sandwich" and self.tie_model == "davidson":
+            raise ValueError("sandwich intervals are available for ties as half wins only")
+        if self.interval == "sandwich" and (
+            self.baseline_thread is not None or self.baseline_pillar is not None
+        ):
+            raise ValueError("sandwich intervals are anchored on the mean; use the bootstrap")
+        if not 1.0 <= self.strong_weight <= MAX_STRONG_WEIGHT:
+            raise ValueError(f"strong_weight must lie in [1, {MAX_STRONG_WEIGHT:g}]")
+
+
+def rate(
+    table: OutcomeTable,
+    options: RatingOptions,
+    *,
+    baseline_id: int | None = None,
+    cluster_ids: np.ndarray | None = None,
+    prior: float = DEFAULT_PRIOR,
+) -> RatingReport:
+    """rating_report of `table` with `options`; strong verdicts weighted from
+    `table.strength`."""
+    options.validate()
+    return rating_report(
+        table,
+        level=options.level,
+        interval=options.interval,
+        clusters=options.clusters,
+        bootstrap_rounds=options.bootstrap_rounds,
+        seed=options.seed,
+        prior=prior,
+        weights=verdict_weights(table.strength, options.strong_weight),
+        strong_weight=options.strong_weight,
+        tie_model=options.tie_model,
+        base=options.base,
+        baseline_id=baseline_id,
+        cluster_ids=cluster_ids,
+    )
+
+
+def quality_advice(report: RatingReport, what: str = "threads") -> str:
+    """One line on whether the tournament resolves its ranking, and what to do if not."""
+    sep = report.separability
+    if sep is None or sep.share is None:
+        return (
+            f"No intervals, so no claim that any two {what} differ: turn on the bootstrap "
+            "or the sandwich interval."
+        )
+    shift = report.mean_rank_shift
+    moved = "" if shift is None else f"; ranks move {shift:.1f} places on average across resamples"
+    line = (
+        f"{sep.share:.0%} of the {sep.pairs:,} pairs of {what} are separated at "
+        f"{report.level:.0%}{moved}. "
+    )
+    if sep.share >= 0.8:
+        return line + "The ranking is well resolved."
+    return line + (
+        f"Buy more comparisons if you need to tell close {what} apart: intervals shrink "
+        "roughly with the square root of the comparisons per pair."
     )

@@ -567,6 +567,8 @@ def elo_scale(
     intervals transform with their estimate; a baseline's own interval is then zero
     wide, as it is the reference."""
     theta = np.asarray(theta, dtype=np.float64)
+    if theta.shape[-1] == 0:  # no players: nothing to anchor
+        return theta + base
     anchor = theta.mean(axis=-1, keepdims=True) if baseline is None else theta[..., baseline, None]
     return base + ELO_SCALE * (theta - anchor)
 

@@ -10,8 +10,15 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from llmjudge.analysis.categories import CategoryReport
 from llmjudge.analysis.findings import Finding
-from llmjudge.analysis.leaderboard import MatrixCell, PillarDistribution, PillarRef
+from llmjudge.analysis.leaderboard import (
+    MatrixCell,
+    PillarDistribution,
+    PillarRef,
+    RatingMethod,
+    TournamentQuality,
+)
 from llmjudge.analysis.outcomes import Aggregation
 from llmjudge.analysis.performance import CoverageStats, PillarCoverage, ThreadStats
 from llmjudge.analysis.position import (
@@ -21,10 +28,12 @@ from llmjudge.analysis.position import (
     SwapPair,
     SwapSummary,
 )
+from llmjudge.analysis.style_report import StyleReport
 
 ScoreKind = Literal["elo", "bt"]
 ExportFormat = Literal["csv", "json"]
 ExportTable = Literal["comparisons", "leaderboard"]
+ClusterChoice = Literal["pair", "swap", "none"]
 
 
 class AnalysisSession(BaseModel):
@@ -55,15 +64,36 @@ class ThreadLabel(BaseModel):
 
 
 class LeaderboardRow(BaseModel):
-    rank: int = Field(description="1 + threads whose BT interval lies wholly above this one's")
+    rank: int = Field(
+        description="1 + threads whose BT interval lies wholly above this one's; rows sort "
+        "by rank, then by bt_score"
+    )
     thread_id: int
     thread_title: str | None
     thread_external_id: str | None
     pillar: PillarLabel
-    elo_score: float | None = Field(description="None when the session has calculate_elo off")
-    bt_score: float = Field(description="Bradley-Terry on the Elo scale (mean 1500)")
-    bt_ci_low: float | None = Field(description="bootstrap interval; None without bootstrap")
+    elo_score: float | None = Field(
+        description="sequential Elo (K=32) replayed in completion order: order-dependent, "
+        "kept for comparison; None when the session has calculate_elo off"
+    )
+    bt_score: float = Field(
+        description="Bradley-Terry on the Elo scale (400/ln 10 points per logit), the mean "
+        "thread or method.baseline_id at method.base"
+    )
+    bt_ci_low: float | None = Field(
+        description="interval at method.level (cluster bootstrap percentile or sandwich); "
+        "None without intervals"
+    )
     bt_ci_high: float | None
+    rank_low: float | None = Field(
+        default=None,
+        description="bootstrap band of the rank at method.level; None without bootstrap",
+    )
+    rank_high: float | None = None
+    rank_held: float | None = Field(
+        default=None,
+        description="share of bootstrap rounds in which the thread holds exactly its rank",
+    )
     matches_played: int
     wins: int
     losses: int
@@ -93,8 +123,18 @@ class ThreadLeaderboardOut(BaseModel):
     session: AnalysisSession
     aggregation: Aggregation
     bootstrap_rounds: int
-    confidence_level: float
+    confidence_level: float = Field(description="the level of every interval shown")
     outcome_count: int = Field(description="outcomes rated, after aggregation")
+    method: RatingMethod = Field(
+        description="how the thread scores were made: level, interval, clusters, tie "
+        "model (with Davidson's nu), strong-verdict weight, anchor"
+    )
+    pillar_method: RatingMethod
+    quality: TournamentQuality = Field(
+        description="separability, rank stability, agreement with a reference; `advice` "
+        "says in one line whether to buy more comparisons"
+    )
+    pillar_quality: TournamentQuality
     entries: list[LeaderboardRow]
     pillar_aggregates: list[PillarAggregateOut]
 
@@ -144,3 +184,19 @@ class FindingsOut(BaseModel):
     aggregation: Aggregation
     findings: list[Finding]
     thread_labels: dict[int, ThreadLabel]
+
+
+class StyleOut(BaseModel):
+    session: AnalysisSession
+    aggregation: Aggregation
+    available_metadata: list[str] = Field(
+        description="numeric thread metadata keys usable as extra covariates (`metadata`)"
+    )
+    style: StyleReport
+
+
+class CategoriesOut(BaseModel):
+    session: AnalysisSession
+    aggregation: Aggregation
+    available_keys: list[str] = Field(description="thread metadata keys of this session")
+    categories: CategoryReport

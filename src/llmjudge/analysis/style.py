@@ -46,6 +46,24 @@ _LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+\S", re.MULTILINE)
 _BOLD = re.compile(r"\*\*[^*\n]+\*\*|__[^_\n]+__")
 
 
+def answer_text(content: object) -> str:
+    """The text whose style a judge sees as the thread's answer: plain text as it is; of a
+    conversation ([{"role", "content"}, ...]), the assistant turns joined by blank lines,
+    or every turn when none is marked assistant."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    turns = [m for m in content if isinstance(m, dict) and isinstance(m.get("content"), str)]
+    answers = [m["content"] for m in turns if m.get("role") == "assistant"]
+    return "\n\n".join(answers if answers else [m["content"] for m in turns])
+
+
+def stored_features(content: object) -> list[float]:
+    """One thread's STYLE_FEATURES as stored with it (threads.style_features)."""
+    return [float(v) for v in answer_features([answer_text(content)])[0]]
+
+
 def answer_features(texts: Sequence[str]) -> np.ndarray:
     """(len(texts), 4) per-answer features in STYLE_FEATURES order: length in characters,
     then markdown headers, list items and bold spans per character (0 for empty text)."""

@@ -297,13 +297,14 @@ class AuthMiddleware:
 # --- wiring --------------------------------------------------------------------------------
 
 
+# The shape of errors.ErrorOut, which errors.document_errors registers first.
 ERROR_SCHEMA = {
-    "title": "ErrorDetail",
+    "title": "ErrorOut",
     "type": "object",
     "properties": {"detail": {"type": "string"}},
     "required": ["detail"],
 }
-_ERROR_REF = {"$ref": "#/components/schemas/ErrorDetail"}
+_ERROR_REF = {"$ref": "#/components/schemas/ErrorOut"}
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -347,7 +348,7 @@ def _openapi_with_bearer(app: FastAPI) -> Callable[[], dict[str, Any]]:
                 "description": "a personal API token (lj_...) or LLMJUDGE_ADMIN_TOKEN",
             }
         }
-        components.setdefault("schemas", {})["ErrorDetail"] = ERROR_SCHEMA
+        components.setdefault("schemas", {}).setdefault("ErrorOut", ERROR_SCHEMA)
         for path, operations in schema.get("paths", {}).items():
             for method, operation in operations.items():
                 _document_operation(operation, required_role(method, path))

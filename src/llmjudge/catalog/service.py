@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -9,6 +10,7 @@ from sqlalchemy import Select, func, or_, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from llmjudge.analysis.style import stored_features
 from llmjudge.catalog.importing import ParsedFile, content_hash, stored_content
 from llmjudge.catalog.models import Pillar, Thread
 from llmjudge.catalog.schemas import (
@@ -139,9 +141,11 @@ async def store_import(*, db: AsyncSession, parsed: ParsedFile) -> ImportResult:
                     ).all()
                 )
             )
+    contents = [stored_content(r) for r in parsed.rows]
+    # regexes over every answer: off the event loop for a large file
+    features = await asyncio.to_thread(lambda: [stored_features(c) for c in contents])
     values: list[dict[str, Any]] = []
-    for r in parsed.rows:
-        content = stored_content(r)
+    for r, content, style in zip(parsed.rows, contents, features, strict=True):
         values.append(
             {
                 "pillar_id": existing[r.pillar],
@@ -152,6 +156,8 @@ async def store_import(*, db: AsyncSession, parsed: ParsedFile) -> ImportResult:
                 "content": content,
                 "content_hash": content_hash(content),
                 "meta": r.metadata,
+                # style control reads these per thread; computed once, here
+                "style_features": style,
             }
         )
     before = await db.scalar(
@@ -167,6 +173,7 @@ async def store_import(*, db: AsyncSession, parsed: ParsedFile) -> ImportResult:
             "content": stmt.excluded.content,
             "content_hash": stmt.excluded.content_hash,
             "metadata": stmt.excluded.metadata,
+            "style_features": stmt.excluded.style_features,
             "updated_at": func.now(),
         },
     )

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+from uuid import uuid4
+
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -11,7 +14,23 @@ from sqlalchemy.ext.asyncio import (
 )
 
 
-def make_engine(url: str, *, pool_size: int = 20) -> AsyncEngine:
+def _statement_name() -> str:
+    return f"__llmjudge_{uuid4().hex}__"
+
+
+def pooler_connect_args() -> dict[str, Any]:
+    """asyncpg through a transaction-mode pooler (PgBouncer before 1.21, or without
+    max_prepared_statements): the next transaction may run on another server connection,
+    so no statement is cached, and each prepared statement gets a name no other client
+    connection can have already used on that server connection."""
+    return {
+        "statement_cache_size": 0,
+        "prepared_statement_cache_size": 0,
+        "prepared_statement_name_func": _statement_name,
+    }
+
+
+def make_engine(url: str, *, pool_size: int = 20, pooled: bool = False) -> AsyncEngine:
     return create_async_engine(
         url,
         pool_size=pool_size,
@@ -19,6 +38,7 @@ def make_engine(url: str, *, pool_size: int = 20) -> AsyncEngine:
         pool_pre_ping=True,
         # Workers hold no transaction across a model call, so a modest pool serves hundreds.
         pool_timeout=60,
+        connect_args=pooler_connect_args() if pooled else {},
     )
 
 

@@ -47,7 +47,7 @@ def parse_ids(raw: list[str]) -> list[int]:
 async def compare(
     db: DbSession, ids: Annotated[list[str], Query(description="e.g. 1,2,3")]
 ) -> list[PersonaSummary]:
-    """Latest held-out and optimisation metrics, iterations and training cost of several
+    """Latest selection and optimisation metrics (with counts and intervals), iterations and training cost of several
     personas, in the order asked."""
     return await summaries(db=db, ids=parse_ids(ids))
 
@@ -72,8 +72,8 @@ async def template_csv(key: str) -> Response:
 
 @router.get("/{persona_id}/calibration", response_model=ev.CalibrationOut)
 async def calibration(persona_id: int, db: DbSession) -> ev.CalibrationOut:
-    """The judge's true-positive and true-negative rates on the held-out pairs of the
-    latest fully reviewed iteration: what `evaluate` corrects with."""
+    """The judge's true-positive and true-negative rates (with Wilson intervals) on the
+    calibration pairs of the latest fully reviewed iteration: what `evaluate` corrects with."""
     await service.get_persona(db=db, persona_id=persona_id)
     return await ev.load_calibration(db=db, persona_id=persona_id)
 
@@ -83,7 +83,11 @@ async def calibration(persona_id: int, db: DbSession) -> ev.CalibrationOut:
     response_model=ev.EvaluateOut,
     responses={
         409: {"description": "the persona is not trained (see allow_untrained)"},
-        422: {"description": "invalid batch, or with strict=true: the gate failed (body as 200)"},
+        412: {
+            "model": ev.EvaluateOut,
+            "description": "with strict=true only: the gate failed; the body is the 200 one",
+        },
+        422: {"description": "malformed batch (any strict value); no verdict"},
         502: {"description": "the judge model failed; no verdict"},
     },
 )
@@ -94,17 +98,29 @@ async def evaluate(
     db: DbSession,
     allow_untrained: AllowUntrained = False,
     strict: Annotated[
-        bool, Query(description="answer 422 instead of 200 when the gate fails (curl --fail)")
+        bool,
+        Query(
+            description="answer 412 instead of 200 when the gate fails (curl --fail); a "
+            "malformed batch is 422 either way"
+        ),
     ] = False,
 ) -> ev.EvaluateOut | JSONResponse:
     """Judge up to 1000 outputs with the persona's current judge prompt and judge model, and
     gate their pass rate.
 
     Each verdict comes with the judge's reasoning. The observed pass rate is corrected for
-    the judge's errors (Rogan-Gladen) with its TPR and TNR on the persona's held-out pairs
-    (see `/calibration`), with a 95% bootstrap interval. With `min_pass_rate`, `passed` is
-    true when the interval's lower bound reaches it; when the correction is undefined (TPR
-    + TNR <= 1, or no held-out examples of one class) it is false and `reason` says why.
+    the judge's errors by two estimators, both in `estimates`: Rogan-Gladen with its TPR and
+    TNR on the persona's calibration pairs (see `/calibration`; a bootstrap over Jeffreys
+    Beta posteriors), and PPI++ when items carry a `human_label`; `estimator` says which
+    one the gate used (PPI++ from 30 human labels). With `min_pass_rate`, `passed` is true
+    when that estimate's 95% lower bound reaches it. The gate fails closed (`passed` false,
+    `reason` says why) below 10 calibration pairs of either class, when the calibration
+    was measured on another prompt version, and when TPR + TNR <= 1. `escalation` lets
+    embedding similarity decide the clear cases first.
+
+    Status codes, so that CI can tell a failing product from a broken gate: 200 a verdict
+    (passed or not); with `strict=true`, 412 Precondition Failed when the verdict is a fail
+    (same body); 422 a malformed batch, 409 an untrained persona, 502 the judge failed.
     """
     try:
         out = await ev.evaluate(
@@ -119,7 +135,9 @@ async def evaluate(
             status.HTTP_502_BAD_GATEWAY, f"the judge model failed: {e.cause}; no verdict"
         ) from None
     if strict and out.passed is False:
-        return JSONResponse(out.model_dump(mode="json"), status_code=422)
+        return JSONResponse(
+            out.model_dump(mode="json"), status_code=status.HTTP_412_PRECONDITION_FAILED
+        )
     return out
 
 

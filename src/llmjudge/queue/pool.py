@@ -86,10 +86,14 @@ class WorkerPool(Generic[I, R]):
         drain_timeout_s: float = 30.0,
         prefix: str | None = None,
         listen: bool = True,
+        claim_engine: AsyncEngine | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.engine = engine
+        # The claim connection lives long in autocommit: behind a transaction pooler it
+        # needs an unpooled engine (config.database_direct_url).
+        self.claim_engine = claim_engine or engine
         self.kind = kind
         self.concurrency = concurrency
         self.lease_s = lease_s
@@ -194,7 +198,7 @@ class WorkerPool(Generic[I, R]):
                 self._wake.clear()
                 try:
                     if conn is None:
-                        conn = await self.engine.connect()
+                        conn = await self.claim_engine.connect()
                         await conn.execution_options(isolation_level="AUTOCOMMIT")
                     claimed = await self._claim_round(conn)
                     delay = 0.1

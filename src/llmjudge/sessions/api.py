@@ -14,8 +14,9 @@ from llmjudge.errors import Invalid
 from llmjudge.events.hub import EventHub
 from llmjudge.events.sse import sse_response
 from llmjudge.judging.formats import VerdictFormat
-from llmjudge.sessions import judgment_import, reads, service
-from llmjudge.sessions.importing import parse_judgment_file
+from llmjudge.rowfiles import MAX_ERRORS, RowError
+from llmjudge.sessions import converters, judgment_import, reads, service
+from llmjudge.sessions.importing import judgment_file_objects, parse_judgment_objects
 from llmjudge.sessions.schemas import (
     ComparisonDetail,
     ComparisonPage,
@@ -70,6 +71,22 @@ async def import_judgments(
     file: Annotated[UploadFile, File(description="JSONL, one judgment per line")],
     session_name: Annotated[str, Form(min_length=1, max_length=200)],
     judge_label: Annotated[str | None, Form(max_length=200)] = None,
+    format: Annotated[
+        converters.Format,
+        Query(description="native (below), fastchat (llm_judge pairwise), arena_hard"),
+    ] = "native",
+    external_id: Annotated[
+        str,
+        Form(
+            min_length=1,
+            max_length=200,
+            description="fastchat / arena_hard: the threads' external_id, from {question_id} "
+            "and {model} (models are pillars); the demo's is mtbench-{question_id}-{model}",
+        ),
+    ] = converters.DEFAULT_EXTERNAL_ID,
+    baseline: Annotated[
+        str, Form(min_length=1, max_length=200, description="arena_hard: the baseline model")
+    ] = converters.ARENA_HARD_BASELINE,
     verdict_format: Annotated[
         str | None,
         Form(
@@ -80,33 +97,39 @@ async def import_judgments(
     ] = None,
 ) -> JudgmentImportOut:
     """Import judgments made elsewhere as a completed session that every analysis endpoint
-    reads. Each line: `{"thread_a": REF, "thread_b": REF, "verdict": "A"|"B"|"TIE"}` or
+    reads. Native lines: `{"thread_a": REF, "thread_b": REF, "verdict": "A"|"B"|"TIE"}` or
     with `"judgment": "<raw judge text>"` instead of `verdict` (read by the verdict parser;
     an unreadable one is stored as a failed comparison with the parse error). REF: a thread
     id or `{"pillar": name, "external_id": id}`. Optional: `reasoning`, `confidence` (0..1),
-    `scores_a`/`scores_b` ({criterion: 1..5}), `repetition`, `swap_group`, `group`, and the
-    pair's reference label: `label` (A/B/TIE relative to the row's threads), `annotator`,
-    `source` (gold unless it says human), `note`; then `/agreement` scores the judge.
-    Swap pairs: lines sharing a `swap_group` (original first, then its mirror); otherwise a
-    line showing (b, a) is the swap of the earliest unpaired (a, b) line of the same
-    `group` and `repetition`. All or nothing."""
+    `scores_a`/`scores_b` ({criterion: 1..5}), `repetition`, `swap_group`, `group`,
+    `strength` (1 or 2), and the pair's reference label: `label` (A/B/TIE relative to the
+    row's threads), `annotator`, `source` (gold unless it says human), `note`; then
+    `/agreement` scores the judge. Swap pairs: lines sharing a `swap_group` (original first, then its
+    mirror); otherwise a line showing (b, a) is the swap of the earliest unpaired (a, b)
+    line of the same `group` and `repetition`. All or nothing.
+
+    `format=fastchat`: FastChat llm_judge `model_judgment/*_pair.jsonl` (both games of a
+    line are a swap pair). `format=arena_hard`: Arena-Hard-Auto judgments against
+    `baseline`, `A>>B` kept as strength 2. The judge label defaults to the file's judge."""
     if not session_name.strip():
         raise Invalid("session_name must not be blank")
     fmt = _verdict_format(verdict_format)
     settings = request.app.state.settings
     data = await read_upload(file, settings)
-    parsed = parse_judgment_file(
-        data,
-        max_rows=settings.max_import_rows,
-        max_chars=settings.max_field_chars,
-        verdict_format=fmt,
+    errors: list[RowError] = []
+    objects = judgment_file_objects(
+        data, errors, max_rows=settings.max_import_rows, max_chars=settings.max_field_chars
     )
+    converted = converters.convert(format, objects, external_id=external_id, baseline=baseline)
+    errors += [RowError(line=p.line, field=p.field, message=p.message) for p in converted.problems]
+    errors = sorted(errors, key=lambda e: e.line)[:MAX_ERRORS]
+    parsed = parse_judgment_objects(converted.rows, errors, verdict_format=fmt)
     try:
         return await judgment_import.import_judgments(
             db=db,
             parsed=parsed,
             session_name=session_name.strip(),
-            judge_label=judge_label,
+            judge_label=judge_label or ", ".join(converted.judges)[:200] or None,
         )
     except judgment_import.JudgmentsRejected as e:
         raise ImportRejected(e.errors) from None

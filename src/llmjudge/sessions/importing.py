@@ -9,7 +9,15 @@ One JSON object per line:
 REF is a thread id (an integer) or ``{"pillar": name, "external_id": id}``. ``thread_a`` is
 the thread the judge saw first. Optional: ``reasoning`` (with ``verdict``), ``confidence``
 (0..1), ``scores_a`` / ``scores_b`` (criterion -> Likert 1..5; they override scores parsed
-from ``judgment``), ``repetition`` (>= 0), ``swap_group`` and ``group``.
+from ``judgment``), ``repetition`` (>= 0), ``swap_group``, ``group`` and ``strength``
+(``"strong"`` or 2 for A>>B, ``"weak"`` or 1 for A>B; read from a ``judgment``'s tag
+such as ``[[A>>B]]`` when not given; never stored for a tie).
+
+A row may carry the reference label of its pair too, so recorded judgments are scored
+without calling any model: ``label`` (A, B or TIE relative to the row's thread_a and
+thread_b), ``annotator``, ``source`` (gold unless it says human) and ``note``. Rows of one
+pair repeating the same label (an original and its swap) store it once; rows of one pair,
+source and annotator that disagree are an error.
 
 A ``judgment`` is read by the same parser as live sessions (`judging.verdicts`), or under
 the verdict format given with the file (a published judge's own rules); one it cannot read becomes a failed comparison that keeps the text and the parse error (a
@@ -33,9 +41,9 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
@@ -54,7 +62,9 @@ __all__ = [
     "ThreadKey",
     "ThreadRefIn",
     "assign_swap_groups",
+    "judgment_file_objects",
     "parse_judgment_file",
+    "parse_judgment_objects",
     "resolve_judgments",
 ]
 
@@ -96,6 +106,7 @@ class JudgmentIn(BaseModel):
     repetition: int = Field(default=0, ge=0, le=1_000_000)
     swap_group: StrictInt | str | None = None
     group: StrictInt | str | None = None
+    strength: Literal["strong", "weak", 1, 2] | None = None
     label: str | None = None
     annotator: str = Field(default="", max_length=200)
     source: Literal["human", "gold"] = "gold"
@@ -117,6 +128,9 @@ class RowLabel:
     note: str
 
 
+_STRENGTHS = {"strong": 2, "weak": 1, 1: 1, 2: 2}
+
+
 @dataclass(frozen=True)
 class ParsedJudgment:
     line: int
@@ -132,6 +146,7 @@ class ParsedJudgment:
     repetition: int
     swap_label: str | None  # explicit swap_group, as text
     group: str | None
+    strength: int | None = None  # 2 strong, 1 weak; None for a tie or without one
     reference: RowLabel | None = None
 
 
@@ -169,6 +184,7 @@ def _judged(
         reference = RowLabel(label, row.source, row.annotator.strip(), row.note)
     reasoning, confidence = row.reasoning, row.confidence
     scores_a, scores_b = dict(row.scores_a), dict(row.scores_b)
+    strength = None if row.strength is None else _STRENGTHS[row.strength]
     if row.verdict is not None:
         winner = _VERDICTS.get(row.verdict.strip().upper())
         if winner is None:
@@ -194,6 +210,8 @@ def _judged(
             confidence = confidence if confidence is not None else verdict.confidence
             scores_a = verdict.scores_a | scores_a
             scores_b = verdict.scores_b | scores_b
+            if strength is None and verdict.strength is not None:
+                strength = _STRENGTHS[verdict.strength]
     return ParsedJudgment(
         line=line,
         thread_a=_key(row.thread_a),
@@ -208,6 +226,7 @@ def _judged(
         repetition=row.repetition,
         swap_label=_label(row.swap_group),
         group=_label(row.group),
+        strength=None if winner in (None, "TIE") else strength,
         reference=reference,
     )
 
@@ -227,19 +246,38 @@ def _validation_errors(e: ValidationError, raw: dict[str, object], line: int) ->
     return [RowError(line=line, field=f, message=m) for f, m in out.items()]
 
 
-def parse_judgment_file(
-    data: bytes, *, max_rows: int, max_chars: int, verdict_format: VerdictFormat | None = None
-) -> ParsedJudgments:
-    """Validate every line and read every verdict; thread references stay unresolved.
-    ``verdict_format`` reads raw ``judgment`` texts the way their judge is read (default:
-    the built-in parser)."""
-    out = ParsedJudgments()
+def judgment_file_objects(
+    data: bytes, errors: list[RowError], *, max_rows: int, max_chars: int
+) -> list[tuple[int, dict[str, Any]]]:
+    """(line, object) of each line of a JSONL upload; what cannot be read becomes errors."""
     try:
         text = decode_text(data)
     except ValueError as e:
-        out.errors.append(RowError(line=1, field="file", message=str(e)))
-        return out
-    for line_no, raw in jsonl_objects(text, out.errors, max_rows=max_rows, max_chars=max_chars):
+        errors.append(RowError(line=1, field="file", message=str(e)))
+        return []
+    return list(jsonl_objects(text, errors, max_rows=max_rows, max_chars=max_chars))
+
+
+def parse_judgment_file(
+    data: bytes, *, max_rows: int, max_chars: int, verdict_format: VerdictFormat | None = None
+) -> ParsedJudgments:
+    """Validate every line and read every verdict; thread references stay unresolved."""
+    errors: list[RowError] = []
+    objects = judgment_file_objects(data, errors, max_rows=max_rows, max_chars=max_chars)
+    return parse_judgment_objects(objects, errors, verdict_format=verdict_format)
+
+
+def parse_judgment_objects(
+    objects: Iterable[tuple[int, Mapping[str, Any]]],
+    errors: Sequence[RowError] = (),
+    *,
+    verdict_format: VerdictFormat | None = None,
+) -> ParsedJudgments:
+    """Validate native rows given as (line, object) (a file's, or a converter's output).
+    ``verdict_format`` reads raw ``judgment`` texts the way their judge is read (default:
+    the built-in parser)."""
+    out = ParsedJudgments(errors=list(errors))
+    for line_no, raw in objects:
         try:
             row = JudgmentIn.model_validate(raw)
         except ValidationError as e:

@@ -105,6 +105,7 @@ def stored_results(resolved: Sequence[ResolvedJudgment], at: datetime) -> list[S
             reasoning=j.reasoning,
             raw_response=j.raw_response,
             parse_error=j.parse_error,
+            strength=j.strength,
         )
         for j in (r.judgment for r in resolved)
     ]

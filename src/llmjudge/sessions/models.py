@@ -14,6 +14,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    SmallInteger,
     String,
     Text,
     UniqueConstraint,
@@ -78,6 +79,7 @@ class Comparison(Base):
     __table_args__ = (
         CheckConstraint(f"status IN {COMPARISON_STATUSES!r}", name="status"),
         CheckConstraint("winner IS NULL OR winner IN ('A', 'B', 'TIE')", name="winner"),
+        CheckConstraint("strength IS NULL OR strength IN (1, 2)", name="strength"),
         # One row per planned item: a plan inserted twice fails instead of doubling work.
         UniqueConstraint("session_id", "queue_position"),
         Index(
@@ -118,6 +120,8 @@ class Comparison(Base):
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     winner: Mapped[str | None] = mapped_column(String(3))
     confidence: Mapped[float | None] = mapped_column(Float)
+    # 2 a strong verdict (A>>B), 1 a weak one (A>B); NULL when the format has no strengths
+    strength: Mapped[int | None] = mapped_column(SmallInteger)
     scores_a: Mapped[dict[str, float] | None] = mapped_column(JSONB)
     scores_b: Mapped[dict[str, float] | None] = mapped_column(JSONB)
     reasoning: Mapped[str | None] = mapped_column(Text)

@@ -71,6 +71,7 @@ RESULT_COLUMNS = (
     "reasoning",
     "raw_response",
     "parse_error",
+    "strength",
 )
 
 
@@ -87,6 +88,7 @@ class StoredResult(NamedTuple):
     reasoning: str | None
     raw_response: str | None
     parse_error: str | None
+    strength: int | None = None  # 2 strong (A>>B), 1 weak; None without a strength
 
 
 # -- options to plan ----------------------------------------------------------------------

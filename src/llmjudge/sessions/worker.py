@@ -22,7 +22,7 @@ from llmjudge.catalog.models import Thread
 from llmjudge.events.hub import DeltaBatcher
 from llmjudge.judging.formats import VerdictFormat, parse_with_format
 from llmjudge.judging.prompts import build_judge_messages, verdict_json_schema
-from llmjudge.judging.verdicts import VerdictParseError
+from llmjudge.judging.verdicts import Verdict, VerdictParseError
 from llmjudge.providers.base import ChatResult, DeltaCallback, ProviderError
 from llmjudge.sessions.claims import Claimed, Finish
 
@@ -271,4 +271,13 @@ async def judge_comparison(
         scores_b=verdict.scores_b,
         reasoning=verdict.reasoning,
         parse_error=parsed.unparsed[:2000] if parsed.unparsed is not None else None,
+        strength=_strength(verdict),
     )
+
+
+def _strength(verdict: Verdict) -> int | None:
+    """2 for "much better", 1 for "better"; None for a tie or a format without strengths
+    (the built-in JSON verdict says only who won)."""
+    if verdict.winner == "TIE" or verdict.strength is None:
+        return None
+    return 2 if verdict.strength == "strong" else 1

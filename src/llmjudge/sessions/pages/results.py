@@ -1,23 +1,27 @@
 """The results page of a session: one tab server-rendered (overview, leaderboard, Elo
-distribution, pillar matrix, position bias, thread performance, findings), the others as
-partials, with their charts. Every figure comes from `analysis.figures`, the same
+distribution, pillar matrix, position bias, thread performance, findings, style control,
+categories), the others as partials, with their charts. Every figure comes from `analysis.figures`, the same
 functions as its `/api/sessions/{id}/<figure>` twin, with the API's default parameters so
 both share one cached computation.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from llmjudge import charts
 from llmjudge.analysis import figures as analysis
-from llmjudge.analysis.figures import AnalysisCache, get_cache
+from llmjudge.analysis.figures import AnalysisCache, RatingOptions, get_cache
 from llmjudge.analysis.loading import get_analysis_session
 from llmjudge.analysis.schemas import AnalysisSession, ThreadLeaderboardOut
 from llmjudge.errors import Conflict, Invalid, NotFound
@@ -43,6 +47,8 @@ TABS: tuple[tuple[str, str], ...] = (
     ("position", "Position bias"),
     ("performance", "Thread performance"),
     ("findings", "Findings"),
+    ("style", "Style control"),
+    ("categories", "Categories"),
     ("agreement", "Agreement"),
 )
 TAB_NAMES = tuple(name for name, _ in TABS)
@@ -50,7 +56,9 @@ CHART_TOP = 20  # threads in the leaderboard chart
 TABLE_ROWS = 200  # rows of the leaderboard and performance tables
 SWAP_PAIRS_SHOWN = 20
 SWAP_PAIRS_SCANNED = 500  # as the API's default page, so both share one cached figure
-BOOTSTRAP_ROUNDS = 200  # as the API's default: the same figures on page and API
+BOOTSTRAP_ROUNDS = analysis.BOOTSTRAP_ROUNDS  # as the API's: the same figures on both
+BASELINE_CHOICES = 50  # threads offered as the anchor on the leaderboard form
+CATEGORY_KEY = "category"  # MT-Bench's; any thread metadata key can be picked
 Cache = AnalysisCache
 Maker = async_sessionmaker[AsyncSession]
 
@@ -64,14 +72,19 @@ async def results_page(
     request: Request,
     session_id: int,
     db: DbSession,
+    rating: analysis.RatingQuery,
     tab: str = "overview",
     sort: SortKey = "rank",
     dir: Literal["asc", "desc"] | None = None,
+    key: Annotated[str, Query(min_length=1, max_length=100)] = CATEGORY_KEY,
+    metadata: Annotated[list[str] | None, Query(max_length=10)] = None,
 ):
-    """The results, one tab server-rendered; the other tabs load as partials."""
+    """The results, one tab server-rendered; the other tabs load as partials. The rating
+    options are the API's query parameters, with its defaults."""
     tab = _tab_of(tab)
+    extra = _Extra(rating, key, tuple(dict.fromkeys(metadata or ())))
     try:
-        body = await _tab_context(request, db, session_id, tab, sort, dir)
+        body = await _tab_context(request, db, session_id, tab, sort, dir, extra)
     except NotFound as exc:
         return missing(request, str(exc))
     return render(request, "sessions/results.html", tabs=TABS, tab=tab, **body)
@@ -83,12 +96,16 @@ async def results_tab(
     session_id: int,
     tab: str,
     db: DbSession,
+    rating: analysis.RatingQuery,
     sort: SortKey = "rank",
     dir: Literal["asc", "desc"] | None = None,
+    key: Annotated[str, Query(min_length=1, max_length=100)] = CATEGORY_KEY,
+    metadata: Annotated[list[str] | None, Query(max_length=10)] = None,
 ):
     """One results tab; the tab bar comes along out of band to mark the active tab."""
     tab = _tab_of(tab)
-    body = await _tab_context(request, db, session_id, tab, sort, dir)
+    extra = _Extra(rating, key, tuple(dict.fromkeys(metadata or ())))
+    body = await _tab_context(request, db, session_id, tab, sort, dir, extra)
     return render(request, "sessions/_tab.html", tabs=TABS, tab=tab, oob=True, **body)
 
 
@@ -99,21 +116,31 @@ async def _tab_context(
     tab: str,
     sort: SortKey,
     direction: Literal["asc", "desc"] | None,
+    extra: _Extra,
 ) -> dict[str, Any]:
     s = await service.get_session(db=db, session_id=session_id)
     session = await get_analysis_session(db=db, session_id=session_id)
     await db.close()  # figures load through their own database sessions
-    ctx: dict[str, Any] = {"s": s, "a": session, "tab_error": None}
+    ctx: dict[str, Any] = {
+        "s": s,
+        "a": session,
+        "tab_error": None,
+        "rating": extra.rating,
+        "rating_qs": _rating_qs(extra.rating),
+    }
     if session.completed == 0 and tab != "overview":
         return ctx
     cache = get_cache(request)
     maker = request.app.state.sessionmaker
     build = _TAB_BUILDERS[tab]
     try:
-        if tab == "agreement":
+        if tab == "agreement":  # reads reference labels, not the analysis cache
             ctx |= await _agreement(request, maker, session_id)
         else:
-            ctx |= await build(cache=cache, maker=maker, session=session)
+            options = analysis.rating_options(**extra.rating)
+            wanted = _builder_params(build)
+            more = {k: v for k, v in (("options", options), ("extra", extra)) if k in wanted}
+            ctx |= await build(cache=cache, maker=maker, session=session, **more)
     except (Invalid, Conflict) as exc:  # the analysis refuses: say why, keep the page
         ctx["tab_error"] = str(exc)
     if tab == "leaderboard" and "board" in ctx:
@@ -123,15 +150,43 @@ async def _tab_context(
     return ctx
 
 
+@dataclass(frozen=True)
+class _Extra:
+    rating: dict[str, Any]  # the rating query, as analysis.figures.rating_query_raw gives it
+    key: str  # the categories tab's metadata key
+    metadata: tuple[str, ...]  # the style tab's extra covariates
+
+
+@functools.cache
+def _builder_params(build: Callable[..., Any]) -> frozenset[str]:
+    """The keyword arguments a tab builder takes: one that needs no rating options (a tab
+    added beside these) is called without them."""
+    return frozenset(inspect.signature(build).parameters)
+
+
+def _rating_qs(rating: dict[str, Any]) -> str:
+    """The rating options that differ from the defaults, as a query string to carry on."""
+    defaults = analysis.rating_query_raw()
+    names = {"tie_model": "ties", "base": "elo_base"}
+    changed = {
+        names.get(k, k): (int(v) if k == "base" else v)
+        for k, v in rating.items()
+        if v is not None and v != defaults.get(k)
+    }
+    return urlencode(changed)
+
+
 async def _leaderboard(
-    cache: Cache, maker: Maker, session: AnalysisSession
+    cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions | None = None
 ) -> ThreadLeaderboardOut:
+    opts = options or analysis.rating_options()
     return await analysis.thread_leaderboard(
         cache=cache,
         sessionmaker=maker,
         session=session,
         aggregation="all",
-        bootstrap_rounds=BOOTSTRAP_ROUNDS,
+        bootstrap_rounds=opts.bootstrap_rounds,
+        options=opts,
     )
 
 
@@ -141,12 +196,13 @@ def _bt_chart(
     intervals: Sequence[tuple[float | None, float | None]],
     title: str,
     width: int = 640,
+    base: float = 1500.0,
 ) -> Markup:
-    """Bradley-Terry scores as bars around the 1500 mean, with their intervals."""
-    errors = [(lo - 1500, hi - 1500) for lo, hi in intervals if lo is not None and hi is not None]
+    """Bradley-Terry scores as bars around the anchor (`base`), with their intervals."""
+    errors = [(lo - base, hi - base) for lo, hi in intervals if lo is not None and hi is not None]
     return charts.bar_chart(
         list(labels),
-        [v - 1500 for v in scores],
+        [v - base for v in scores],
         title=title,
         value_format="{:+.0f}",
         errors=errors if len(errors) == len(scores) else None,
@@ -160,10 +216,16 @@ def _thread_label(title: str | None, external_id: str | None, thread_id: int, pi
     return f"{pillar} · {thread_name(title, external_id, thread_id)}"
 
 
-async def _overview(*, cache: Cache, maker: Maker, session: AnalysisSession) -> dict[str, Any]:
+def _interval_words(level: float, has: bool) -> str:
+    return f"{level:.0%} interval" if has else "no interval"
+
+
+async def _overview(
+    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
+) -> dict[str, Any]:
     if session.completed == 0:
         return {}
-    board = await _leaderboard(cache, maker, session)
+    board = await _leaderboard(cache, maker, session, options)
     position = await analysis.position_swap(
         cache=cache, sessionmaker=maker, session=session, pairs_limit=0, pairs_offset=0
     )
@@ -171,20 +233,33 @@ async def _overview(*, cache: Cache, maker: Maker, session: AnalysisSession) -> 
         cache=cache, sessionmaker=maker, session=session, aggregation="all"
     )
     pillars = [p for p in board.pillar_aggregates if p.bt_score is not None]
+    method = board.pillar_method
+    has = any(p.bt_ci_low is not None for p in pillars)
     chart = _bt_chart(
         [p.name for p in pillars],
         [p.bt_score for p in pillars],  # type: ignore[misc]
         [(p.bt_ci_low, p.bt_ci_high) for p in pillars],
-        "Pillar ranking: Bradley-Terry score − 1500 (95% interval)",
+        f"Pillar ranking: Bradley-Terry score − {method.base:.0f}"
+        f" ({_interval_words(method.level, has)}), {method.comparisons:,} verdicts",
+        base=method.base,
     )
-    return {"board": board, "position": position, "found": found, "pillar_chart": chart}
+    return {
+        "board": board,
+        "position": position,
+        "found": found,
+        "pillar_chart": chart,
+        "baseline_names": {p.pillar_id: p.name for p in board.pillar_aggregates},
+        "baseline_choices": [(p.pillar_id, p.name) for p in board.pillar_aggregates],
+    }
 
 
 async def _leaderboard_tab(
-    *, cache: Cache, maker: Maker, session: AnalysisSession
+    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
 ) -> dict[str, Any]:
-    board = await _leaderboard(cache, maker, session)
+    board = await _leaderboard(cache, maker, session, options)
     top = board.entries[:CHART_TOP]
+    method = board.method
+    has = any(e.bt_ci_low is not None for e in top)
     chart = _bt_chart(
         [
             _thread_label(e.thread_title, e.thread_external_id, e.thread_id, e.pillar.name)
@@ -192,13 +267,31 @@ async def _leaderboard_tab(
         ],
         [e.bt_score for e in top],
         [(e.bt_ci_low, e.bt_ci_high) for e in top],
-        f"Top {len(top)} threads: Bradley-Terry score − 1500 (95% interval)",
+        f"Top {len(top)} threads: Bradley-Terry score − {method.base:.0f}"
+        f" ({_interval_words(method.level, has)}), {method.comparisons:,} verdicts",
         width=880,
+        base=method.base,
     )
-    return {"board": board, "chart": chart, "avg_score": avg_score}
+    names = {
+        e.thread_id: thread_name(e.thread_title, e.thread_external_id, e.thread_id)
+        for e in board.entries
+    }
+    # anchor choices: the top threads, and the current baseline wherever it ranks
+    chosen = [e.thread_id for e in board.entries[:BASELINE_CHOICES]]
+    if options.baseline_thread in names and options.baseline_thread not in chosen:
+        chosen.append(options.baseline_thread)
+    return {
+        "board": board,
+        "chart": chart,
+        "avg_score": avg_score,
+        "baseline_names": names,
+        "baseline_choices": [(t, names[t]) for t in chosen],
+    }
 
 
-async def _distribution(*, cache: Cache, maker: Maker, session: AnalysisSession) -> dict[str, Any]:
+async def _distribution(
+    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
+) -> dict[str, Any]:
     dist = await analysis.score_distribution_out(
         cache=cache, sessionmaker=maker, session=session, aggregation="all", score=None, bins=10
     )
@@ -214,7 +307,9 @@ async def _distribution(*, cache: Cache, maker: Maker, session: AnalysisSession)
     return {"dist": dist, "chart": chart, "score_label": label}
 
 
-async def _matrix(*, cache: Cache, maker: Maker, session: AnalysisSession) -> dict[str, Any]:
+async def _matrix(
+    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
+) -> dict[str, Any]:
     matrix = await analysis.pillar_matrix_out(
         cache=cache, sessionmaker=maker, session=session, aggregation="all"
     )
@@ -229,7 +324,9 @@ async def _matrix(*, cache: Cache, maker: Maker, session: AnalysisSession) -> di
     return {"matrix": matrix, "chart": chart}
 
 
-async def _position(*, cache: Cache, maker: Maker, session: AnalysisSession) -> dict[str, Any]:
+async def _position(
+    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
+) -> dict[str, Any]:
     position = await analysis.position_swap(
         cache=cache,
         sessionmaker=maker,
@@ -258,18 +355,97 @@ async def _position(*, cache: Cache, maker: Maker, session: AnalysisSession) -> 
     return {"position": position, "chart": chart, "pairs": pairs[:SWAP_PAIRS_SHOWN]}
 
 
-async def _performance(*, cache: Cache, maker: Maker, session: AnalysisSession) -> dict[str, Any]:
+async def _performance(
+    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
+) -> dict[str, Any]:
     perf = await analysis.thread_performance_out(
         cache=cache, sessionmaker=maker, session=session, aggregation="all"
     )
     return {"perf": perf, "threads": perf.threads[:TABLE_ROWS]}
 
 
-async def _findings(*, cache: Cache, maker: Maker, session: AnalysisSession) -> dict[str, Any]:
+async def _findings(
+    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
+) -> dict[str, Any]:
     found = await analysis.findings(
         cache=cache, sessionmaker=maker, session=session, aggregation="all"
     )
     return {"found": found}
+
+
+async def _style(
+    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
+) -> dict[str, Any]:
+    out = await analysis.style_out(
+        cache=cache,
+        sessionmaker=maker,
+        session=session,
+        aggregation="all",
+        options=options,
+        metadata_keys=extra.metadata,
+    )
+    report = out.style
+    chart = None
+    shown = [c for c in report.covariates if c.identified and c.coef is not None]
+    if shown:
+        chart = charts.bar_chart(
+            [c.name for c in shown],
+            [c.coef for c in shown],  # type: ignore[misc]
+            title=f"Style coefficients: logit per standard deviation ({report.level:.0%}"
+            f" interval), {report.comparisons_used:,} comparisons",
+            value_format="{:+.2f}",
+            errors=[(c.ci_low, c.ci_high) for c in shown]  # type: ignore[misc]
+            if all(c.ci_low is not None for c in shown)
+            else None,
+        )
+    return {
+        "style": out,
+        "chart": chart,
+        "picked": set(extra.metadata),
+        "tab_qs": urlencode([("metadata", k) for k in extra.metadata]),
+    }
+
+
+async def _categories(
+    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
+) -> dict[str, Any]:
+    out = await analysis.categories_out(
+        cache=cache,
+        sessionmaker=maker,
+        session=session,
+        aggregation="all",
+        options=options,
+        key=extra.key,
+    )
+    report = out.categories
+    multiples = charts.small_multiples_chart(
+        [
+            (
+                f"{c.value} · {c.comparisons:,} comparisons",
+                [p.name for p in c.pillars if p.score is not None],
+                [p.score for p in c.pillars if p.score is not None],
+                [(p.ci_low, p.ci_high) for p in c.pillars if p.score is not None],
+            )
+            for c in report.categories
+        ],
+        title=f"Pillar ranking per {report.key} (Bradley-Terry, {report.level:.0%} interval)",
+    )
+    names = [p.name for p in report.pillars]
+    heat = charts.heatmap_chart(
+        [c.value for c in report.categories],
+        names,
+        report.matrix,
+        report.counts,
+        title=f"Win rate of each pillar per {report.key}",
+        legend_label="Win rate in the category",
+    )
+    return {
+        "cats": out,
+        "multiples": multiples,
+        "heat": heat,
+        "key": extra.key,
+        "tab_qs": urlencode({"key": extra.key}) if extra.key != CATEGORY_KEY else "",
+    }
 
 
 async def _agreement(request: Request, maker: Maker, session_id: int) -> dict[str, Any]:
@@ -281,7 +457,8 @@ async def _agreement(request: Request, maker: Maker, session_id: int) -> dict[st
             db=db, session_id=session_id, reference=reference[:220], group_by=group_by
         )
         annotators = await references.session_annotators(db=db, session_id=session_id)
-    return {"agreement": report, "annotators": annotators}
+    query = {"reference": report.reference, "group_by": report.group_by or ""}
+    return {"agreement": report, "annotators": annotators, "tab_qs": urlencode(query)}
 
 
 _TAB_BUILDERS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
@@ -292,5 +469,7 @@ _TAB_BUILDERS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "position": _position,
     "performance": _performance,
     "findings": _findings,
+    "style": _style,
+    "categories": _categories,
     "agreement": _agreement,
 }

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from llmjudge.analysis import agreement as core
-from llmjudge.references.service import _compute, _Loaded
+from llmjudge.references.agreement_report import _compute, _Loaded
 
 LABELS = np.array(["A", "B", "TIE"])
 

@@ -7,12 +7,12 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, File, Query, Request, UploadFile, status
 from fastapi.responses import Response
 
-from llmjudge.references import service
+from llmjudge.references import agreement_report, service
 from llmjudge.references.schemas import (
-    AgreementOut,
     DeletedOut,
     ReferenceImportOut,
     ReferencePage,
+    SessionAgreementOut,
     Source,
 )
 from llmjudge.web import DbSession, ImportRejected, read_upload
@@ -110,7 +110,7 @@ async def export_references(
 
 
 @router.delete("", response_model=DeletedOut)
-async def delete_references(
+async def delete_matching(
     db: DbSession,
     session_id: int | None = None,
     thread_id: int | None = None,
@@ -129,7 +129,7 @@ async def delete_reference(reference_id: int, db: DbSession) -> None:
     await service.delete_reference(db=db, reference_id=reference_id)
 
 
-@agreement_router.get("/{session_id}/agreement", response_model=AgreementOut)
+@agreement_router.get("/{session_id}/agreement", response_model=SessionAgreementOut)
 async def session_agreement(
     session_id: int,
     db: DbSession,
@@ -143,11 +143,11 @@ async def session_agreement(
     group_by: Annotated[
         str | None, Query(max_length=100, description="a thread metadata key, e.g. category")
     ] = None,
-) -> AgreementOut:
+) -> SessionAgreementOut:
     """The session's completed comparisons scored against reference labels: accuracy (ties
     as a class and without), swap-aware pair scores, Cohen's kappa, confusion matrix, macro
     P/R/F1, by pillar pair and by a metadata key, human-human agreement, disagreements.
     Every figure has its count and 95 % interval."""
-    return await service.session_agreement(
+    return await agreement_report.session_agreement(
         db=db, session_id=session_id, reference=reference, group_by=group_by or None
     )

@@ -109,7 +109,7 @@ class DeletedOut(BaseModel):
 # --------------------------------------------------------------------------- agreement
 
 
-class EstimateOut(BaseModel):
+class FigureOut(BaseModel):
     """A figure (None when undefined), the count it rests on and its 95 % interval."""
 
     value: float | None
@@ -121,15 +121,15 @@ class EstimateOut(BaseModel):
 class JudgeAgreementOut(BaseModel):
     judgments: int
     pairs: int
-    accuracy: EstimateOut
-    accuracy_without_ties: EstimateOut
-    both_orders_correct: EstimateOut
-    net_vote: EstimateOut
-    consistency: EstimateOut
-    kappa: EstimateOut
-    precision: EstimateOut
-    recall: EstimateOut
-    f1: EstimateOut
+    accuracy: FigureOut
+    accuracy_without_ties: FigureOut
+    both_orders_correct: FigureOut
+    net_vote: FigureOut
+    consistency: FigureOut
+    kappa: FigureOut
+    precision: FigureOut
+    recall: FigureOut
+    f1: FigureOut
     confusion: list[list[int]] = Field(description="rows reference, columns judge: A, B, TIE")
 
 
@@ -140,16 +140,16 @@ class GroupAgreementOut(JudgeAgreementOut):
 class AnnotatorPairOut(BaseModel):
     first: str
     second: str
-    kappa: EstimateOut
-    agreement: EstimateOut
+    kappa: FigureOut
+    agreement: FigureOut
 
 
 class HumanAgreementOut(BaseModel):
     items: int
     annotators: list[str]
-    percent_agreement: EstimateOut
-    fleiss_kappa: EstimateOut
-    krippendorff_alpha: EstimateOut
+    percent_agreement: FigureOut
+    fleiss_kappa: FigureOut
+    krippendorff_alpha: FigureOut
     pairwise: list[AnnotatorPairOut]
 
 
@@ -165,7 +165,7 @@ class DisagreementOut(BaseModel):
     pair_url: str = Field(description="the two threads side by side (the review page)")
 
 
-class AgreementOut(BaseModel):
+class SessionAgreementOut(BaseModel):
     session_id: int
     reference: str
     group_by: str | None

@@ -1,17 +1,14 @@
-"""Reference labels: import, list, export, delete; and a session's agreement report.
+"""Reference labels: import, list, export, delete.
 
 Labels are stored per thread pair in canonical order (``thread_a_id < thread_b_id``, the
 label flipped to match), so one annotator has one label per pair however it was written,
-and every session that compares the pair is scored against it. The agreement figures are
-computed by the pure :mod:`llmjudge.analysis.agreement`; this module only loads and maps.
+and every session that compares the pair is scored against it (``agreement_report``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections import defaultdict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,13 +35,6 @@ from llmjudge.csvsafe import write_csv
 from llmjudge.errors import Invalid, NotFound
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.references.schemas import (
-    AgreementOut,
-    AnnotatorPairOut,
-    DisagreementOut,
-    EstimateOut,
-    GroupAgreementOut,
-    HumanAgreementOut,
-    JudgeAgreementOut,
     ReferenceImportOut,
     ReferenceOut,
     ReferencePage,
@@ -52,7 +42,7 @@ from llmjudge.references.schemas import (
     RowError,
 )
 from llmjudge.rowfiles import csv_records, decode_text, jsonl_objects
-from llmjudge.sessions.models import Comparison, JudgeSession
+from llmjudge.sessions.models import Comparison
 
 __all__ = [
     "CSV_COLUMNS",
@@ -60,6 +50,7 @@ __all__ = [
     "LabelRow",
     "ParsedReferences",
     "ReferencesRejected",
+    "check_labels",
     "delete_reference",
     "delete_references",
     "export_references",
@@ -67,8 +58,8 @@ __all__ = [
     "list_references",
     "parse_reference_file",
     "resolve_threads",
-    "session_agreement",
     "session_annotators",
+    "session_pairs",
     "store_labels",
 ]
 
@@ -84,11 +75,6 @@ EXPORT_COLUMNS = (
     "annotator",
     "note",
 )
-DISAGREEMENTS_SHOWN = 200
-# Bootstrap rounds per breakdown group: a session may have hundreds of pillar pairs, and a
-# group's interval is a guide, not the headline (the whole session's figures use the full
-# DEFAULT_ROUNDS). 25k pairs in 496 pillar pairs: 6 s at 1,000 rounds, under 2 s at 200.
-GROUP_ROUNDS = 200
 # Key of a thread in an import: its id, or (pillar name, external id).
 ThreadKey = int | tuple[str, str]
 
@@ -340,7 +326,7 @@ async def import_references(*, db: AsyncSession, parsed: ParsedReferences) -> Re
 # --------------------------------------------------------------------------- list, export, delete
 
 
-def _session_pairs(session_id: int) -> Any:
+def session_pairs(session_id: int) -> Any:
     """Canonical pairs a session compares, as a subquery."""
     return (
         select(
@@ -358,7 +344,7 @@ def _filters(
 ) -> list[Any]:
     where: list[Any] = []
     if session_id is not None:
-        pairs = _session_pairs(session_id)
+        pairs = session_pairs(session_id)
         where.append(
             select(pairs.c.a)
             .where(
@@ -442,7 +428,7 @@ async def export_references(
 
 async def session_annotators(*, db: AsyncSession, session_id: int) -> list[str]:
     """Names of the human annotators who labelled pairs this session compares."""
-    pairs = _session_pairs(session_id)
+    pairs = session_pairs(session_id)
     rows = await db.scalars(
         select(ReferenceLabel.annotator)
         .join(
@@ -480,218 +466,3 @@ async def delete_references(
     result = await db.execute(delete(ReferenceLabel).where(*where))
     await db.commit()
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
-
-
-# --------------------------------------------------------------------------- agreement
-
-
-def _estimate(e: core.Estimate) -> EstimateOut:
-    return EstimateOut(value=e.value, n=e.n, low=e.low, high=e.high)
-
-
-def _judge_out(r: core.AgreementReport) -> dict[str, Any]:
-    return {
-        "judgments": r.judgments,
-        "pairs": r.pairs,
-        "accuracy": _estimate(r.accuracy),
-        "accuracy_without_ties": _estimate(r.accuracy_without_ties),
-        "both_orders_correct": _estimate(r.both_orders_correct),
-        "net_vote": _estimate(r.net_vote),
-        "consistency": _estimate(r.consistency),
-        "kappa": _estimate(r.kappa),
-        "precision": _estimate(r.precision),
-        "recall": _estimate(r.recall),
-        "f1": _estimate(r.f1),
-        "confusion": [list(row) for row in r.confusion],
-    }
-
-
-def _human_out(h: core.HumanAgreement) -> HumanAgreementOut:
-    return HumanAgreementOut(
-        items=h.items,
-        annotators=list(h.annotators),
-        percent_agreement=_estimate(h.percent_agreement),
-        fleiss_kappa=_estimate(h.fleiss_kappa),
-        krippendorff_alpha=_estimate(h.krippendorff_alpha),
-        pairwise=[
-            AnnotatorPairOut(
-                first=p.first,
-                second=p.second,
-                kappa=_estimate(p.kappa),
-                agreement=_estimate(p.agreement),
-            )
-            for p in h.pairwise
-        ],
-    )
-
-
-@dataclass(frozen=True)
-class _Loaded:
-    judgments: list[core.Judgment]
-    labels: list[core.ReferenceLabel]
-    pillar_of: dict[int, str]  # thread id -> pillar name
-    meta_of: dict[int, Any]  # thread id -> value of the chosen metadata key
-
-
-def _groups(
-    pairs: Iterable[tuple[int, int]], value_of: Mapping[int, Any]
-) -> dict[Hashable, Hashable]:
-    out: dict[Hashable, Hashable] = {}
-    for a, b in pairs:
-        va, vb = value_of.get(a), value_of.get(b)
-        if va is None and vb is None:
-            continue  # neither thread has the key: the pair belongs to no group
-        out[(a, b)] = core.pair_group(
-            "(none)" if va is None else va, "(none)" if vb is None else vb
-        )
-    return out
-
-
-def _group_list(
-    reports: Mapping[Hashable, core.AgreementReport],
-) -> list[GroupAgreementOut]:
-    return [
-        GroupAgreementOut(group=str(key), **_judge_out(report))
-        for key, report in sorted(reports.items(), key=lambda kv: str(kv[0]))
-        if report.judgments
-    ]
-
-
-def _compute(
-    session_id: int,
-    loaded: _Loaded,
-    reference: str,
-    group_by: str | None,
-    completed: int,
-    rounds: int,
-) -> AgreementOut:
-    """The whole report from loaded rows: pure and CPU-bound (bootstrap), run in a thread."""
-    references = core.select_references(loaded.labels, reference)
-    report = core.agreement_report(loaded.judgments, references, rounds=rounds)
-    pairs = list(references)
-    group_rounds = min(rounds, GROUP_ROUNDS)
-    by_pillar = core.agreement_by_group(
-        loaded.judgments, references, _groups(pairs, loaded.pillar_of), rounds=group_rounds
-    )
-    by_meta = (
-        core.agreement_by_group(
-            loaded.judgments, references, _groups(pairs, loaded.meta_of), rounds=group_rounds
-        )
-        if group_by
-        else {}
-    )
-    annotations: dict[Hashable, dict[str, str]] = defaultdict(dict)
-    for label in loaded.labels:  # time order: a later label replaces an earlier one
-        if label.source == "human":
-            annotations[label.pair][label.annotator] = label.label
-    human = core.human_agreement(annotations, rounds=rounds)
-    shown = report.disagreements[:DISAGREEMENTS_SHOWN]
-    return AgreementOut(
-        session_id=session_id,
-        reference=reference,
-        group_by=group_by,
-        completed=completed,
-        unlabelled=report.unlabelled,
-        labelled_pairs=report.pairs,
-        judge=JudgeAgreementOut(**_judge_out(report)),
-        by_pillar_pair=_group_list(by_pillar),
-        by_metadata=_group_list(by_meta),
-        human=_human_out(human),
-        disagreements=[
-            DisagreementOut(
-                comparison_id=int(d.comparison),  # type: ignore[call-overload]
-                thread_a_id=d.pair[0],  # type: ignore[index]
-                thread_b_id=d.pair[1],  # type: ignore[index]
-                reference=d.reference,
-                judge=d.judge,
-                swapped=d.swapped,
-                thread_a_url=f"/threads/{d.pair[0]}",  # type: ignore[index]
-                thread_b_url=f"/threads/{d.pair[1]}",  # type: ignore[index]
-                pair_url=f"/sessions/{session_id}/review?pair={d.pair[0]}-{d.pair[1]}",  # type: ignore[index]
-            )
-            for d in shown
-        ],
-        disagreements_total=len(report.disagreements),
-    )
-
-
-def _check_reference(reference: str) -> None:
-    if reference in ("gold", "human", "majority"):
-        return
-    if reference.startswith("annotator:") and reference.removeprefix("annotator:"):
-        return
-    raise Invalid(f"reference must be gold, human, majority or annotator:<name>, got {reference!r}")
-
-
-async def session_agreement(
-    *,
-    db: AsyncSession,
-    session_id: int,
-    reference: str = "gold",
-    group_by: str | None = None,
-    rounds: int = core.DEFAULT_ROUNDS,
-) -> AgreementOut:
-    """The judge of a session against reference labels, over its completed comparisons."""
-    _check_reference(reference)
-    if await db.get(JudgeSession, session_id) is None:
-        raise NotFound(f"session {session_id} not found")
-    rows = (
-        await db.execute(
-            select(Comparison.id, Comparison.thread_a_id, Comparison.thread_b_id, Comparison.winner)
-            .where(
-                Comparison.session_id == session_id,
-                Comparison.status == "completed",
-                Comparison.winner.is_not(None),
-            )
-            .order_by(Comparison.id)
-        )
-    ).all()
-    judgments = [
-        # The pair is canonical (lower id first): a comparison that showed the higher id
-        # first is the pair swapped.
-        core.Judgment((min(a, b), max(a, b)), cid, winner, swapped=a > b)
-        for cid, a, b, winner in rows
-    ]
-    pairs = _session_pairs(session_id)
-    label_rows = (
-        await db.execute(
-            select(
-                ReferenceLabel.thread_a_id,
-                ReferenceLabel.thread_b_id,
-                ReferenceLabel.label,
-                ReferenceLabel.source,
-                ReferenceLabel.annotator,
-            )
-            .join(
-                pairs,
-                and_(
-                    pairs.c.a == ReferenceLabel.thread_a_id, pairs.c.b == ReferenceLabel.thread_b_id
-                ),
-            )
-            .order_by(ReferenceLabel.created_at, ReferenceLabel.id)
-        )
-    ).all()
-    labels = [
-        core.ReferenceLabel((a, b), label, source, annotator)  # type: ignore[arg-type]
-        for a, b, label, source, annotator in label_rows
-    ]
-    thread_ids = sorted({t for lab in labels for t in lab.pair})  # type: ignore[attr-defined]
-    pillar_of: dict[int, str] = {}
-    meta_of: dict[int, Any] = {}
-    if thread_ids:
-        meta = Thread.meta[group_by].astext if group_by else None
-        columns = [Thread.id, Pillar.name] + ([meta] if meta is not None else [])
-        thread_rows = await db.execute(
-            select(*columns)
-            .join(Pillar, Pillar.id == Thread.pillar_id)
-            .where(Thread.id == any_(cast(thread_ids, ARRAY(Integer))))
-        )
-        for row in thread_rows.all():
-            pillar_of[row[0]] = row[1]
-            if meta is not None and row[2] is not None:
-                meta_of[row[0]] = row[2]
-    loaded = _Loaded(judgments, labels, pillar_of, meta_of)
-    # The bootstrap is CPU work: keep it off the event loop.
-    return await asyncio.to_thread(
-        _compute, session_id, loaded, reference, group_by, len(rows), rounds
-    )

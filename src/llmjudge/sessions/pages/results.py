@@ -25,6 +25,7 @@ from llmjudge.analysis.figures import AnalysisCache, RatingOptions, get_cache
 from llmjudge.analysis.loading import get_analysis_session
 from llmjudge.analysis.schemas import AnalysisSession, ThreadLeaderboardOut
 from llmjudge.errors import Conflict, Invalid, NotFound
+from llmjudge.references import agreement_report
 from llmjudge.references import service as references
 from llmjudge.sessions import service
 from llmjudge.sessions.pages.common import missing
@@ -453,7 +454,7 @@ async def _agreement(request: Request, maker: Maker, session_id: int) -> dict[st
     reference = request.query_params.get("reference") or "gold"
     group_by = (request.query_params.get("group_by") or "").strip()[:100] or None
     async with maker() as db:
-        report = await references.session_agreement(
+        report = await agreement_report.session_agreement(
             db=db, session_id=session_id, reference=reference[:220], group_by=group_by
         )
         annotators = await references.session_annotators(db=db, session_id=session_id)

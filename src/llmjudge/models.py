@@ -18,7 +18,7 @@ from llmjudge.personas.models import (
 )
 from llmjudge.providers.models import LLMCacheEntry, LLMCall, LLMModel, Provider
 from llmjudge.references.models import ReferenceLabel
-from llmjudge.sessions.models import Comparison, JudgeSession
+from llmjudge.sessions.models import AdaptiveRound, Comparison, JudgeSession
 
 __all__ = [
     "User",
@@ -34,6 +34,7 @@ __all__ = [
     "LLMCacheEntry",
     "JudgeSession",
     "Comparison",
+    "AdaptiveRound",
     "Persona",
     "JudgePromptVersion",
     "PersonaPair",

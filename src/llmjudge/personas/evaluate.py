@@ -9,6 +9,9 @@ judged with another prompt version), and PPI++ when items carry human labels. Bo
 estimates are reported, with the one the gate used. ``create_persona_session`` starts a tournament judged
 by the persona: its judge prompt, written for one answer at a time, becomes the guidance of
 a pairwise prompt template. The list and comparison of personas read ``summaries.py``.
+
+About 600 lines as one piece: the gate's steps (judge the batch, pick the calibration,
+estimate, store, report) share one transaction's state; its helpers are private to it.
 """
 
 from __future__ import annotations

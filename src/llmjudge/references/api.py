@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, File, Query, Request, UploadFile, status
@@ -40,7 +41,9 @@ async def import_references(
     annotator) already stored replaces it."""
     settings = request.app.state.settings
     data = await read_upload(file, settings)
-    parsed = service.parse_reference_file(
+    # Parsing a large file is CPU work: off the event loop.
+    parsed = await asyncio.to_thread(
+        service.parse_reference_file,
         file.filename or "",
         data,
         max_rows=settings.max_import_rows,

@@ -300,3 +300,96 @@ async def test_cascade_asks_the_next_member_only_when_unsure(
         assert cas["stop_share"] == pytest.approx([1 - escalated / n, escalated / n])
         assert cas["escalated"]["value"] == pytest.approx(escalated / n)
         assert cas["saving_usd"] > 0 and cas["everyone_usd"] > cas["spent_usd"]
+
+
+async def test_panel_reads_votes_with_the_session_verdict_format(
+    client: httpx.AsyncClient, app: Any, pillars: list[int]
+) -> None:
+    """A published judge's format and system prompt reach every member: tags, no forced
+    JSON, strengths kept per vote and on the panel's verdict; an answer the format counts
+    as a tie is a vote with its reason."""
+
+    def strong(body: dict[str, Any]) -> str:
+        a, _ = _marks(body)
+        return "[[A>>B]]" if a % 2 == 0 else "[[B>A]]"
+
+    def weak_or_lost(body: dict[str, Any]) -> str:
+        a, _ = _marks(body)
+        return "[[A>B]]" if a % 2 == 0 else "no verdict here"
+
+    one = FakeOpenAI(FakeState(api_key=None, latency_s=0.0, responder=strong))
+    two = FakeOpenAI(FakeState(api_key=None, latency_s=0.0, responder=strong))
+    three = FakeOpenAI(FakeState(api_key=None, latency_s=0.0, responder=weak_or_lost))
+    async with (
+        member(client, "fast-3", one) as (a_id, _),
+        member(client, "fast-4", two) as (b_id, _),
+        member(client, "fast-5", three) as (c_id, _),
+    ):
+        body = {
+            "session_name": "panel tags",
+            "pillar_ids": pillars,
+            "comparison_mode": "round_robin",
+            "criteria": ["quality"],
+            "system_prompt": "You are a careful judge.",
+            "verdict_format": {"kind": "tags", "on_unparsed": "tie"},
+            "panel": {
+                "members": [{"model_id": a_id}, {"model_id": b_id}, {"model_id": c_id}],
+                "rule": "majority",
+            },
+        }
+        r = await client.post("/api/sessions", json=body | {"auto_start": True})
+        assert r.status_code == 201, r.text
+        sid = r.json()["id"]
+        out = await wait_ended(client, sid)
+        n = out["total"]
+        assert (out["status"], out["completed"], out["failed"]) == ("completed", n, 0)
+        for fake in (one, two, three):
+            bodies = [q.body for q in fake.state.requests if q.path.endswith("/chat/completions")]
+            assert len(bodies) == n
+            for b in bodies:
+                assert "response_format" not in b
+                assert b["messages"][0] == {"role": "system", "content": "You are a careful judge."}
+    async with app.state.sessionmaker() as db:
+        comps = (
+            (await db.execute(select(Comparison).where(Comparison.session_id == sid)))
+            .scalars()
+            .all()
+        )
+        votes = (
+            (await db.execute(select(ComparisonVote).where(ComparisonVote.session_id == sid)))
+            .scalars()
+            .all()
+        )
+    by = {(v.comparison_id, v.member): v for v in votes}
+    evens = 0
+    for c in comps:
+        v1, v2, v3 = (by[(c.id, k)] for k in range(3))
+        assert (v1.status, v2.status, v3.status) == ("voted", "voted", "voted")
+        if v1.winner == "A":  # the first shown thread's mark is even
+            evens += 1
+            assert (v1.strength, v3.winner, v3.strength) == (2, "A", 1)
+            assert v3.error is None
+            # Two of the three voters for A said "much better".
+            assert (c.winner, c.strength) == ("A", 2)
+        else:
+            assert (v1.winner, v1.strength) == ("B", 1)
+            assert v3.winner == "TIE" and v3.strength is None
+            assert v3.error and v3.error.startswith("unparsed, a tie")
+            assert (c.winner, c.strength) == ("B", 1)
+    assert 0 < evens < n
+
+
+async def test_a_panel_cannot_run_an_adaptive_session(
+    client: httpx.AsyncClient, pillars: list[int]
+) -> None:
+    body = {
+        "session_name": "adaptive panel",
+        "pillar_ids": pillars,
+        "comparison_mode": "adaptive",
+        "adaptive": {"rule": "ranking"},
+        "panel": {"members": [{"model_id": 1}, {"model_id": 2}], "rule": "majority"},
+    }
+    for url in ("/api/sessions", "/api/sessions/estimate"):
+        r = await client.post(url, json=body)
+        assert r.status_code == 422, (url, r.text)
+        assert "panel" in r.text, r.text

@@ -24,6 +24,7 @@ from llmjudge.judging.panels import (
     majority,
     mean,
     n_eff,
+    panel_strength,
     panel_vs_member,
     position_consistency,
     weighted,
@@ -347,3 +348,30 @@ def test_kappa_matrix_matches_sklearn_on_any_verdicts(pairs: list[tuple[str, str
         assert k is None
     else:
         assert k == pytest.approx(expected)
+
+
+def test_panel_strength_is_the_winners_voters_majority() -> None:
+    # Two of the three A voters said "much better"; the B voter does not count.
+    assert panel_strength("A", [("A", 2), ("A", 2), ("A", 1), ("B", 2)]) == 2
+    # A split among the winner's voters is not a majority for "much better".
+    assert panel_strength("A", [("A", 2), ("A", 1)]) == 1
+    # Voters without a strength (the JSON format) are left out; none gives none.
+    assert panel_strength("B", [("B", None), ("B", 2), None]) == 2
+    assert panel_strength("B", [("B", None), ("A", 2)]) is None
+    assert panel_strength("TIE", [("TIE", 1)]) is None
+    assert panel_strength(None, [("A", 2)]) is None
+
+
+strengths = st.sampled_from([None, 1, 2])
+
+
+@given(st.lists(st.one_of(st.none(), st.tuples(labels, strengths)), max_size=9), labels)
+def test_panel_strength_depends_only_on_the_winners_voters(
+    vs: list[tuple[str | None, int | None] | None], winner: str | None
+) -> None:
+    got = panel_strength(winner, vs)
+    mine = [v for v in vs if v is not None and v[0] == winner]
+    assert panel_strength(winner, mine) == got
+    assert got in (None, 1, 2)
+    if got is not None:
+        assert winner in ("A", "B") and any(s is not None for _, s in mine)

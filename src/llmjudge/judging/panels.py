@@ -41,6 +41,7 @@ __all__ = [
     "majority",
     "mean",
     "n_eff",
+    "panel_strength",
     "panel_vs_member",
     "position_consistency",
     "should_stop",
@@ -282,6 +283,20 @@ def aggregate(
     if rule == "cascade":
         return cascade(votes, policy or CascadePolicy())
     raise ValueError(f"aggregation must be one of {', '.join(AGGREGATIONS)}, got {rule!r}")
+
+
+def panel_strength(
+    winner: str | None, votes: Sequence[tuple[str | None, int | None] | None]
+) -> int | None:
+    """The panel verdict's strength from its members' (winner, strength): 2 ("much
+    better") when most of the members who voted for the winner and gave a strength said 2,
+    else 1; None for a tie, no verdict, or when none of them gave a strength."""
+    if winner is None or winner == "TIE":
+        return None
+    given = [v[1] for v in votes if v is not None and v[0] == winner and v[1] is not None]
+    if not given:
+        return None
+    return 2 if 2 * sum(s == 2 for s in given) > len(given) else 1
 
 
 def cascade_stops(confidence: np.ndarray, threshold: float) -> np.ndarray:

@@ -22,7 +22,16 @@ from typing import Any, Literal
 from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.types import BigInteger, Boolean, DateTime, Float, Integer, String, Text
+from sqlalchemy.types import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    Integer,
+    SmallInteger,
+    String,
+    Text,
+)
 
 __all__ = [
     "WORK_CHANNEL",
@@ -96,6 +105,7 @@ class Finish:
     latency_s: float | None = None
     cache_hit: bool = False
     refund: bool = False  # a release: the attempt does not count
+    strength: int | None = None  # 2 "much better", 1 "better"; None: a tie, or no strengths
     # A panel's comparison: every member's answer (stored with the finish that applies),
     # how many voted on the aggregate, how many were asked. Empty/None for one judge.
     votes: tuple[MemberVote, ...] = ()
@@ -124,6 +134,7 @@ class MemberVote:
     latency_s: float | None = None
     cache_hit: bool = False
     error: str | None = None
+    strength: int | None = None  # as on Finish: 2 much better, 1 better, None
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,10 +252,10 @@ _FINISH = text(
             CAST(:raw_response AS text[]), CAST(:parse_error AS text[]), CAST(:error AS text[]),
             CAST(:input_tokens AS int[]), CAST(:output_tokens AS int[]),
             CAST(:cost_usd AS float8[]), CAST(:latency_s AS float8[]),
-            CAST(:cache_hit AS bool[]), CAST(:refund AS bool[])
+            CAST(:cache_hit AS bool[]), CAST(:refund AS bool[]), CAST(:strength AS int2[])
         ) AS f(id, worker_id, attempts, status, started_at, winner, confidence,
                scores_a, scores_b, reasoning, raw_response, parse_error, error,
-               input_tokens, output_tokens, cost_usd, latency_s, cache_hit, refund)
+               input_tokens, output_tokens, cost_usd, latency_s, cache_hit, refund, strength)
     ), done AS (
         UPDATE comparisons c
         -- An item given back to a cancelled session ends cancelled, not pending forever.
@@ -269,7 +280,8 @@ _FINISH = text(
             output_tokens = c.output_tokens + f.output_tokens,
             cost_usd = c.cost_usd + f.cost_usd,
             latency_s = COALESCE(f.latency_s, c.latency_s),
-            cache_hit = f.cache_hit
+            cache_hit = f.cache_hit,
+            strength = f.strength
         FROM f
         WHERE c.id = f.id AND c.status = 'running'
           AND c.worker_id = f.worker_id AND c.attempts = f.attempts
@@ -326,6 +338,7 @@ _FINISH = text(
     bindparam("latency_s", type_=ARRAY(Float)),
     bindparam("cache_hit", type_=ARRAY(Boolean)),
     bindparam("refund", type_=ARRAY(Boolean)),
+    bindparam("strength", type_=ARRAY(SmallInteger)),
 )
 
 
@@ -360,6 +373,7 @@ def _columns(items: Sequence[Finish]) -> dict[str, list[Any]]:
         "latency_s": [f.latency_s for f in items],
         "cache_hit": [f.cache_hit for f in items],
         "refund": [f.refund for f in items],
+        "strength": [f.strength for f in items],
     }
 
 
@@ -399,22 +413,24 @@ _VOTES = text(
             CAST(:scores_b AS jsonb[]), CAST(:reasoning AS text[]),
             CAST(:raw_response AS text[]), CAST(:input_tokens AS int[]),
             CAST(:output_tokens AS int[]), CAST(:cost_usd AS float8[]),
-            CAST(:latency_s AS float8[]), CAST(:cache_hit AS bool[]), CAST(:error AS text[])
+            CAST(:latency_s AS float8[]), CAST(:cache_hit AS bool[]), CAST(:error AS text[]),
+            CAST(:strength AS float8[])
         ) AS v(comparison_id, member, model_id, judge, status, winner, confidence, scores_a,
                scores_b, reasoning, raw_response, input_tokens, output_tokens, cost_usd,
-               latency_s, cache_hit, error)
+               latency_s, cache_hit, error, strength)
     )
     INSERT INTO comparison_votes (comparison_id, session_id, member, model_id, judge, status,
         winner, strength, confidence, scores_a, scores_b, reasoning, raw_response,
         input_tokens, output_tokens, cost_usd, latency_s, cache_hit, error)
     SELECT v.comparison_id, c.session_id, v.member, v.model_id, v.judge, v.status, v.winner,
-           NULL, v.confidence, v.scores_a, v.scores_b, v.reasoning, v.raw_response,
+           v.strength, v.confidence, v.scores_a, v.scores_b, v.reasoning, v.raw_response,
            v.input_tokens, v.output_tokens, v.cost_usd, v.latency_s, v.cache_hit, v.error
     FROM v JOIN comparisons c ON c.id = v.comparison_id
     -- A comparison judged again (retry-failed) replaces its votes.
     ON CONFLICT (comparison_id, member) DO UPDATE SET
         model_id = EXCLUDED.model_id, judge = EXCLUDED.judge, status = EXCLUDED.status,
-        winner = EXCLUDED.winner, confidence = EXCLUDED.confidence,
+        winner = EXCLUDED.winner, strength = EXCLUDED.strength,
+        confidence = EXCLUDED.confidence,
         scores_a = EXCLUDED.scores_a, scores_b = EXCLUDED.scores_b,
         reasoning = EXCLUDED.reasoning, raw_response = EXCLUDED.raw_response,
         input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens,
@@ -439,6 +455,7 @@ _VOTES = text(
     bindparam("latency_s", type_=ARRAY(Float)),
     bindparam("cache_hit", type_=ARRAY(Boolean)),
     bindparam("error", type_=ARRAY(Text)),
+    bindparam("strength", type_=ARRAY(Float)),
 )
 
 _VOTE_COUNTS = text(
@@ -483,6 +500,7 @@ async def write_votes(conn: AsyncConnection, items: Sequence[Finish], applied: s
             "latency_s": [v.latency_s for _, v in votes],
             "cache_hit": [v.cache_hit for _, v in votes],
             "error": [v.error for _, v in votes],
+            "strength": [v.strength for _, v in votes],
         },
     )
     await conn.execute(

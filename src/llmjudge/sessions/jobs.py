@@ -19,6 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from llmjudge.events.hub import EventHub
+from llmjudge.judging.formats import VerdictFormat
 from llmjudge.queue.pool import WorkerPool
 from llmjudge.queue.work import Group, Token, WorkKind, Written
 from llmjudge.rowfiles import storable_text, unstorable_text
@@ -126,15 +127,24 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
             row = (
                 await conn.execute(
                     text(
-                        "SELECT criteria, prompt_template, judge_model_id, panel "
-                        "FROM judge_sessions WHERE id = :id"
+                        "SELECT criteria, prompt_template, judge_model_id, panel, "
+                        "system_prompt, verdict_format FROM judge_sessions WHERE id = :id"
                     ),
                     {"id": session_id},
                 )
             ).one()
-        criteria, template, model_id, panel = row
+        criteria, template, model_id, panel, system_prompt, verdict_format = row
         prices = await self._prices(model_id)
-        config = SessionConfig(session_id, tuple(criteria), template, model_id, *prices)
+        config = SessionConfig(
+            session_id,
+            tuple(criteria),
+            template,
+            model_id,
+            *prices,
+            system_prompt=system_prompt,
+            # Validated when the session was created; None is the built-in JSON reading.
+            verdict_format=VerdictFormat.model_validate(verdict_format or {}),
+        )
         self._panels[session_id] = (
             panel_config(panel, [await self._prices(m.get("model_id")) for m in panel["members"]])
             if panel
@@ -157,8 +167,7 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
             panel_finish = await judge_panel(
                 llm=self.llm,
                 item=item,
-                criteria=config.criteria,
-                prompt_template=config.prompt_template,
+                config=config,
                 panel=panel,
                 threads=self._threads,
                 publish=self.hub.publish_nowait if self.hub is not None else None,

@@ -23,7 +23,9 @@ from llmjudge.judging.panels import (
     aggregate,
     calibrated_weights,
     codes,
+    panel_strength,
 )
+from llmjudge.references import service as references
 from llmjudge.sessions.importing import (
     KnownThread,
     ParsedJudgment,
@@ -122,6 +124,49 @@ def stored_results(resolved: Sequence[ResolvedJudgment], at: datetime) -> list[S
     ]
 
 
+def row_labels(
+    resolved: Sequence[ResolvedJudgment],
+) -> tuple[list[references.LabelRow], list[RowError]]:
+    """The reference labels the rows carry, one per (pair, source, annotator): rows of one
+    pair repeating a label (an original and its swap) give it once; disagreeing ones are an
+    error on the later line."""
+    first: dict[tuple[int, int, str, str], tuple[str, int]] = {}
+    out: list[references.LabelRow] = []
+    errors: list[RowError] = []
+    for r in resolved:
+        ref = r.judgment.reference
+        if ref is None:
+            continue
+        a, b, label = r.thread_a.id, r.thread_b.id, ref.label
+        if a > b:  # compare in the pair's canonical order
+            a, b, label = b, a, {"A": "B", "B": "A"}.get(label, label)
+        key = (a, b, ref.source, ref.annotator)
+        seen = first.get(key)
+        if seen is None:
+            first[key] = (label, r.judgment.line)
+            out.append(
+                references.LabelRow(
+                    line=r.judgment.line,
+                    thread_a=a,
+                    thread_b=b,
+                    label=label,
+                    source=ref.source,
+                    annotator=ref.annotator,
+                    note=ref.note,
+                )
+            )
+        elif seen[0] != label:
+            errors.append(
+                RowError(
+                    line=r.judgment.line,
+                    field="label",
+                    message=f"this pair's {ref.source} label by "
+                    f"{ref.annotator or '(no annotator)'!r} differs from line {seen[1]}",
+                )
+            )
+    return out, errors
+
+
 async def import_judgments(
     *,
     db: AsyncSession,
@@ -156,6 +201,9 @@ async def import_judgments(
     resolved, errors = resolve_judgments(parsed.rows, await _known_threads(db, keys))
     if errors:
         raise JudgmentsRejected(errors)
+    labels, errors = row_labels(resolved)
+    if errors:
+        raise JudgmentsRejected(errors)
     criteria = list(
         dict.fromkeys(c for r in resolved for c in (*r.judgment.scores_a, *r.judgment.scores_b))
     )
@@ -188,6 +236,8 @@ async def import_judgments(
     db.add(session)
     await db.flush()
     await insert_plan(db, session.id, judged_plan(resolved), results=stored_results(resolved, now))
+    # Labels belong to the pair, not to the session: not tied to it (session_id stays None).
+    await references.store_labels(db, labels)
     await db.commit()
     failures = [r.judgment for r in resolved if r.judgment.winner is None]
     return JudgmentImportOut(
@@ -197,6 +247,7 @@ async def import_judgments(
         completed=completed,
         failed=len(failures),
         swap_pairs=sum(r.is_swap for r in resolved),
+        labels=len(labels),
         criteria=criteria,
         parse_failures=[
             RowError(line=j.line, field="judgment", message=j.parse_error or "")
@@ -261,6 +312,16 @@ async def _import_panel(
     grouped, errors = group_panel(judges, by_judge)
     if errors:
         raise JudgmentsRejected(errors)
+    # Every judge's lines may carry the pair's reference label: checked across all of them.
+    labels, errors = row_labels(
+        sorted((r for rs in by_judge.values() for r in rs), key=lambda r: r.judgment.line)
+    )
+    if errors:
+        raise JudgmentsRejected(errors)
+    # Stored first (same transaction, no commit yet) so that `calibrated` learns from the
+    # labels this file brings as well as those already stored.
+    await references.store_labels(db, labels)
+    await db.flush()
     votes = [[_vote(j) for j in row] for row in grouped.votes]
     member_weights, labelled = await _panel_weights(
         db, aggregation, judges, grouped.comparisons, votes, weights
@@ -325,8 +386,9 @@ async def _import_panel(
             reasoning=None,
             raw_response=None,
             parse_error=None if a.winner is not None else "no judge of the panel was read",
+            strength=panel_strength(a.winner, [(j.winner, j.strength) if j else None for j in row]),
         )
-        for a in aggregates
+        for a, row in zip(aggregates, grouped.votes, strict=True)
     ]
     await insert_plan(db, session.id, judged_plan(grouped.comparisons), results=results)
     ids = dict(
@@ -385,6 +447,7 @@ async def _import_panel(
         completed=completed,
         failed=len(failures),
         swap_pairs=sum(r.is_swap for r in grouped.comparisons),
+        labels=len(labels),
         criteria=criteria,
         parse_failures=[
             RowError(line=j.line, field="judgment", message="no judge of the panel was read")

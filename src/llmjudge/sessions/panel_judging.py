@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from llmjudge.judging.panels import CascadePolicy, Vote, aggregate, should_stop
+from llmjudge.judging.formats import VerdictFormat, parse_with_format
+from llmjudge.judging.panels import CascadePolicy, Vote, aggregate, panel_strength, should_stop
 from llmjudge.judging.prompts import build_judge_messages, verdict_json_schema
-from llmjudge.judging.verdicts import VerdictParseError, parse_verdict
+from llmjudge.judging.verdicts import VerdictParseError
 from llmjudge.providers.base import ProviderError
 from llmjudge.sessions.claims import Claimed, Finish, MemberVote
 from llmjudge.sessions.worker import (
@@ -27,8 +28,10 @@ from llmjudge.sessions.worker import (
     RAW_RESPONSE_LIMIT,
     ChatService,
     Publish,
+    SessionConfig,
     ThreadCache,
     session_topic,
+    verdict_strength,
 )
 
 __all__ = ["MemberConfig", "PanelConfig", "judge_panel", "panel_config"]
@@ -84,6 +87,7 @@ async def _ask(
     member: MemberConfig,
     messages: list[dict[str, str]],
     criteria: Sequence[str],
+    fmt: VerdictFormat,
     context: dict[str, Any],
 ) -> MemberVote:
     base: dict[str, Any] = {"member": k, "model_id": member.model_id, "judge": member.label}
@@ -93,7 +97,8 @@ async def _ask(
         result = await llm.chat(
             model_id=member.model_id,
             messages=messages,
-            json_schema=verdict_json_schema(criteria),
+            # As for one judge: structured output only for the built-in JSON verdict.
+            json_schema=verdict_json_schema(criteria) if fmt.kind == "json" else None,
             context={**context, "member": k, "call_key": f"{context['call_key']}:{k}"},
             purpose="judge",
             related={"session_id": item.session_id, "comparison_id": item.id, "member": k},
@@ -116,9 +121,10 @@ async def _ask(
         "raw_response": result.text[:RAW_RESPONSE_LIMIT],
     }
     try:
-        verdict = parse_verdict(result.text, criteria)
+        parsed = parse_with_format(result.text, fmt, criteria)
     except VerdictParseError as exc:
         return MemberVote(**base, **usage, status="missing", error=str(exc)[:2000])
+    verdict = parsed.verdict
     return MemberVote(
         **base,
         **usage,
@@ -128,6 +134,9 @@ async def _ask(
         scores_a=verdict.scores_a,
         scores_b=verdict.scores_b,
         reasoning=verdict.reasoning,
+        strength=verdict_strength(verdict),
+        # An answer the format counts as a tie is a vote, its reason kept.
+        error=None if parsed.unparsed is None else f"unparsed, a tie: {parsed.unparsed}"[:2000],
     )
 
 
@@ -139,14 +148,14 @@ async def judge_panel(
     *,
     llm: ChatService,
     item: Claimed,
-    criteria: Sequence[str],
-    prompt_template: str | None,
+    config: SessionConfig,
     panel: PanelConfig,
     threads: ThreadCache,
     publish: Publish | None = None,
     max_attempts: int = MAX_ATTEMPTS,
 ) -> Finish:
     """Ask the panel about ``item`` and say how it ended. Raises only ``CancelledError``."""
+    criteria = config.criteria
     started = datetime.now(UTC)
     base = {"id": item.id, "worker_id": item.worker_id, "attempts": item.attempts}
     a, b = threads.get(item.thread_a_id), threads.get(item.thread_b_id)
@@ -159,9 +168,12 @@ async def judge_panel(
             content_a=a.content,
             content_b=b.content,
             criteria=criteria,
-            template=prompt_template,
+            template=config.prompt_template,
             title_a=a.title or None,
             title_b=b.title or None,
+            # Threads of one prompt key share one prompt text; A's is as good as B's.
+            prompt=a.prompt if a.prompt is not None else b.prompt,
+            system_prompt=config.system_prompt,
         )
     except ValueError as exc:
         return Finish(**base, status="failed", error=f"cannot build the judge prompt: {exc}")
@@ -210,7 +222,9 @@ async def judge_panel(
             )
 
     async def ask(k: int) -> MemberVote:
-        v = await _ask(llm, item, k, panel.members[k], messages, criteria, context)
+        v = await _ask(
+            llm, item, k, panel.members[k], messages, criteria, config.verdict_format, context
+        )
         announce(v)
         return v
 
@@ -264,6 +278,9 @@ async def judge_panel(
         scores_a=agg.scores_a or None,
         scores_b=agg.scores_b or None,
         reasoning=f"panel ({panel.rule}): {agg.voted} of {len(panel.members)} members voted",
+        strength=panel_strength(
+            agg.winner, [(v.winner, v.strength) for v in votes if v.status == "voted"]
+        ),
         votes=tuple(votes),
         votes_cast=agg.voted,
         votes_asked=asked,

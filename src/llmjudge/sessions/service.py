@@ -123,6 +123,8 @@ def _session_in(s: JudgeSession) -> SessionIn:
         match_by_prompt_key=o.get("match_by_prompt_key", False),
         criteria=list(s.criteria),
         prompt_template=s.prompt_template,
+        system_prompt=s.system_prompt,
+        verdict_format=s.verdict_format,
         seed=o.get("seed", 0),
         panel=_panel_in(s.panel),
         adaptive=o.get("adaptive") if s.comparison_mode == "adaptive" else None,
@@ -191,6 +193,9 @@ def _cost_per_call(cost: ModelCost) -> float:
     ) / 1_000_000
 
 
+ADAPTIVE_PANEL = "an adaptive session has one judge: a panel needs a planned mode"
+
+
 async def _estimate(
     db: AsyncSession, data: SessionIn, seed: int, planned: int | None = None
 ) -> EstimateOut:
@@ -200,6 +205,8 @@ async def _estimate(
         members = [await _judge_model(db, data.judge_model_id)]
     m, p = members[0]
     if data.comparison_mode == "adaptive":
+        if data.panel is not None:
+            raise Invalid(ADAPTIVE_PANEL)
         return await _adaptive_plan_estimate(db, data, m, p)
     options = plan_options(data, seed)
     threads = await plan_threads(db, data.pillar_ids)
@@ -326,7 +333,11 @@ def check_plan_size(sizes: dict[int, int], options: PlanOptions) -> None:
 def _prompt_tokens(data: SessionIn) -> int:
     """Tokens of the judge prompt around two empty threads."""
     messages = build_judge_messages(
-        content_a="", content_b="", criteria=data.criteria, template=data.prompt_template
+        content_a="",
+        content_b="",
+        criteria=data.criteria,
+        template=data.prompt_template,
+        system_prompt=data.system_prompt,
     )
     return sum(estimate_tokens(m["content"]) for m in messages)
 
@@ -417,7 +428,7 @@ async def create_session(
     seed = data.seed if data.seed is not None else secrets.randbelow(2**31)
     if data.comparison_mode == "adaptive":
         if panel is not None:
-            raise Invalid("an adaptive session has one judge: a panel needs a planned mode")
+            raise Invalid(ADAPTIVE_PANEL)
         return await _create_adaptive(db, data, m, p, seed, hub)
     threads = await plan_threads(db, data.pillar_ids)
     options = plan_options(data, seed)
@@ -438,6 +449,10 @@ async def create_session(
         criteria=list(data.criteria),
         prompt_template=data.prompt_template,
         panel=panel,
+        system_prompt=data.system_prompt,
+        verdict_format=(
+            data.verdict_format.model_dump(mode="json") if data.verdict_format else None
+        ),
         total=len(plan),
     )
     db.add(s)

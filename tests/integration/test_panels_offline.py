@@ -253,3 +253,75 @@ async def test_one_judge_is_not_a_panel(client: httpx.AsyncClient, llmbar: dict[
     assert r.status_code in (400, 422) and "not a panel" in r.text
     page = await client.get(f"/sessions/{sid}/results")
     assert page.status_code == 200 and 'id="tab-panel"' not in page.text
+
+
+async def test_panel_import_keeps_row_labels_and_reads_raw_judgments(
+    client: httpx.AsyncClient, app: Any, llmbar: dict[str, Any]
+) -> None:
+    """Main's judgment-import features hold for a panel file: raw `judgment` texts read with
+    the given verdict format, and the reference labels its rows carry stored once per pair."""
+    gold = {str(p["id"]): SLOT[str(p["label"])] for p in llmbar["pairs"]}
+    pids = sorted(gold)[:10]
+    lines = []
+    for x in llmbar["lines"]:
+        pid = x["thread_a"]["external_id"]
+        if pid not in pids:
+            continue
+        shown_first = x["thread_a"]["pillar"] == "llmbar-1"
+        label = gold[pid] if shown_first else FLIP[gold[pid]]
+        tag = {"A": "[[A]]", "B": "[[B]]", "TIE": "[[C]]"}[x["verdict"]]
+        lines.append(
+            {k: v for k, v in x.items() if k != "verdict"}
+            | {"judgment": f"Thinking. {tag}", "label": label, "source": "human"}
+            | {"annotator": "panel-file"}
+        )
+    body = "\n".join(json.dumps(x) for x in lines).encode()
+    r = await client.post(
+        "/api/sessions/import",
+        files={"file": ("j.jsonl", body)},
+        data={"session_name": "panel labels", "verdict_format": "tags"},
+    )
+    assert r.status_code == 201, r.text
+    out = r.json()
+    assert out["judges"] == list(JUDGES) and out["total"] == 20 and out["failed"] == 0
+    # Both judges' rows (original and swap) name the same label: one per pair.
+    assert out["labels"] == 10
+    sid = out["session_id"]
+    async with app.state.sessionmaker() as db:
+        stored = (
+            (
+                await db.execute(
+                    select(ReferenceLabel).where(ReferenceLabel.annotator == "panel-file")
+                )
+            )
+            .scalars()
+            .all()
+        )
+        votes = (
+            (await db.execute(select(ComparisonVote).where(ComparisonVote.session_id == sid)))
+            .scalars()
+            .all()
+        )
+    assert len(stored) == 10 and {s.source for s in stored} == {"human"}
+    for s in stored:  # canonical order, the gold label mapped onto it
+        assert s.thread_a_id < s.thread_b_id
+    want = {
+        (x["judge"], x["thread_a"]["external_id"], x["thread_a"]["pillar"]): x["verdict"]
+        for x in llmbar["lines"]
+        if x["thread_a"]["external_id"] in pids
+    }
+    assert sorted(v.winner for v in votes) == sorted(want.values())
+    assert all(v.status == "voted" and "[[" in (v.raw_response or "") for v in votes)
+
+    # A pair whose rows disagree on its label: a row error, nothing stored.
+    other = {"A": "B", "B": "A", "TIE": "A"}
+    lines[1] = lines[1] | {"label": other[lines[1]["label"]]}
+    body = "\n".join(json.dumps(x) for x in lines).encode()
+    r = await client.post(
+        "/api/sessions/import",
+        files={"file": ("j.jsonl", body)},
+        data={"session_name": "panel labels bad", "verdict_format": "tags"},
+    )
+    assert r.status_code == 422 and "label" in r.text, r.text
+    names = [s["name"] for s in (await client.get("/api/sessions")).json()]
+    assert "panel labels bad" not in names

@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     # A claimed comparison's lease without a heartbeat: how long the items of a dead worker
     # process wait before another worker takes them.
     lease_seconds: float = Field(default=30.0, gt=0)
+    # Identical consecutive provider setup errors (auth, connection, unknown model) that
+    # pause a session instead of burning its queue; 0 turns the breaker off.
+    breaker_errors: int = Field(default=5, ge=0)
     # Access control (see README "Users, roles and tokens").
     admin_token: SecretStr | None = Field(
         default=None,

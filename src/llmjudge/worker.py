@@ -64,6 +64,7 @@ def build_workers(
             hub=hub,
             concurrency=concurrency,
             lease_s=settings.lease_seconds,
+            breaker_errors=settings.breaker_errors,
             drain_timeout_s=drain_timeout_s,
             claim_engine=direct,
         ),

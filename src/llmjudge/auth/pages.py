@@ -14,11 +14,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import pass_context
 from pydantic import ValidationError
 
-from llmjudge.auth import service
+from llmjudge.auth import policy, service
 from llmjudge.auth.api import link_base
 from llmjudge.auth.middleware import CurrentPrincipal
 from llmjudge.auth.models import User
-from llmjudge.auth import policy
 from llmjudge.auth.policy import Role
 from llmjudge.auth.schemas import (
     PasswordChange,

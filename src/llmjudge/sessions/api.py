@@ -43,6 +43,14 @@ def get_hub(request: Request) -> EventHub | None:
 
 
 Hub = Annotated[EventHub | None, Depends(get_hub)]
+
+
+def get_tester(request: Request) -> service.ConnectionTester | None:
+    """The LLM service, for the test call before a session first uses a provider."""
+    return getattr(request.app.state, "llm", None)
+
+
+Tester = Annotated[service.ConnectionTester | None, Depends(get_tester)]
 ThreadIds = Annotated[
     str,
     Query(
@@ -122,9 +130,9 @@ async def import_judgments(
 
 
 @router.post("", response_model=SessionOut, status_code=status.HTTP_201_CREATED)
-async def create_session(data: SessionIn, db: DbSession, hub: Hub) -> SessionOut:
+async def create_session(data: SessionIn, db: DbSession, hub: Hub, llm: Tester) -> SessionOut:
     """Create a session and its comparison plan (draft; `auto_start` starts it)."""
-    return await service.create_session(db=db, data=data, hub=hub)
+    return await service.create_session(db=db, data=data, hub=hub, llm=llm)
 
 
 @router.post("/estimate", response_model=EstimateOut)
@@ -167,9 +175,10 @@ async def estimate_session(session_id: int, db: DbSession) -> EstimateOut:
 
 
 @router.post("/{session_id}/start", response_model=SessionOut)
-async def start_session(session_id: int, db: DbSession, hub: Hub) -> SessionOut:
-    """draft -> running."""
-    return await service.start_session(db=db, session_id=session_id, hub=hub)
+async def start_session(session_id: int, db: DbSession, hub: Hub, llm: Tester) -> SessionOut:
+    """draft -> running; 422 when the judge's provider has never answered and a test call
+    to it fails (the cause in ``detail``)."""
+    return await service.start_session(db=db, session_id=session_id, hub=hub, llm=llm)
 
 
 @router.post("/{session_id}/pause", response_model=SessionOut)

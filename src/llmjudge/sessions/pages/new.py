@@ -18,6 +18,7 @@ from llmjudge.errors import Invalid
 from llmjudge.providers import service as providers
 from llmjudge.providers.schemas import ModelOut
 from llmjudge.sessions import service
+from llmjudge.sessions.api import get_tester
 from llmjudge.sessions.pages.common import hub
 from llmjudge.sessions.pages.forms import (
     FIELD_LABELS,
@@ -118,7 +119,9 @@ async def create_session_submit(request: Request, db: DbSession):
         errors = field_errors(exc)
     else:
         try:
-            created = await service.create_session(db=db, data=data, hub=hub(request))
+            created = await service.create_session(
+                db=db, data=data, hub=hub(request), llm=get_tester(request)
+            )
         except Invalid as exc:
             errors = {"form": [str(exc)]}
         else:

@@ -42,3 +42,20 @@ document.addEventListener("click", (e) => {
   const open = bar.classList.toggle("open");
   toggle.setAttribute("aria-expanded", String(open));
 });
+
+// A table that scrolls inside its own box (narrow screens) must be reachable by keyboard:
+// focusable while it overflows (axe: scrollable-region-focusable). Tables keep their role.
+function markScrollers(root) {
+  for (const box of root.querySelectorAll("table.data, .table-scroll")) {
+    if (box.scrollWidth > box.clientWidth + 1) {
+      box.tabIndex = 0;
+      box.dataset.scroller = "";
+    } else if ("scroller" in box.dataset) {
+      box.removeAttribute("tabindex");
+      delete box.dataset.scroller;
+    }
+  }
+}
+document.addEventListener("DOMContentLoaded", () => markScrollers(document));
+document.addEventListener("htmx:afterSettle", (e) => markScrollers(e.target));
+window.addEventListener("resize", () => markScrollers(document));

@@ -229,6 +229,12 @@ async def test_reviewer_is_not_offered_session_controls(
         for control in ("#cancel", "#pause", "#resume", "#controls button.primary"):
             await expect(tab.locator(control)).to_have_count(0)
         await expect(tab.locator('#topbar nav a[href="/import"]')).to_have_count(0)
+        await tab.goto("/sessions")
+        await expect(tab.locator("#new-session")).to_have_count(0)
+        await expect(tab.locator("#new-session-disabled")).to_contain_text(
+            "needs the researcher role"
+        )
+        await tab.goto(f"/sessions/{sid}")
         # A forbidden htmx request (as a stale page would send) shows one line, in #flash.
         await tab.evaluate(
             "(sid) => htmx.ajax('POST', `/sessions/${sid}/cancel`, "

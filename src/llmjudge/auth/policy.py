@@ -171,4 +171,3 @@ def can(role: Role | None, method: str, path: str) -> bool:
     if needed is None:
         return True
     return role is not None and role.covers(needed)
-

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from fastapi import Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from llmjudge.events.hub import Event, EventHub
+from llmjudge.events.hub import Event, EventHub, Subscription
 
-__all__ = ["encode_event", "sse_response"]
+__all__ = ["FRAME_INTERVAL_S", "encode_event", "event_frames", "parse_lanes", "sse_response"]
+
+# The least time between two writes to one client. A session at full speed publishes
+# hundreds of events per second; written one by one to 100 clients they took the web
+# process's event loop (measured: bench/events.py, load mix). Coalesced, a client gets at
+# most ~4 writes per second, each carrying every event queued since the last.
+FRAME_INTERVAL_S = 0.25
 
 # Every subscriber of a topic sends the same bytes for an event: encode each event once per
 # process (ids are unique), not once per subscriber (measured: bench/events.py).
@@ -32,20 +40,56 @@ def encode_event(event: Event) -> bytes:
     return data
 
 
+def parse_lanes(value: str | None) -> frozenset[str] | None:
+    """The ``lanes`` query parameter: absent or ``all`` = every lane, ``none`` or empty =
+    none, else comma-separated worker ids."""
+    if value is None or value.strip() == "all":
+        return None
+    if value.strip() == "none":
+        return frozenset()
+    return frozenset(part.strip() for part in value.split(",") if part.strip())
+
+
+async def event_frames(
+    events: Subscription,
+    *,
+    min_interval_s: float = FRAME_INTERVAL_S,
+    disconnected: Callable[[], Awaitable[bool]] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> AsyncIterator[bytes]:
+    """The subscription's events as SSE frames, at most one frame per ``min_interval_s``:
+    after a frame, events gather for the rest of the interval and go out in one write."""
+    last = clock() - min_interval_s
+    while (event := await events.get()) is not None:
+        wait = last + min_interval_s - clock()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        if disconnected is not None and await disconnected():
+            return
+        last = clock()
+        yield b"".join(encode_event(e) for e in (event, *events.take_all()))
+
+
 def sse_response(
-    request: Request, hub: EventHub, topic: str, *, ping_s: float = 15.0
+    request: Request,
+    hub: EventHub,
+    topic: str,
+    *,
+    ping_s: float = 15.0,
+    lanes: frozenset[str] | None = None,
+    min_interval_s: float = FRAME_INTERVAL_S,
 ) -> EventSourceResponse:
     """Stream ``topic``'s events (see ``encode_event``). The first event, ``ready``, says
-    the subscription is live. Events queued while a write was in progress go out together
-    in the next write, so a busy stream costs one write per batch, not one per event."""
+    the subscription is live. Writes are coalesced (``event_frames``); ``lanes`` limits the
+    token streams to those workers (see ``Subscription``)."""
 
     async def stream() -> AsyncIterator[ServerSentEvent | bytes]:
-        async with hub.subscribe(topic) as events:
+        async with hub.subscribe(topic, lanes=lanes) as events:
             yield ServerSentEvent(data=json.dumps({"topic": topic}), event="ready")
-            while (event := await events.get()) is not None:
-                if await request.is_disconnected():
-                    return
-                yield b"".join(encode_event(e) for e in (event, *events.take_all()))
+            async for frame in event_frames(
+                events, min_interval_s=min_interval_s, disconnected=request.is_disconnected
+            ):
+                yield frame
 
     # X-Accel-Buffering: proxies (nginx) must not buffer a live stream.
     return EventSourceResponse(stream(), ping=ping_s, headers={"X-Accel-Buffering": "no"})

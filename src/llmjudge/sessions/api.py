@@ -10,7 +10,7 @@ from sse_starlette import EventSourceResponse
 
 from llmjudge.errors import Invalid
 from llmjudge.events.hub import EventHub
-from llmjudge.events.sse import sse_response
+from llmjudge.events.sse import parse_lanes, sse_response
 from llmjudge.rowfiles import MAX_ERRORS, RowError
 from llmjudge.sessions import converters, judgment_import, reads, service
 from llmjudge.sessions.importing import judgment_file_objects, parse_judgment_objects
@@ -227,13 +227,28 @@ async def get_comparison(session_id: int, comparison_id: int, db: DbSession) -> 
     response_class=EventSourceResponse,
     responses={200: {"content": {"text/event-stream": {}}}},
 )
-async def session_events(session_id: int, request: Request, db: DbSession) -> EventSourceResponse:
+async def session_events(
+    session_id: int,
+    request: Request,
+    db: DbSession,
+    lanes: Annotated[
+        str | None,
+        Query(
+            max_length=4000,
+            description="the worker lanes whose `llm_stream` events to send: `all` "
+            "(default), `none`, or comma-separated worker ids",
+        ),
+    ] = None,
+) -> EventSourceResponse:
     """Server-sent events: `ready`, `session_status`, `comparison_start`, `llm_stream`
-    (text batches), `comparison_complete`, `comparison_retry`, `workers_status` (about once
-    per second per worker process)."""
+    (text batches, for the `lanes` followed), `comparison_complete`, `comparison_retry`,
+    `workers_status` (about once per second per worker process). Events are written in
+    frames of at most ~4 per second, each with every event since the last."""
     await service.get_session(db=db, session_id=session_id)  # 404 for an unknown session
     await db.close()  # hold no connection for the life of the stream
-    return sse_response(request, request.app.state.events, session_topic(session_id))
+    return sse_response(
+        request, request.app.state.events, session_topic(session_id), lanes=parse_lanes(lanes)
+    )
 
 
 @router.get(

@@ -157,8 +157,11 @@ async def list_sessions(
 
 @router.get("/{session_id}", response_model=SessionOut)
 async def get_session(session_id: int, db: DbSession) -> SessionOut:
-    """Status, counts per comparison status, tokens and cost so far, judge model."""
-    return await service.get_session(db=db, session_id=session_id)
+    """Status, counts per comparison status, tokens and cost so far, judge model (shared by
+    concurrent pollers; at most a fraction of a second old)."""
+    return await reads.SUMMARY_CACHE.get(
+        session_id, lambda: service.get_session(db=db, session_id=session_id)
+    )
 
 
 @router.get("/{session_id}/estimate", response_model=EstimateOut)
@@ -169,37 +172,60 @@ async def estimate_session(session_id: int, db: DbSession) -> EstimateOut:
 @router.post("/{session_id}/start", response_model=SessionOut)
 async def start_session(session_id: int, db: DbSession, hub: Hub) -> SessionOut:
     """draft -> running."""
-    return await service.start_session(db=db, session_id=session_id, hub=hub)
+    reads.SUMMARY_CACHE.invalidate(session_id)
+    try:
+        return await service.start_session(db=db, session_id=session_id, hub=hub)
+    finally:
+        reads.SUMMARY_CACHE.invalidate(session_id)
 
 
 @router.post("/{session_id}/pause", response_model=SessionOut)
 async def pause_session(session_id: int, db: DbSession, hub: Hub) -> SessionOut:
     """running -> paused: comparisons in flight finish, no new ones start."""
-    return await service.pause_session(db=db, session_id=session_id, hub=hub)
+    reads.SUMMARY_CACHE.invalidate(session_id)
+    try:
+        return await service.pause_session(db=db, session_id=session_id, hub=hub)
+    finally:
+        reads.SUMMARY_CACHE.invalidate(session_id)
 
 
 @router.post("/{session_id}/resume", response_model=SessionOut)
 async def resume_session(session_id: int, db: DbSession, hub: Hub) -> SessionOut:
     """paused -> running."""
-    return await service.resume_session(db=db, session_id=session_id, hub=hub)
+    reads.SUMMARY_CACHE.invalidate(session_id)
+    try:
+        return await service.resume_session(db=db, session_id=session_id, hub=hub)
+    finally:
+        reads.SUMMARY_CACHE.invalidate(session_id)
 
 
 @router.post("/{session_id}/cancel", response_model=SessionOut)
 async def cancel_session(session_id: int, db: DbSession, hub: Hub) -> SessionOut:
     """Pending comparisons are cancelled; those in flight finish and are kept."""
-    return await service.cancel_session(db=db, session_id=session_id, hub=hub)
+    reads.SUMMARY_CACHE.invalidate(session_id)
+    try:
+        return await service.cancel_session(db=db, session_id=session_id, hub=hub)
+    finally:
+        reads.SUMMARY_CACHE.invalidate(session_id)
 
 
 @router.post("/{session_id}/retry-failed", response_model=RetryResult)
 async def retry_failed(session_id: int, db: DbSession, hub: Hub) -> RetryResult:
     """Failed comparisons go back to the queue with fresh attempts."""
-    return await service.retry_failed(db=db, session_id=session_id, hub=hub)
+    reads.SUMMARY_CACHE.invalidate(session_id)
+    try:
+        return await service.retry_failed(db=db, session_id=session_id, hub=hub)
+    finally:
+        reads.SUMMARY_CACHE.invalidate(session_id)
 
 
 @router.delete("/{session_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_session(session_id: int, db: DbSession, hub: Hub) -> None:
     """Delete a session and all its comparisons."""
-    await service.delete_session(db=db, session_id=session_id, hub=hub)
+    try:
+        await service.delete_session(db=db, session_id=session_id, hub=hub)
+    finally:
+        reads.SUMMARY_CACHE.invalidate(session_id)
 
 
 @router.get("/{session_id}/comparisons", response_model=ComparisonPage)

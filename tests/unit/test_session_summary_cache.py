@@ -34,18 +34,32 @@ async def test_concurrent_pollers_share_one_query() -> None:
     assert len(calls) == 1
 
 
+async def _shared(cache: SummaryCache, sid: int, load: Any) -> Any:
+    """Two concurrent pollers: the answer is shared, hence kept for the TTL."""
+    first, _ = await asyncio.gather(cache.get(sid, load), cache.get(sid, load))
+    return first
+
+
+async def test_a_lone_poller_always_reads_afresh() -> None:
+    cache, calls = SummaryCache(ttl_s=10.0), []
+    for value in ("a", "b", "c"):
+        assert await cache.get(1, _loader(calls, value)) == value
+    assert len(calls) == 3
+
+
 async def test_answers_expire_after_the_ttl_and_on_invalidate() -> None:
     clock = Clock()
     cache, calls = SummaryCache(ttl_s=0.5, clock=clock), []
-    assert await cache.get(1, _loader(calls, "a")) == "a"
+    assert await _shared(cache, 1, _loader(calls, "a")) == "a"
     clock.now = 0.4
     assert await cache.get(1, _loader(calls, "b")) == "a"
     clock.now = 0.6
     assert await cache.get(1, _loader(calls, "c")) == "c"
+    assert await _shared(cache, 1, _loader(calls, "c2")) == "c2"
     cache.invalidate(1)
     assert await cache.get(1, _loader(calls, "d")) == "d"
     assert await cache.get(2, _loader(calls, "other")) == "other"  # per session
-    assert len(calls) == 4
+    assert len(calls) == 5
 
 
 async def test_a_failed_leader_does_not_fail_its_followers_for_good() -> None:

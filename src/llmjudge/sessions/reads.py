@@ -151,8 +151,9 @@ class SummaryCache:
 
     200 clients polling one running session each ran the counting query (measured:
     bench/events.py, load mix); now the requests that arrive while one is in flight share
-    its answer, and an answer serves for ``ttl_s`` more. A session changed through this
-    process's API is invalidated at once; counts written by workers show within ``ttl_s``.
+    its answer, and an answer that was shared (there are concurrent pollers) serves for
+    ``ttl_s`` more. A lone client never gets a kept answer, so it reads its own writes and
+    the workers' at once; a session changed through this process's API is invalidated.
     """
 
     def __init__(self, ttl_s: float = 0.25, clock: Callable[[], float] = time.monotonic) -> None:
@@ -161,6 +162,7 @@ class SummaryCache:
         self._clock = clock
         self._done: dict[int, tuple[float, SessionOut]] = {}
         self._flying: dict[int, asyncio.Future[SessionOut]] = {}
+        self._joined: dict[int, int] = {}  # followers of the query in flight
 
     def invalidate(self, session_id: int) -> None:
         self._done.pop(session_id, None)
@@ -173,6 +175,7 @@ class SummaryCache:
             return hit[1]
         flying = self._flying.get(session_id)
         if flying is not None:
+            self._joined[session_id] = self._joined.get(session_id, 0) + 1
             try:
                 return await asyncio.shield(flying)
             except asyncio.CancelledError:
@@ -183,6 +186,7 @@ class SummaryCache:
                 pass  # the leader's failure is its own: query for ourselves
         future: asyncio.Future[SessionOut] = asyncio.get_running_loop().create_future()
         self._flying[session_id] = future
+        self._joined[session_id] = 0
         try:
             self.queries += 1
             out = await load()
@@ -197,7 +201,8 @@ class SummaryCache:
             raise
         if self._flying.get(session_id) is future:
             del self._flying[session_id]
-            self._done[session_id] = (self._clock(), out)
+            if self._joined.pop(session_id, 0) > 0:
+                self._done[session_id] = (self._clock(), out)
             if len(self._done) > 1000:  # sessions polled once stay no longer than needed
                 self._done.pop(next(iter(self._done)))
         future.set_result(out)

@@ -15,7 +15,7 @@ from llmjudge.personas.models import (
     PersonaPair,
     TaskOutput,
 )
-from llmjudge.providers.models import LLMCacheEntry, LLMCall, LLMModel, Provider
+from llmjudge.providers.models import LLMCacheEntry, LLMCall, LLMModel, LLMProcess, Provider
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.sessions.models import Comparison, JudgeSession
 
@@ -31,6 +31,7 @@ __all__ = [
     "LLMModel",
     "LLMCall",
     "LLMCacheEntry",
+    "LLMProcess",
     "JudgeSession",
     "Comparison",
     "Persona",

@@ -22,17 +22,21 @@ from llmjudge.db.engine import make_engine, make_sessionmaker
 from llmjudge.db.migrate import current
 from llmjudge.events.hub import EventHub
 from llmjudge.personas.training import TrainingRunner
+from llmjudge.providers.retention import RetentionJob
 from llmjudge.providers.service import LLMService
+from llmjudge.providers.shares import RateShares
 from llmjudge.queue.pool import DEFAULT_CONCURRENCY, WorkerPool
 from llmjudge.queue.registry import Workers
 from llmjudge.sessions.jobs import comparison_pool
 
-__all__ = ["COMPARISONS", "PERSONAS", "WorkerStartError", "build_workers", "run_worker_process"]
+__all__ = ["COMPARISONS", "PERSONAS", "RATE_SHARES", "RETENTION", "WorkerStartError", "build_workers", "run_worker_process"]
 
 log = logging.getLogger(__name__)
 
 COMPARISONS = "comparisons"
 PERSONAS = "personas"
+RETENTION = "retention"
+RATE_SHARES = "rate_shares"
 
 
 class WorkerStartError(RuntimeError):
@@ -56,6 +60,8 @@ def build_workers(
     persona loops' session-level advisory locks."""
     direct = direct_engine or engine
     workers = Workers()
+    # First: provider rate limits are split among the live processes before any call.
+    workers.register(RATE_SHARES, RateShares(engine, llm.gateway.set_rate_share))
     workers.register(
         COMPARISONS,
         comparison_pool(
@@ -73,6 +79,8 @@ def build_workers(
     workers.register(
         PERSONAS, TrainingRunner(engine=direct, sessionmaker=sessionmaker, llm=llm, hub=hub)
     )
+    # Old call history and cache entries, hourly (an advisory lock: one process at a time).
+    workers.register(RETENTION, RetentionJob(engine, days=settings.retention_days))
     return workers
 
 

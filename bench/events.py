@@ -136,6 +136,7 @@ async def measure(
     slow: int,
     pollers: int = 0,
     poll_s: float = 0.5,
+    lanes: str = "",
 ) -> Run:
     clients, slow, pollers = (
         min(clients, MAX_CLIENTS),
@@ -146,7 +147,7 @@ async def measure(
     headers = {"Authorization": f"Bearer {tp.ADMIN_TOKEN}"}
     with httpx.Client(base_url=url, headers=headers, timeout=60) as sync_api:
         sid = engine.session(sync_api, k, workers, "round_robin")
-    path = f"/api/sessions/{sid}/events"
+    path = f"/api/sessions/{sid}/events" + (f"?lanes={lanes}" if lanes else "")
     listeners = [Listener() for _ in range(clients - slow)]
     connector = aiohttp.TCPConnector(limit=0)
     async with (
@@ -213,7 +214,16 @@ async def main_async(args: argparse.Namespace, engine: tp.Engine, k: int) -> Non
         serve = children[0].pid
         a = await measure(engine, url, serve, k, workers, 0, 0)
         b = await measure(
-            engine, url, serve, k, workers, args.clients, args.slow, args.pollers, args.poll_s
+            engine,
+            url,
+            serve,
+            k,
+            workers,
+            args.clients,
+            args.slow,
+            args.pollers,
+            args.poll_s,
+            args.lanes,
         )
         c = await measure(engine, url, serve, k, workers, 0, 0)
     total = 2 * k * k
@@ -244,6 +254,7 @@ def main() -> int:
     p.add_argument("--pollers", type=int, default=0, help="HTTP clients polling the session")
     p.add_argument("--poll-s", type=float, default=0.5, help="each poller's pause")
     p.add_argument("--mix", action="store_true", help="100 SSE clients + 200 pollers")
+    p.add_argument("--lanes", default="", help="the SSE clients' ?lanes= (default: all)")
     args = p.parse_args()
     if args.mix:
         args.clients, args.slow, args.pollers = 100, 0, 200

@@ -29,7 +29,15 @@ from llmjudge.queue.pool import DEFAULT_CONCURRENCY, WorkerPool
 from llmjudge.queue.registry import Workers
 from llmjudge.sessions.jobs import comparison_pool
 
-__all__ = ["COMPARISONS", "PERSONAS", "RATE_SHARES", "RETENTION", "WorkerStartError", "build_workers", "run_worker_process"]
+__all__ = [
+    "COMPARISONS",
+    "PERSONAS",
+    "RATE_SHARES",
+    "RETENTION",
+    "WorkerStartError",
+    "build_workers",
+    "run_worker_process",
+]
 
 log = logging.getLogger(__name__)
 

@@ -102,12 +102,10 @@ async def test_retention_deletes_old_rows_but_keeps_a_live_personas_calls(
     old, recent = now - timedelta(days=100), now - timedelta(days=10)
     async with engine.begin() as conn:
         persona = await conn.scalar(
-            text(
-                "INSERT INTO personas (name, task_prompt) VALUES ('kept', 'judge') RETURNING id"
-            )
+            text("INSERT INTO personas (name, task_prompt) VALUES ('kept', 'judge') RETURNING id")
         )
         call = "INSERT INTO llm_calls (created_at, provider_id, model, status, persona_id) "
-        for i in range(7):  # old, no persona: deleted (in batches of 2)
+        for _ in range(7):  # old, no persona: deleted (in batches of 2)
             await conn.execute(text(call + "VALUES (:t, 1, 'm', 'ok', NULL)"), {"t": old})
         await conn.execute(text(call + "VALUES (:t, 1, 'm', 'ok', :p)"), {"t": old, "p": persona})
         await conn.execute(text(call + "VALUES (:t, 1, 'm', 'ok', 999999)"), {"t": old})

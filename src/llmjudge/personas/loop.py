@@ -235,10 +235,16 @@ class PersonaLoop:
 
     async def _budget_reached(self, persona: Persona) -> bool:
         if persona.budget_usd is None:
+            self.r.llm.budgets.set_cap(f"persona:{self.pid}", None, 0.0)
             return False
         async with self.db() as db:
             spent = float((await totals(db=db, persona_id=self.pid))["cost_usd"])
-        if spent < persona.budget_usd:
+        # Calls reserve their estimated cost against the cap before they are sent
+        # (providers.budget): the lagging accounting alone let calls in flight overshoot.
+        budgets = self.r.llm.budgets
+        budgets.set_cap(f"persona:{self.pid}", persona.budget_usd, spent)
+        spent = max(spent, budgets.committed(f"persona:{self.pid}"))
+        if spent < persona.budget_usd and not budgets.exhausted(f"persona:{self.pid}"):
             return False
         await self.pause(
             f"budget reached: spent ${spent:.4f} of the ${persona.budget_usd:.4f} cap; "

@@ -1,8 +1,10 @@
 """Composition root of the workers: which kinds of work a process runs, and the worker
 process without the web app (``llmjudge worker``).
 
-Two kinds are registered: judge comparisons (a ``WorkerPool`` of ``sessions.jobs``) and
-persona training (``personas.training.TrainingRunner`` on the advisory-locked runner). The
+Kinds registered: judge comparisons (a ``WorkerPool`` of ``sessions.jobs``),
+persona training (``personas.training.TrainingRunner`` on the advisory-locked runner) and
+the rounds of adaptive sessions (``sessions.rounds.AdaptiveRounds``, advisory-locked too),
+plus the provider rate shares (``providers.shares``) and the call-history retention job. The
 worker process runs every kind against the database until SIGINT/SIGTERM, then stops
 gracefully (drain, give back unfinished items).
 """
@@ -25,11 +27,14 @@ from llmjudge.personas.training import TrainingRunner
 from llmjudge.providers.retention import RetentionJob
 from llmjudge.providers.service import LLMService
 from llmjudge.providers.shares import RateShares
+from llmjudge.queue.locks import LockedRunner
 from llmjudge.queue.pool import DEFAULT_CONCURRENCY, WorkerPool
 from llmjudge.queue.registry import Workers
 from llmjudge.sessions.jobs import comparison_pool
+from llmjudge.sessions.rounds import AdaptiveRounds
 
 __all__ = [
+    "ADAPTIVE",
     "COMPARISONS",
     "PERSONAS",
     "RATE_SHARES",
@@ -45,6 +50,7 @@ COMPARISONS = "comparisons"
 PERSONAS = "personas"
 RETENTION = "retention"
 RATE_SHARES = "rate_shares"
+ADAPTIVE = "adaptive-rounds"
 
 
 class WorkerStartError(RuntimeError):
@@ -89,6 +95,14 @@ def build_workers(
     )
     # Old call history and cache entries, hourly (an advisory lock: one process at a time).
     workers.register(RETENTION, RetentionJob(engine, days=settings.retention_days))
+    # Adaptive sessions' rounds: one loop per running session, in the process holding its
+    # advisory lock; registered after the pool so it stops first.
+    workers.register(
+        ADAPTIVE,
+        LockedRunner(
+            engine=engine, job=AdaptiveRounds(sessionmaker=sessionmaker, hub=hub), poll_s=1.0
+        ),
+    )
     return workers
 
 

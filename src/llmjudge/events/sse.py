@@ -55,19 +55,39 @@ async def event_frames(
     *,
     min_interval_s: float = FRAME_INTERVAL_S,
     disconnected: Callable[[], Awaitable[bool]] | None = None,
+    recheck: Callable[[], Awaitable[bool]] | None = None,
+    recheck_s: float = 30.0,
     clock: Callable[[], float] = time.monotonic,
 ) -> AsyncIterator[bytes]:
     """The subscription's events as SSE frames, at most one frame per ``min_interval_s``:
-    after a frame, events gather for the rest of the interval and go out in one write."""
+    after a frame, events gather for the rest of the interval and go out in one write.
+
+    Every ``recheck_s`` (busy or idle) ``recheck`` says whether the client may still listen;
+    if not, a last ``closed`` event goes out and the stream ends."""
     last = clock() - min_interval_s
-    while (event := await events.get()) is not None:
-        wait = last + min_interval_s - clock()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        if disconnected is not None and await disconnected():
-            return
-        last = clock()
-        yield b"".join(encode_event(e) for e in (event, *events.take_all()))
+    next_check = clock() + recheck_s
+    while True:
+        try:
+            event = await asyncio.wait_for(events.get(), max(0.0, next_check - clock()))
+        except TimeoutError:
+            if disconnected is not None and await disconnected():
+                return
+        else:
+            if event is None:
+                return
+            wait = last + min_interval_s - clock()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            if disconnected is not None and await disconnected():
+                return
+            last = clock()
+            yield b"".join(encode_event(e) for e in (event, *events.take_all()))
+        if clock() >= next_check:
+            next_check = clock() + recheck_s
+            if recheck is not None and not await recheck():
+                closed = {"reason": "credentials revoked"}
+                yield ServerSentEvent(data=json.dumps(closed), event="closed").encode()
+                return
 
 
 def sse_response(
@@ -78,16 +98,33 @@ def sse_response(
     ping_s: float = 15.0,
     lanes: frozenset[str] | None = None,
     min_interval_s: float = FRAME_INTERVAL_S,
+    recheck_s: float | None = None,
 ) -> EventSourceResponse:
     """Stream ``topic``'s events (see ``encode_event``). The first event, ``ready``, says
     the subscription is live. Writes are coalesced (``event_frames``); ``lanes`` limits the
-    token streams to those workers (see ``Subscription``)."""
+    token streams to those workers (see ``Subscription``).
+
+    Every ``recheck_s`` (default: setting ``sse_recheck_s``) the stream asks the app's
+    ``principal_still_allowed`` whether its credentials still hold, and ends if not: a
+    revoked token or a deactivated user stops receiving within that time."""
+    settings = getattr(request.app.state, "settings", None)
+    every = recheck_s if recheck_s is not None else getattr(settings, "sse_recheck_s", 30.0)
+    still_allowed: Callable[[Request], Awaitable[bool]] | None = getattr(
+        request.app.state, "principal_still_allowed", None
+    )
+
+    async def allowed() -> bool:
+        return still_allowed is None or await still_allowed(request)
 
     async def stream() -> AsyncIterator[ServerSentEvent | bytes]:
         async with hub.subscribe(topic, lanes=lanes) as events:
             yield ServerSentEvent(data=json.dumps({"topic": topic}), event="ready")
             async for frame in event_frames(
-                events, min_interval_s=min_interval_s, disconnected=request.is_disconnected
+                events,
+                min_interval_s=min_interval_s,
+                disconnected=request.is_disconnected,
+                recheck=allowed,
+                recheck_s=every,
             ):
                 yield frame
 

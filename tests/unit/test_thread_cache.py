@@ -42,9 +42,6 @@ class _Rows:
     def __init__(self, rows: list[tuple[Any, ...]]) -> None:
         self._rows = rows
 
-    def tuples(self) -> _Rows:
-        return self
-
     def all(self) -> list[tuple[Any, ...]]:
         return self._rows
 

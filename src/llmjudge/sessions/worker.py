@@ -195,7 +195,7 @@ class ThreadCache:
         rows = await conn.execute(
             select(Thread.id, Thread.content_hash).where(Thread.id.in_(list(cached)))
         )
-        current = dict(rows.tuples().all())
+        current = {tid: digest for tid, digest in rows.all()}
         stale = [tid for tid, digest in cached.items() if current.get(tid) != digest]
         for tid in stale:
             self.drop(tid)

@@ -61,6 +61,7 @@ from llmjudge.personas.replies import (
 from llmjudge.personas.similarity import fit_threshold
 from llmjudge.personas.templates import render_judge_prompt, render_task_prompt
 from llmjudge.providers.base import ChatResult, ProviderError
+from llmjudge.providers.budget import BudgetExceeded
 from llmjudge.providers.models import LLMCall
 from llmjudge.providers.service import totals
 
@@ -342,6 +343,10 @@ class PersonaLoop:
     async def _call(self, what: str, **kwargs: Any) -> ChatResult:
         try:
             return await self.r.llm.chat(**kwargs)
+        except BudgetExceeded as e:  # refused before sending: the cap holds exactly
+            raise StepFailed(
+                f"budget reached: {e.cause}; raise the cap and resume to continue"
+            ) from e
         except ProviderError as e:
             raise StepFailed(f"the {what} model failed: {e.cause}; resume to retry") from e
         except NotFound as e:

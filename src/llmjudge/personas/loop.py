@@ -61,9 +61,8 @@ from llmjudge.personas.replies import (
 from llmjudge.personas.similarity import fit_threshold
 from llmjudge.personas.templates import render_judge_prompt, render_task_prompt
 from llmjudge.providers.base import ChatResult, ProviderError
-from llmjudge.providers.budget import BudgetExceeded
 from llmjudge.providers.models import LLMCall
-from llmjudge.providers.service import totals
+from llmjudge.providers.service import BudgetExceeded, totals
 
 log = logging.getLogger(__name__)
 

@@ -31,6 +31,7 @@ from llmjudge.providers.base import (
     estimate_tokens,
     messages_text,
 )
+
 # BudgetExceeded is re-exported: callers in other domains catch it from here.
 from llmjudge.providers.budget import BudgetExceeded as BudgetExceeded
 from llmjudge.providers.budget import Budgets

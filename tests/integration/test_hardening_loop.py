@@ -61,7 +61,10 @@ async def test_healthz_answers_while_a_large_import_is_parsed(client: httpx.Asyn
     r = await task
     assert r.status_code == 200, r.text[:500]
     print(f"healthz during the import: n={len(waits)} max={max(waits):.3f}s")
-    assert max(waits) < 0.5, f"slowest /healthz during the import: {max(waits):.2f}s"
+    # A parse on the loop stalls a probe for the whole parse (parse_s); the bound scales with
+    # the measured parse so a loaded machine does not fail a sound loop.
+    bound = max(0.5, 0.4 * parse_s)
+    assert max(waits) < bound, f"slowest /healthz: {max(waits):.2f}s (parse {parse_s:.2f}s)"
     assert len(waits) >= 5
 
 

@@ -128,6 +128,7 @@ POLICY: tuple[Rule, ...] = tuple(
         ("/api/pillars/**", _DOMAIN),
         ("/api/threads/**", _DOMAIN),
         ("/api/sessions/**", _DOMAIN),
+        ("/api/references/**", _DOMAIN),
         ("/api/personas/**", _DOMAIN),
     )
 )

@@ -4,14 +4,17 @@ judgments made elsewhere; the comparisons of one thread."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, Path, Query, Request, UploadFile, status
+from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
 
 from llmjudge.errors import Invalid
 from llmjudge.events.hub import EventHub
 from llmjudge.events.sse import parse_lanes, sse_response
+from llmjudge.judging.formats import VerdictFormat
 from llmjudge.rowfiles import MAX_ERRORS, RowError
 from llmjudge.sessions import converters, judgment_import, reads, service
 from llmjudge.sessions.importing import (
@@ -91,6 +94,14 @@ async def import_judgments(
     baseline: Annotated[
         str, Form(min_length=1, max_length=200, description="arena_hard: the baseline model")
     ] = converters.ARENA_HARD_BASELINE,
+    verdict_format: Annotated[
+        str | None,
+        Form(
+            max_length=200_000,
+            description="how to read raw `judgment` texts: a verdict format as JSON "
+            '(e.g. {"kind": "labels", "rules": [...]}) or a bare kind; unset = built-in',
+        ),
+    ] = None,
 ) -> JudgmentImportOut:
     """Import judgments made elsewhere as a completed session that every analysis endpoint
     reads. Native lines: `{"thread_a": REF, "thread_b": REF, "verdict": "A"|"B"|"TIE"}` or
@@ -98,7 +109,9 @@ async def import_judgments(
     an unreadable one is stored as a failed comparison with the parse error). REF: a thread
     id or `{"pillar": name, "external_id": id}`. Optional: `reasoning`, `confidence` (0..1),
     `scores_a`/`scores_b` ({criterion: 1..5}), `repetition`, `swap_group`, `group`,
-    `strength` (1 or 2). Swap pairs: lines sharing a `swap_group` (original first, then its
+    `strength` (1 or 2), and the pair's reference label: `label` (A/B/TIE relative to the
+    row's threads), `annotator`, `source` (gold unless it says human), `note`; then
+    `/agreement` scores the judge. Swap pairs: lines sharing a `swap_group` (original first, then its
     mirror); otherwise a line showing (b, a) is the swap of the earliest unpaired (a, b)
     line of the same `group` and `repetition`. All or nothing.
 
@@ -107,6 +120,7 @@ async def import_judgments(
     `baseline`, `A>>B` kept as strength 2. The judge label defaults to the file's judge."""
     if not session_name.strip():
         raise Invalid("session_name must not be blank")
+    fmt = _verdict_format(verdict_format)
     settings = request.app.state.settings
     data = await read_upload(file, settings)
 
@@ -120,7 +134,10 @@ async def import_judgments(
             RowError(line=p.line, field=p.field, message=p.message) for p in converted.problems
         ]
         errors = sorted(errors, key=lambda e: e.line)[:MAX_ERRORS]
-        return parse_judgment_objects(converted.rows, errors), list(converted.judges)
+        return (
+            parse_judgment_objects(converted.rows, errors, verdict_format=fmt),
+            list(converted.judges),
+        )
 
     # Parsing a large file is CPU work: off the event loop.
     parsed, judges = await asyncio.to_thread(parse)
@@ -133,6 +150,20 @@ async def import_judgments(
         )
     except judgment_import.JudgmentsRejected as e:
         raise ImportRejected(e.errors) from None
+
+
+def _verdict_format(text: str | None) -> VerdictFormat | None:
+    if text is None or not text.strip():
+        return None
+    try:
+        raw: object = json.loads(text)
+    except json.JSONDecodeError:
+        raw = text.strip()  # a bare kind: "tags"
+    try:
+        return VerdictFormat.model_validate(raw)
+    except ValidationError as exc:
+        messages = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise Invalid(f"verdict_format: {messages}") from None
 
 
 @router.post("", response_model=SessionOut, status_code=status.HTTP_201_CREATED)

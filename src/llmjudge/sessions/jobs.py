@@ -19,6 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from llmjudge.events.hub import EventHub
+from llmjudge.judging.formats import VerdictFormat
 from llmjudge.queue.pool import WorkerPool
 from llmjudge.queue.work import Group, Token, WorkKind, Written
 from llmjudge.rowfiles import storable_text, unstorable_text
@@ -122,19 +123,28 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
             row = (
                 await conn.execute(
                     text(
-                        "SELECT criteria, prompt_template, judge_model_id "
-                        "FROM judge_sessions WHERE id = :id"
+                        "SELECT criteria, prompt_template, judge_model_id, system_prompt, "
+                        "verdict_format FROM judge_sessions WHERE id = :id"
                     ),
                     {"id": session_id},
                 )
             ).one()
-        criteria, template, model_id = row
+        criteria, template, model_id, system_prompt, verdict_format = row
         prices = (0.0, 0.0)
         if model_id is not None:
             with contextlib.suppress(LookupError):  # deleted: judge_comparison says so
                 info = await self.llm.model_info(model_id)
                 prices = (info.input_price_per_million, info.output_price_per_million)
-        config = SessionConfig(session_id, tuple(criteria), template, model_id, *prices)
+        config = SessionConfig(
+            session_id,
+            tuple(criteria),
+            template,
+            model_id,
+            *prices,
+            system_prompt=system_prompt,
+            # Validated when the session was created; None is the built-in JSON reading.
+            verdict_format=VerdictFormat.model_validate(verdict_format or {}),
+        )
         self._configs[session_id] = config
         return config
 

@@ -139,6 +139,8 @@ async def get_session(*, db: AsyncSession, session_id: int) -> SessionOut:
         options=s.options,
         criteria=list(s.criteria),
         prompt_template=s.prompt_template,
+        system_prompt=s.system_prompt,
+        verdict_format=s.verdict_format,
         error=s.error,
         counts=Counts(total=sum(counts.values()), **counts),
         input_tokens=s.input_tokens,

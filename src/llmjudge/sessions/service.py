@@ -118,6 +118,8 @@ def _session_in(s: JudgeSession) -> SessionIn:
         match_by_prompt_key=o.get("match_by_prompt_key", False),
         criteria=list(s.criteria),
         prompt_template=s.prompt_template,
+        system_prompt=s.system_prompt,
+        verdict_format=s.verdict_format,
         seed=o.get("seed", 0),
         adaptive=o.get("adaptive") if s.comparison_mode == "adaptive" else None,
     )
@@ -237,7 +239,11 @@ def check_plan_size(sizes: dict[int, int], options: PlanOptions) -> None:
 def _prompt_tokens(data: SessionIn) -> int:
     """Tokens of the judge prompt around two empty threads."""
     messages = build_judge_messages(
-        content_a="", content_b="", criteria=data.criteria, template=data.prompt_template
+        content_a="",
+        content_b="",
+        criteria=data.criteria,
+        template=data.prompt_template,
+        system_prompt=data.system_prompt,
     )
     return sum(estimate_tokens(m["content"]) for m in messages)
 
@@ -340,6 +346,10 @@ async def create_session(
         judge_model_id=m.id,
         criteria=list(data.criteria),
         prompt_template=data.prompt_template,
+        system_prompt=data.system_prompt,
+        verdict_format=(
+            data.verdict_format.model_dump(mode="json") if data.verdict_format else None
+        ),
         total=len(plan),
     )
     db.add(s)

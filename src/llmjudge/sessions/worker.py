@@ -9,6 +9,7 @@ recorded (raw response and parse error) and the comparison goes back to the queu
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -21,8 +22,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from llmjudge.catalog.models import Thread
 from llmjudge.events.hub import DeltaBatcher
+from llmjudge.judging.formats import VerdictFormat, parse_with_format
 from llmjudge.judging.prompts import build_judge_messages, verdict_json_schema
-from llmjudge.judging.verdicts import VerdictParseError, parse_verdict
+from llmjudge.judging.verdicts import Verdict, VerdictParseError
 from llmjudge.providers.base import ChatResult, DeltaCallback, ProviderError
 from llmjudge.sessions.claims import Claimed, Finish
 
@@ -73,6 +75,8 @@ class SessionConfig:
     judge_model_id: int | None
     input_price_per_million: float = 0.0
     output_price_per_million: float = 0.0
+    system_prompt: str | None = None  # None: the built-in one; "": none
+    verdict_format: VerdictFormat = VerdictFormat()
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         return (
@@ -88,6 +92,7 @@ class ThreadData:
     title: str
     content: Any  # a string, or a list of {"role", "content"} messages
     quality: float | None  # metadata "quality": the simulator's latent truth, if given
+    prompt: str | None = None  # the text of the prompt the thread answers
 
 
 def _quality(meta: Mapping[str, Any] | None) -> float | None:
@@ -150,7 +155,7 @@ class ThreadCache:
             shared = self._contents[content_hash] = [item.content, _size(item.content), 0]
             self.bytes += shared[1]
         shared[2] += 1
-        data = ThreadData(item.id, item.pillar_id, item.title, shared[0], item.quality)
+        data = dataclasses.replace(item, content=shared[0])
         self._items[item.id] = (content_hash, data)
         while self.bytes > self.max_bytes and len(self._items) > 1:
             self.drop(next(iter(self._items)))
@@ -177,11 +182,13 @@ class ThreadCache:
                 Thread.title,
                 Thread.content,
                 Thread.meta,
+                Thread.prompt,
                 Thread.content_hash,
             ).where(Thread.id.in_(missing))
         )
-        for tid, pillar_id, title, content, meta, digest in rows.all():
-            self.put(ThreadData(tid, pillar_id, title or "", content, _quality(meta)), digest)
+        for tid, pillar_id, title, content, meta, prompt, digest in rows.all():
+            item = ThreadData(tid, pillar_id, title or "", content, _quality(meta), prompt)
+            self.put(item, digest)
 
     def due(self) -> bool:
         return bool(self._items) and self._clock() - self._checked >= self.revalidate_s
@@ -242,6 +249,9 @@ async def judge_comparison(
             template=config.prompt_template,
             title_a=a.title or None,
             title_b=b.title or None,
+            # Threads of one prompt key share one prompt text; A's is as good as B's.
+            prompt=a.prompt if a.prompt is not None else b.prompt,
+            system_prompt=config.system_prompt,
         )
     except ValueError as exc:  # a malformed stored thread
         return Finish(**base, status="failed", error=f"cannot build the judge prompt: {exc}")
@@ -271,7 +281,11 @@ async def judge_comparison(
         result = await llm.chat(
             model_id=config.judge_model_id,
             messages=messages,
-            json_schema=verdict_json_schema(config.criteria),
+            # Structured output only for the built-in JSON verdict: a published judge answers
+            # in its own words, and forcing JSON on it would change what it says.
+            json_schema=verdict_json_schema(config.criteria)
+            if config.verdict_format.kind == "json"
+            else None,
             context={
                 "task": "pairwise",
                 "thread_a": _thread_context(a),
@@ -310,10 +324,14 @@ async def judge_comparison(
         "raw_response": result.text[:RAW_RESPONSE_LIMIT],
     }
     try:
-        verdict = parse_verdict(result.text, config.criteria)
+        parsed = parse_with_format(result.text, config.verdict_format, config.criteria)
     except VerdictParseError as exc:
         status = _retry_or_fail(item, max_attempts)
         return Finish(**base, **usage, status=status, parse_error=str(exc)[:2000])
+    verdict = parsed.verdict
+    # The verdict is in the order the pair was shown (item.thread_a first): the comparison
+    # row stores it that way and readers map swaps back. An unreadable answer the format
+    # counts as a tie keeps its reason in parse_error, so it is never mistaken for a read.
     return Finish(
         **base,
         **usage,
@@ -323,4 +341,14 @@ async def judge_comparison(
         scores_a=verdict.scores_a,
         scores_b=verdict.scores_b,
         reasoning=verdict.reasoning,
+        parse_error=parsed.unparsed[:2000] if parsed.unparsed is not None else None,
+        strength=_strength(verdict),
     )
+
+
+def _strength(verdict: Verdict) -> int | None:
+    """2 for "much better", 1 for "better"; None for a tie or a format without strengths
+    (the built-in JSON verdict says only who won)."""
+    if verdict.winner == "TIE" or verdict.strength is None:
+        return None
+    return 2 if verdict.strength == "strong" else 1

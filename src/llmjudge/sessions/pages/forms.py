@@ -4,6 +4,7 @@ errors by field, its starting values. Pure: no I/O.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -42,6 +43,8 @@ FIELD_LABELS = {
     "match_by_prompt_key": "Match by prompt",
     "criteria": "Criteria",
     "prompt_template": "Prompt template",
+    "system_prompt": "System prompt",
+    "verdict_format": "Verdict format",
     "seed": "Seed",
     "adaptive": "Adaptive",
     "form": "Form",
@@ -55,7 +58,13 @@ _INT_FIELDS = (
     "baseline_pillar_id",
     "seed",
 )
-_TEXT_FIELDS = ("session_name", "comparison_mode", "sampling", "prompt_template")
+_TEXT_FIELDS = (
+    "session_name",
+    "comparison_mode",
+    "sampling",
+    "prompt_template",
+    "system_prompt",
+)
 _CHECKBOXES = ("position_swap", "calculate_elo", "match_by_prompt_key")
 Errors = dict[str, list[str]]
 
@@ -81,6 +90,13 @@ def session_form(form: Any) -> dict[str, Any]:
         out["session_name"] = ""
     for name in _CHECKBOXES:
         out[name] = bool(first(name))
+    if verdict_format := first("verdict_format"):
+        # JSON ({"kind": "labels", "rules": [...]}) or a bare kind ("tags"); what is neither
+        # is left as text for SessionIn to refuse with a message.
+        try:
+            out["verdict_format"] = json.loads(verdict_format)
+        except json.JSONDecodeError:
+            out["verdict_format"] = verdict_format
     if criteria := first("criteria"):
         out["criteria"] = [c.strip() for c in criteria.split(",") if c.strip()]
     if out.get("comparison_mode") in ("free_for_all", "adaptive"):

@@ -6,6 +6,7 @@ count), and "Create", which starts the session and goes to its live page. Twins:
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,6 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import service as catalog
 from llmjudge.errors import Invalid
+from llmjudge.judging.formats import VerdictFormat
+from llmjudge.judging.prompts import DEFAULT_CRITERIA, SYSTEM_PROMPT, builtin_template
 from llmjudge.providers import service as providers
 from llmjudge.providers.schemas import ModelOut
 from llmjudge.sessions import service
@@ -85,6 +88,10 @@ async def _form_page(
         models=await _judge_models(db),
         create_errors=create_errors or {},
         field_labels=FIELD_LABELS,
+        # What the judge is told when nothing is changed, shown read-only beside the fields.
+        builtin_system=SYSTEM_PROMPT,
+        builtin_template=builtin_template(values.get("criteria") or DEFAULT_CRITERIA),
+        builtin_format=json.dumps(VerdictFormat().model_dump(mode="json"), indent=2),
         **await _estimate_context(db, values),
     )
 

@@ -183,6 +183,9 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
     async def prepare(self, group_id: int, items: Sequence[Claimed]) -> None:
         await self._config(group_id)
         thread_ids = [t for i in items for t in (i.thread_a_id, i.thread_b_id)]
+        if self._threads.due():  # re-imported threads: every few seconds, one small query
+            async with self.engine.connect() as conn:
+                await self._threads.revalidate(conn)
         if any(self._threads.get(t) is None for t in thread_ids):
             async with self.engine.connect() as conn:
                 await self._threads.load(conn, thread_ids)

@@ -39,7 +39,10 @@ def _verdict(winner: str, confidence: float) -> str:
 
 def _marks(body: dict[str, Any]) -> tuple[int, int]:
     text = str(body["messages"][-1]["content"])
-    a, b = (int(x) for x in _MARK.findall(text)[:2])
+    marks = _MARK.findall(text)[:2]
+    if not marks:  # the start's test call ("Reply with the single word OK.")
+        return 0, 0
+    a, b = (int(x) for x in marks)
     return a, b
 
 
@@ -56,7 +59,7 @@ def slow(body: dict[str, Any]) -> str:
 
 @contextlib.asynccontextmanager
 async def member(
-    client: httpx.AsyncClient, name: str, fake: FakeProvider, **provider: Any
+    client: httpx.AsyncClient, app: Any, name: str, fake: FakeProvider, **provider: Any
 ) -> AsyncIterator[tuple[int, FakeProvider]]:
     await fake.start()
     try:
@@ -72,11 +75,12 @@ async def member(
             | provider,
         )
         assert r.status_code == 201, r.text
+        provider_id = r.json()["id"]
         p_in, p_out = PRICES[name.split("-")[0]]
         r = await client.post(
             "/api/models",
             json={
-                "provider_id": r.json()["id"],
+                "provider_id": provider_id,
                 "name": name,
                 "model": "m",
                 "input_price_per_million": p_in,
@@ -84,7 +88,17 @@ async def member(
             },
         )
         assert r.status_code == 201, r.text
-        yield r.json()["id"], fake
+        model_id = r.json()["id"]
+        # A provider that has answered once skips the start's fail-fast test call: answer
+        # it here, before a failing fake starts failing; the counts start after it.
+        failing, fake.state.fail_500 = fake.state.fail_500, 0
+        r = await client.post(f"/api/providers/{provider_id}/test")
+        assert r.status_code == 200 and r.json()["ok"], r.text
+        await app.state.llm.flush()  # the answered call is on record before a start looks
+        fake.state.fail_500 = failing
+        fake.state.count = 0
+        fake.state.requests.clear()
+        yield model_id, fake
     finally:
         await fake.stop()
 
@@ -120,9 +134,9 @@ async def test_three_member_panel_with_a_failing_member(
     slow_fake = FakeAnthropic(FakeState(api_key=None, latency_s=0.08, responder=slow))
     broken_fake = FakeOpenAI(FakeState(api_key=None, latency_s=0.0, fail_500=10**9))
     async with (
-        member(client, "fast-1", fast_fake) as (fast_id, _),
-        member(client, "slow-1", slow_fake) as (slow_id, _),
-        member(client, "broken-1", broken_fake, max_retries=1) as (broken_id, _),
+        member(client, app, "fast-1", fast_fake) as (fast_id, _),
+        member(client, app, "slow-1", slow_fake) as (slow_id, _),
+        member(client, app, "broken-1", broken_fake, max_retries=1) as (broken_id, _),
     ):
         body = {
             "session_name": "panel live",
@@ -245,8 +259,8 @@ async def test_cascade_asks_the_next_member_only_when_unsure(
     fast_fake = FakeOpenAI(FakeState(api_key=None, latency_s=0.01, responder=fast))
     slow_fake = FakeAnthropic(FakeState(api_key=None, latency_s=0.03, responder=slow))
     async with (
-        member(client, "fast-2", fast_fake) as (fast_id, _),
-        member(client, "slow-2", slow_fake) as (slow_id, _),
+        member(client, app, "fast-2", fast_fake) as (fast_id, _),
+        member(client, app, "slow-2", slow_fake) as (slow_id, _),
     ):
         body = {
             "session_name": "cascade live",
@@ -321,9 +335,9 @@ async def test_panel_reads_votes_with_the_session_verdict_format(
     two = FakeOpenAI(FakeState(api_key=None, latency_s=0.0, responder=strong))
     three = FakeOpenAI(FakeState(api_key=None, latency_s=0.0, responder=weak_or_lost))
     async with (
-        member(client, "fast-3", one) as (a_id, _),
-        member(client, "fast-4", two) as (b_id, _),
-        member(client, "fast-5", three) as (c_id, _),
+        member(client, app, "fast-3", one) as (a_id, _),
+        member(client, app, "fast-4", two) as (b_id, _),
+        member(client, app, "fast-5", three) as (c_id, _),
     ):
         body = {
             "session_name": "panel tags",

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from sqlalchemy import func, select, text
 
 from llmjudge.judging.prompts import SYSTEM_PROMPT
+from llmjudge.providers.service import TEST_PROMPT
 from llmjudge.sessions.models import JudgeSession
 from tests.fakes.servers import FakeOpenAI, FakeState
 from tests.integration.test_scaleout import wait_ended
@@ -113,7 +114,13 @@ async def test_tags_judge_runs_as_published(
     finally:
         await fake.stop()
     assert (out["status"], out["completed"], out["failed"]) == ("completed", 4, 0)
-    bodies = [q.body for q in state.requests if q.path.endswith("/chat/completions")]
+    bodies = [
+        q.body
+        for q in state.requests
+        if q.path.endswith("/chat/completions")
+        # The start's fail-fast test call to a provider that never answered is not judging.
+        and q.body["messages"][-1]["content"] != TEST_PROMPT
+    ]
     assert len(bodies) == 4
     for body in bodies:
         assert "response_format" not in body  # no JSON forced on a judge that answers in tags
@@ -168,7 +175,13 @@ async def test_unreadable_answer_is_a_tie_only_when_the_format_says_so(
     finally:
         await fake.stop()
     assert (out["status"], out["completed"]) == (status, completed)
-    bodies = [q.body for q in state.requests if q.path.endswith("/chat/completions")]
+    bodies = [
+        q.body
+        for q in state.requests
+        if q.path.endswith("/chat/completions")
+        # The start's fail-fast test call to a provider that never answered is not judging.
+        and q.body["messages"][-1]["content"] != TEST_PROMPT
+    ]
     assert all(b["messages"][0] == {"role": "system", "content": SYSTEM_PROMPT} for b in bodies)
     async with app.state.engine.connect() as conn:
         rows = (

@@ -13,7 +13,7 @@ import json
 import math
 import secrets
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from pydantic import ValidationError
@@ -26,7 +26,7 @@ from llmjudge.errors import Conflict, Invalid, NotFound
 from llmjudge.events.hub import EventHub
 from llmjudge.judging.panels import expected_cascade_cost
 from llmjudge.judging.prompts import build_judge_messages, estimate_tokens
-from llmjudge.providers.models import LLMModel, Provider
+from llmjudge.providers.models import LLMCall, LLMModel, Provider
 from llmjudge.providers.service import configured_latency_s
 from llmjudge.sessions import rounds
 from llmjudge.sessions.adaptive import AdaptiveState, check_stop, fit_state
@@ -159,6 +159,35 @@ async def _judge_model(db: AsyncSession, model_id: int | None) -> tuple[LLMModel
         if row is None:
             raise Invalid(f"judge model {model_id} does not exist")
     return row[0], row[1]
+
+
+class ConnectionTester(Protocol):
+    """What the start flow needs of the LLM service (`POST /api/providers/{id}/test`)."""
+
+    async def test_connection(self, provider_id: int, *, model: str | None = None) -> Any: ...
+
+
+async def check_connection(
+    db: AsyncSession, llm: ConnectionTester | None, m: LLMModel, p: Provider
+) -> None:
+    """Fail fast: before a session starts on a provider that has never answered, make one
+    tiny test call; a wrong key, URL or model stops the start here (422 with the cause)
+    instead of failing every comparison. The simulator needs no test."""
+    if llm is None or p.kind == "simulator":
+        return
+    answered = await db.scalar(
+        select(LLMCall.id)
+        .where(LLMCall.provider_id == p.id, LLMCall.status == "ok", LLMCall.cache_hit.is_(False))
+        .limit(1)
+    )
+    if answered is not None:
+        return
+    result = await llm.test_connection(p.id, model=m.model)
+    if not result.ok:
+        raise Invalid(
+            f"test connection to provider {p.name} (model {m.model}) failed: {result.error}. "
+            "Fix the provider in Settings → Providers; the session was not started"
+        )
 
 
 def _latency(m: LLMModel, p: Provider) -> float:
@@ -414,17 +443,26 @@ async def _mode_estimate(
 
 
 async def create_session(
-    *, db: AsyncSession, data: SessionIn, hub: EventHub | None = None
+    *,
+    db: AsyncSession,
+    data: SessionIn,
+    hub: EventHub | None = None,
+    llm: ConnectionTester | None = None,
 ) -> SessionOut:
     """Validate, build the plan, store the session and its comparisons in one transaction;
-    start it at once with ``auto_start``."""
+    start it at once with ``auto_start`` (after `check_connection`, given ``llm``; for a
+    panel, every member's)."""
     panel = None
     if data.panel is not None:
         members = await _panel_models(db, data.panel)
         m, p = members[0]
         panel = await _stored_panel(db, data.panel, members)
     else:
-        m, p = await _judge_model(db, data.judge_model_id)
+        members = [await _judge_model(db, data.judge_model_id)]
+        m, p = members[0]
+    if data.auto_start:
+        for member, provider in members:
+            await check_connection(db, llm, member, provider)
     seed = data.seed if data.seed is not None else secrets.randbelow(2**31)
     if data.comparison_mode == "adaptive":
         if panel is not None:
@@ -725,9 +763,27 @@ async def _transition(
 
 
 async def start_session(
-    *, db: AsyncSession, session_id: int, hub: EventHub | None = None
+    *,
+    db: AsyncSession,
+    session_id: int,
+    hub: EventHub | None = None,
+    llm: ConnectionTester | None = None,
 ) -> SessionOut:
-    """draft -> running: its comparisons become claimable."""
+    """draft -> running: its comparisons become claimable (after `check_connection`; for a
+    panel, every member's)."""
+    current = await session_row(db, session_id)
+    model_ids = (
+        [m.get("model_id") for m in current.panel["members"]]
+        if current.panel
+        else [current.judge_model_id]
+    )
+    wanted = [i for i in model_ids if i is not None]
+    if llm is not None and current.status == "draft" and wanted:
+        # Tested before the row is locked: the call may take seconds.
+        for model_id in wanted:
+            m, provider = await _judge_model(db, model_id)
+            await check_connection(db, llm, m, provider)
+        await db.commit()  # end the read transaction before locking
     s = await _transition(db, session_id, ("draft",), "started")
     await _set_running(db, s)
     await db.commit()
@@ -751,8 +807,9 @@ async def pause_session(
 async def resume_session(
     *, db: AsyncSession, session_id: int, hub: EventHub | None = None
 ) -> SessionOut:
-    """paused -> running."""
+    """paused -> running (clearing the reason a circuit breaker gave for the pause)."""
     s = await _transition(db, session_id, ("paused",), "resumed")
+    s.error = None
     await _set_running(db, s)
     await db.commit()
     _publish_status(hub, session_id, "running")

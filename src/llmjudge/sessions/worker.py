@@ -9,6 +9,8 @@ recorded (raw response and parse error) and the comparison goes back to the queu
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -101,24 +103,73 @@ def _quality(meta: Mapping[str, Any] | None) -> float | None:
     return None
 
 
-class ThreadCache:
-    """Thread contents by id, least recently used evicted; shared by a pool's workers."""
+def _size(value: Any) -> int:
+    """Bytes a thread's content holds, roughly: its characters plus a little per object."""
+    if isinstance(value, str):
+        return len(value) + 50
+    if isinstance(value, dict):
+        return 100 + sum(_size(k) + _size(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return 60 + sum(_size(v) for v in value)
+    return 30
 
-    def __init__(self, max_items: int = 20_000) -> None:
-        self.max_items = max_items
-        self._items: OrderedDict[int, ThreadData] = OrderedDict()
+
+class ThreadCache:
+    """Thread contents by id, least recently used evicted beyond ``max_bytes``; shared by a
+    pool's workers.
+
+    Contents are held once per content hash (threads with the same text share it) and
+    counted in bytes, not items: 20,000 long conversations used to be held as readily as
+    20,000 one-liners. A thread re-imported under the same id gets a new hash: ``revalidate``
+    (run by the pool every ``revalidate_s``, one small query) drops every entry whose stored
+    hash changed, so a re-import is judged with its new text.
+    """
+
+    def __init__(
+        self,
+        max_bytes: int = 256 * 1024 * 1024,
+        *,
+        revalidate_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_bytes = max_bytes
+        self.revalidate_s = revalidate_s
+        self.bytes = 0
+        self._clock = clock
+        self._checked = clock()
+        self._items: OrderedDict[int, tuple[str, ThreadData]] = OrderedDict()
+        self._contents: dict[str, list[Any]] = {}  # hash -> [content, bytes, threads using it]
 
     def get(self, thread_id: int) -> ThreadData | None:
-        item = self._items.get(thread_id)
-        if item is not None:
-            self._items.move_to_end(thread_id)
-        return item
+        entry = self._items.get(thread_id)
+        if entry is None:
+            return None
+        self._items.move_to_end(thread_id)
+        return entry[1]
 
-    def put(self, item: ThreadData) -> None:
-        self._items[item.id] = item
-        self._items.move_to_end(item.id)
-        while len(self._items) > self.max_items:
-            self._items.popitem(last=False)
+    def put(self, item: ThreadData, content_hash: str | None = None) -> None:
+        """Cache ``item``; without its stored hash it shares its content with no other."""
+        content_hash = content_hash or f"thread:{item.id}"
+        self.drop(item.id)
+        shared = self._contents.get(content_hash)
+        if shared is None:
+            shared = self._contents[content_hash] = [item.content, _size(item.content), 0]
+            self.bytes += shared[1]
+        shared[2] += 1
+        data = dataclasses.replace(item, content=shared[0])
+        self._items[item.id] = (content_hash, data)
+        while self.bytes > self.max_bytes and len(self._items) > 1:
+            self.drop(next(iter(self._items)))
+
+    def drop(self, thread_id: int) -> None:
+        entry = self._items.pop(thread_id, None)
+        if entry is None:
+            return
+        shared = self._contents[entry[0]]
+        shared[2] -= 1
+        if shared[2] == 0:
+            del self._contents[entry[0]]
+            self.bytes -= shared[1]
 
     async def load(self, conn: AsyncConnection, ids: Iterable[int]) -> None:
         """Fetch the missing ones of ``ids`` in one query (deleted threads stay missing)."""
@@ -133,10 +184,30 @@ class ThreadCache:
                 Thread.content,
                 Thread.meta,
                 Thread.prompt,
+                Thread.content_hash,
             ).where(Thread.id.in_(missing))
         )
-        for tid, pillar_id, title, content, meta, prompt in rows.all():
-            self.put(ThreadData(tid, pillar_id, title or "", content, _quality(meta), prompt))
+        for tid, pillar_id, title, content, meta, prompt, digest in rows.all():
+            item = ThreadData(tid, pillar_id, title or "", content, _quality(meta), prompt)
+            self.put(item, digest)
+
+    def due(self) -> bool:
+        return bool(self._items) and self._clock() - self._checked >= self.revalidate_s
+
+    async def revalidate(self, conn: AsyncConnection) -> int:
+        """Drop the entries whose thread was re-imported (new hash) or deleted; how many."""
+        self._checked = self._clock()
+        cached = {tid: digest for tid, (digest, _) in self._items.items()}
+        if not cached:
+            return 0
+        rows = await conn.execute(
+            select(Thread.id, Thread.content_hash).where(Thread.id.in_(list(cached)))
+        )
+        current = {tid: digest for tid, digest in rows.all()}
+        stale = [tid for tid, digest in cached.items() if current.get(tid) != digest]
+        for tid in stale:
+            self.drop(tid)
+        return len(stale)
 
     def __len__(self) -> int:
         return len(self._items)

@@ -22,6 +22,7 @@ from llmjudge.judging.prompts import DEFAULT_CRITERIA, SYSTEM_PROMPT, builtin_te
 from llmjudge.providers import service as providers
 from llmjudge.providers.schemas import ModelOut
 from llmjudge.sessions import service
+from llmjudge.sessions.api import get_tester
 from llmjudge.sessions.pages.common import hub
 from llmjudge.sessions.pages.forms import (
     FIELD_LABELS,
@@ -131,7 +132,9 @@ async def create_session_submit(request: Request, db: DbSession):
         errors = field_errors(exc)
     else:
         try:
-            created = await service.create_session(db=db, data=data, hub=hub(request))
+            created = await service.create_session(
+                db=db, data=data, hub=hub(request), llm=get_tester(request)
+            )
         except Invalid as exc:
             errors = {"form": [str(exc)]}
         else:

@@ -24,6 +24,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from llmjudge.providers.service import TEST_PROMPT
 from tests.fakes.servers import FakeOpenAI, FakeState
 from tests.integration.test_scaleout import check_books, wait_ended
 
@@ -86,6 +87,8 @@ class RecordedJudges:
 
     def respond(self, body: dict[str, Any]) -> str:
         messages = body["messages"]
+        if messages == [{"role": "user", "content": TEST_PROMPT}]:
+            return "OK"  # the start's fail-fast test call: not a judgment
         if [m["role"] for m in messages] != ["system", "user"]:
             self.unknown += 1
             return NO_ANSWER

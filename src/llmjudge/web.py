@@ -9,9 +9,11 @@ from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request, UploadFile, status
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.config import Settings, get_settings
+from llmjudge.textview import render_markdown
 from llmjudge.rowfiles import RowError
 
 
@@ -31,6 +33,8 @@ def _tojson_pretty(value: Any) -> str:
 
 
 templates.env.filters["pretty"] = _tojson_pretty
+# Untrusted thread text as sanitised HTML (see llmjudge.textview); Markup so it is not escaped twice.
+templates.env.filters["markdown"] = lambda text: Markup(render_markdown(text))
 
 
 def is_htmx(request: Request) -> bool:

@@ -378,6 +378,14 @@
       });
     }
     syncModes(form);
+    // Typing one's own criteria picks "Your own": a named set would otherwise win.
+    const criteria = form.querySelector("#criteria");
+    const criteriaSet = form.querySelector("#criteria_set");
+    if (criteria && criteriaSet) {
+      criteria.addEventListener("input", function () {
+        criteriaSet.value = "custom";
+      });
+    }
     // Capture phase: fields are enabled or disabled before htmx reads the form on "change".
     document.addEventListener(
       "change",

@@ -250,3 +250,15 @@ async def metadata_keys(*, db: AsyncSession, limit: int = 50) -> list[str]:
         select(sub.c.key).group_by(sub.c.key).order_by(func.count().desc(), sub.c.key).limit(limit)
     )
     return [k for (k,) in rows.all()]
+
+
+async def prompt_key_coverage(*, db: AsyncSession, pillar_ids: Sequence[int]) -> tuple[int, int]:
+    """(threads with a prompt key, threads) in the given pillars."""
+    row = (
+        await db.execute(
+            select(func.count(Thread.prompt_key), func.count()).where(
+                Thread.pillar_id.in_(list(pillar_ids))
+            )
+        )
+    ).one()
+    return int(row[0]), int(row[1])

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmjudge.catalog.schemas import PillarOut
+from llmjudge.judging.prompts import CRITERIA_SETS
 from llmjudge.sessions.schemas import Mode, SessionIn
 
 MODES: tuple[tuple[Mode, str, str], ...] = (
@@ -72,7 +73,10 @@ def session_form(form: Any) -> dict[str, Any]:
         out["session_name"] = ""
     for name in _CHECKBOXES:
         out[name] = bool(first(name))
-    if criteria := first("criteria"):
+    # a named set wins over the text box, which holds the user's own list ("custom")
+    if (chosen_set := first("criteria_set")) in CRITERIA_SETS:
+        out["criteria"] = list(CRITERIA_SETS[chosen_set].criteria)
+    elif criteria := first("criteria"):
         out["criteria"] = [c.strip() for c in criteria.split(",") if c.strip()]
     if out.get("comparison_mode") == "free_for_all":
         out.pop("baseline_pillar_id", None)

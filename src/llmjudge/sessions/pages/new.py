@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import service as catalog
 from llmjudge.errors import Invalid
+from llmjudge.judging.prompts import CRITERIA_SETS, criteria_set_of
 from llmjudge.providers import service as providers
 from llmjudge.providers.schemas import ModelOut
 from llmjudge.sessions import service
@@ -44,7 +45,9 @@ async def _estimate_context(db: AsyncSession, values: dict[str, Any]) -> dict[st
     estimate: a blank one is only reported on "Create"."""
     ctx: dict[str, Any] = {"estimate": None, "errors": {}, "counts": {}}
     try:
-        data = SessionIn.model_validate(values | {"session_name": "estimate"})
+        # the form's own notes (why a default is on) are not session fields
+        fields = {k: v for k, v in values.items() if k in SessionIn.model_fields}
+        data = SessionIn.model_validate(fields | {"session_name": "estimate"})
     except ValidationError as exc:
         ctx["errors"] = field_errors(exc)
         return ctx
@@ -79,6 +82,8 @@ async def _form_page(
         models=await _judge_models(db),
         create_errors=create_errors or {},
         field_labels=FIELD_LABELS,
+        criteria_sets=CRITERIA_SETS,
+        criteria_set=values.get("criteria_set") or criteria_set_of(values.get("criteria") or []),
         **await _estimate_context(db, values),
     )
 
@@ -86,7 +91,18 @@ async def _form_page(
 @router.get("/sessions/new", response_class=HTMLResponse)
 async def new_session_page(request: Request, db: DbSession):
     pillars = await catalog.list_pillars(db=db)
-    return await _form_page(request, db, default_values(pillars, datetime.now(UTC)))
+    values = default_values(pillars, datetime.now(UTC))
+    keyed, total = await catalog.prompt_key_coverage(db=db, pillar_ids=values["pillar_ids"])
+    if total and keyed == total:
+        # Answers to prompts (a benchmark, the demo): compare answers to the same question,
+        # as every public benchmark does, on answer-quality criteria.
+        values |= {
+            "match_by_prompt_key": True,
+            "prompt_default": True,
+            "criteria_set": "answer_quality",
+            "criteria": list(CRITERIA_SETS["answer_quality"].criteria),
+        }
+    return await _form_page(request, db, values)
 
 
 @router.post("/sessions/new/estimate", response_class=HTMLResponse)

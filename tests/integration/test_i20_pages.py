@@ -261,3 +261,49 @@ async def test_view_of_an_untrusted_answer(client, judged, app, catalog):
     assert "&lt;script&gt;" in a and "<script" not in a
     assert 'href="https://example.org"' in a and "javascript:" not in a.split("[click]")[0]
     assert 'href="javascript' not in a and "<img" not in a
+
+
+# -- new-session form: criteria sets, pairing default ----------------------------------------
+
+
+async def test_new_session_form_defaults_for_prompt_keyed_threads(client, catalog):
+    r = await client.get("/sessions/new")
+    assert r.status_code == 200, r.text
+    html = r.text
+    box = re.search(r'<input type="checkbox" name="match_by_prompt_key"[^>]*>', html)
+    assert box is not None and "checked" in box.group(0)
+    assert 'id="prompt-default-why"' in html and "prompt key" in html
+    chosen = re.search(r'<option value="(\w+)" selected>', html.split('id="criteria_set"')[1])
+    assert chosen is not None and chosen.group(1) == "answer_quality"
+    assert 'value="counselling"' in html and 'value="custom"' in html
+
+
+async def test_creating_with_a_criteria_set(client, catalog):
+    base = {"session_name": "Set", "comparison_mode": "round_robin"}
+    ids = [str(i) for i in catalog.values()]
+    r = await client.post(
+        "/sessions/new",
+        data=base | {"pillar_ids": ids, "criteria_set": "answer_quality", "criteria": "x"},
+    )
+    assert r.status_code == 303, r.text
+    sid = int(r.headers["location"].rsplit("/", 1)[1])
+    got = (await client.get(f"/api/sessions/{sid}")).json()
+    assert got["criteria"] == ["helpfulness", "relevance", "accuracy", "depth", "creativity", "detail"]
+    r = await client.post(
+        "/sessions/new",
+        data=base | {"pillar_ids": ids, "criteria_set": "custom", "criteria": "tone, brevity"},
+    )
+    assert r.status_code == 303, r.text
+    sid = int(r.headers["location"].rsplit("/", 1)[1])
+    assert (await client.get(f"/api/sessions/{sid}")).json()["criteria"] == ["tone", "brevity"]
+
+
+async def test_form_keeps_match_by_prompt_off_when_a_thread_has_no_key(client, catalog):
+    """Runs last in the module: it adds a pillar whose threads have no prompt key."""
+    row = json.dumps({"pillar": "gamma", "external_id": "g1", "content": "no key"})
+    r = await client.post("/api/threads/import", files={"file": ("g.jsonl", row.encode())})
+    assert r.status_code == 200, r.text
+    html = (await client.get("/sessions/new")).text
+    box = re.search(r'<input type="checkbox" name="match_by_prompt_key"[^>]*>', html)
+    assert box is not None and "checked" not in box.group(0)
+    assert 'id="prompt-default-why"' not in html

@@ -34,9 +34,19 @@ from llmjudge.web import DbSession, is_htmx, render
 router = APIRouter(include_in_schema=False)
 
 
+# The built-in simulator's other roles (task model, prompt engineer) are no judges.
+_NOT_JUDGES = frozenset(
+    role for _, role in providers.BUILTIN_SIMULATED_MODELS if role != "judge"
+)
+
+
+def judge_capable(m: ModelOut) -> bool:
+    return not (m.simulated and m.model in _NOT_JUDGES)
+
+
 async def _judge_models(db: AsyncSession) -> list[ModelOut]:
-    """Judge choices: the built-in simulated judge first."""
-    models = await providers.list_models(db=db)
+    """Judge choices: the built-in simulated judge first; simulators of other roles left out."""
+    models = [m for m in await providers.list_models(db=db) if judge_capable(m)]
     return sorted(models, key=lambda m: (m.name != service.BUILTIN_JUDGE, m.provider_name, m.name))
 
 

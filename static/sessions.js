@@ -113,6 +113,7 @@
     const byWorker = new Map(); // worker id -> lane
     const free = []; // placeholder lanes no worker has taken yet
     const labels = new Map(); // thread id -> { title, pillar } (null while asked for)
+    const startTitles = new Map(); // thread id -> title from comparison_start, until labels
     const wanted = new Set();
     const dirty = new Set();
     let frame = 0;
@@ -249,7 +250,8 @@
 
     function side(id, nameNode, pillarNode) {
       const label = id ? labels.get(id) : null;
-      setText(nameNode, label ? label.title : id ? "thread " + id : "–");
+      const early = id ? startTitles.get(id) : null;
+      setText(nameNode, label ? label.title : early ? early : id ? "thread " + id : "–");
       setText(pillarNode, label ? label.pillar : "");
     }
 
@@ -327,6 +329,8 @@
           begin(lane, d.comparison_id);
           lane.a = d.thread_a_id;
           lane.b = d.thread_b_id;
+          if (d.thread_a_title) startTitles.set(d.thread_a_id, d.thread_a_title);
+          if (d.thread_b_title) startTitles.set(d.thread_b_id, d.thread_b_title);
           need(lane.a);
           need(lane.b);
           mark(lane);

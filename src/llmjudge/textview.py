@@ -91,12 +91,24 @@ class DiffSpan:
 _TOKEN = re.compile(r"\s+|\w+|[^\w\s]", re.UNICODE)
 
 
-def word_diff(expected: str, actual: str) -> list[DiffSpan]:
+MAX_DIFF_TOKENS = 4000
+
+
+def _whole(expected: str, actual: str) -> list[DiffSpan]:
+    spans = [DiffSpan("removed", expected)] if expected else []
+    return spans + ([DiffSpan("added", actual)] if actual else [])
+
+
+def word_diff(expected: str, actual: str, max_tokens: int = MAX_DIFF_TOKENS) -> list[DiffSpan]:
     """Where ``actual`` differs from ``expected``, word by word (whitespace kept as written):
     ``removed`` is in expected only, ``added`` in actual only. Adjacent spans of one kind are
     merged. Joining the ``same`` and ``removed`` spans gives back ``expected``; the ``same``
     and ``added`` spans give back ``actual``."""
     a, b = _TOKEN.findall(expected or ""), _TOKEN.findall(actual or "")
+    if len(a) > max_tokens or len(b) > max_tokens:
+        # SequenceMatcher is quadratic in the worst case: past this, say only "they differ"
+        same = a == b
+        return [DiffSpan("same", expected)] if same else _whole(expected, actual)
     # autojunk off: repeated words in long answers must not be treated as noise
     matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
     spans: list[DiffSpan] = []

@@ -13,7 +13,7 @@ from markupsafe import Markup
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.config import Settings, get_settings
-from llmjudge.textview import render_markdown
+from llmjudge.textview import render_markdown, word_diff_html
 from llmjudge.rowfiles import RowError
 
 
@@ -35,6 +35,8 @@ def _tojson_pretty(value: Any) -> str:
 templates.env.filters["pretty"] = _tojson_pretty
 # Untrusted thread text as sanitised HTML (see llmjudge.textview); Markup so it is not escaped twice.
 templates.env.filters["markdown"] = lambda text: Markup(render_markdown(text))
+# Escaped word diff: <del> only in the first text, <ins> only in the second.
+templates.env.filters["word_diff"] = lambda a, b: Markup(word_diff_html(a or "", b or ""))
 
 
 def is_htmx(request: Request) -> bool:

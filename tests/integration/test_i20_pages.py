@@ -140,7 +140,10 @@ async def judged(app: Any, client: httpx.AsyncClient, catalog: dict[str, int]) -
             c.winner = "A" if c.thread_a_id < c.thread_b_id else "B"
             c.status, c.confidence = "completed", 0.9
             c.scores_a, c.scores_b = {"helpfulness": 4.0}, {"helpfulness": 2.0}
-            c.reasoning, c.completed_at = "A is **clearer**. <script>x()</script>", datetime.now(UTC)
+            c.reasoning, c.completed_at = (
+                "A is **clearer**. <script>x()</script>",
+                datetime.now(UTC),
+            )
             pairs.setdefault(frozenset((c.thread_a_id, c.thread_b_id)), []).append(c)
         groups = list(pairs.values())
         assert [len(g) for g in groups] == [2, 2, 2, 2]
@@ -288,7 +291,14 @@ async def test_creating_with_a_criteria_set(client, catalog):
     assert r.status_code == 303, r.text
     sid = int(r.headers["location"].rsplit("/", 1)[1])
     got = (await client.get(f"/api/sessions/{sid}")).json()
-    assert got["criteria"] == ["helpfulness", "relevance", "accuracy", "depth", "creativity", "detail"]
+    assert got["criteria"] == [
+        "helpfulness",
+        "relevance",
+        "accuracy",
+        "depth",
+        "creativity",
+        "detail",
+    ]
     r = await client.post(
         "/sessions/new",
         data=base | {"pillar_ids": ids, "criteria_set": "custom", "criteria": "tone, brevity"},

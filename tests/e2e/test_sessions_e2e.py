@@ -72,6 +72,11 @@ async def test_tournament_from_form_to_results(
     total = page.locator("#sum-total")
     await page.fill("#session_name", "E2E free for all")
     await page.fill("#max_threads_per_pillar", "2")
+    # Every demo thread has a prompt key: match by prompt is on by default, and says why.
+    # This test counts pairings across prompts, so it turns it off.
+    await expect(page.locator("input[name=match_by_prompt_key]")).to_be_checked()
+    await expect(page.locator("#prompt-default-why")).to_be_visible()
+    await page.uncheck("input[name=match_by_prompt_key]")
     await expect(total).to_have_text(PILLAR_SAMPLE_TOTAL)
     await expect(page.locator("#mode-count-free_for_all")).to_have_text("132 comparisons")
     await page.check("input[name=comparison_mode][value=free_for_all]")

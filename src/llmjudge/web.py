@@ -13,8 +13,8 @@ from markupsafe import Markup
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.config import Settings, get_settings
-from llmjudge.textview import render_markdown, word_diff_html
 from llmjudge.rowfiles import RowError
+from llmjudge.textview import render_markdown, word_diff_html
 
 
 async def get_db(request: Request) -> AsyncIterator[AsyncSession]:

@@ -35,9 +35,7 @@ router = APIRouter(include_in_schema=False)
 
 
 # The built-in simulator's other roles (task model, prompt engineer) are no judges.
-_NOT_JUDGES = frozenset(
-    role for _, role in providers.BUILTIN_SIMULATED_MODELS if role != "judge"
-)
+_NOT_JUDGES = frozenset(role for _, role in providers.BUILTIN_SIMULATED_MODELS if role != "judge")
 
 
 def judge_capable(m: ModelOut) -> bool:

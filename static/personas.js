@@ -52,13 +52,15 @@
       case "outputs_generated": return `${it}answers generated ${d.n}/${d.total}.`;
       case "judged": return `${it}answers judged ${d.n}/${d.total}.`;
       case "awaiting_review":
+        if (d.pending === undefined) return `${it}${d.decisions} decisions judged.`;
         return `${it}${d.pending} of ${d.decisions} decisions await your review` +
           (d.carried_forward ? ` (${d.carried_forward} carried forward).` : ".");
       case "metrics":
-        return `${it}F1 ${Number(d.f1).toFixed(3)} on the ${d.basis === "holdout" ? "held-out" : "optimisation"} pairs.`;
+        return `${it}F1 ${Number(d.f1).toFixed(3)} on the selection pairs. ${d.message || ""}`;
       case "prompt_version":
         if (d.kept) return `${it}${d.note}`;
-        return `Judge prompt v${d.version} by ${d.created_by === "ai" ? "the prompt engineer" : "a human"}: ${d.rationale || ""}`;
+        return `Judge prompt v${d.version} by ${d.created_by === "ai" ? "the prompt engineer" : "a human"}: ${d.rationale || ""}` +
+          (d.addressed && d.addressed.length ? ` (addresses ${d.addressed.length} case(s)${d.addressed.some((a) => a.note) ? ", with reviewer notes" : ""})` : "");
       case "converged": return `Converged at iteration ${d.iteration}: F1 ${Number(d.f1).toFixed(3)}. ${d.note || ""}`;
       case "incomplete": return `Stopped: ${d.note || "the target was not reached"}`;
       case "paused": return `Paused: ${d.reason || ""}`;

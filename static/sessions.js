@@ -17,6 +17,7 @@
     "comparison_complete",
     "comparison_retry",
     "workers_status",
+    "adaptive_round",
   ];
   const waiting = new Map(); // element id -> { pending: bool }
 

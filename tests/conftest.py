@@ -12,6 +12,7 @@ import asyncpg
 import httpx
 import pytest
 from fastapi import FastAPI
+from hypothesis import settings as hypothesis_settings
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.app import create_app
@@ -26,6 +27,11 @@ TEMPLATE_DB = "llmjudge_template"
 # Accepted as an admin API token by every test app (see the `client` fixture).
 ADMIN_TOKEN = "lj_test_admin_token_not_secret"
 _db_counter = itertools.count()
+
+# No per-example deadline: the machines are shared, and a slow example under load is not a bug
+# (tests that time something assert their own bounds).
+hypothesis_settings.register_profile("llmjudge", deadline=None)
+hypothesis_settings.load_profile("llmjudge")
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -143,8 +144,14 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         try:
             async with request.app.state.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
-        except Exception as e:  # any failure means "not healthy", with the reason
-            return JSONResponse({"status": "error", "database": str(e)[:200]}, status_code=503)
+        except Exception as e:  # any failure means "not healthy"
+            # The reason goes to the log only: its text can name hosts, users and paths.
+            logging.getLogger("llmjudge").warning("healthz: database unreachable: %s", e)
+            return JSONResponse(
+                {"status": "error", "database": "unreachable"},
+                status_code=503,
+                headers={"Retry-After": "5"},
+            )
         return JSONResponse({"status": "ok", "database": "ok", "version": __version__})
 
     for router in (

@@ -21,20 +21,26 @@ VERBOSE = False
 
 
 @contextlib.contextmanager
-def database(settings: Settings) -> Iterator[Settings]:
-    """Yield settings with a database URL, starting the embedded server when none is set."""
+def database(settings: Settings, *, supervise: bool = False) -> Iterator[Settings]:
+    """Yield settings with a database URL, starting the embedded server when none is set;
+    ``supervise``: restart it if it dies (bounded, logged; see ``db.embedded.Supervisor``)."""
     if settings.database_url:
         yield settings
         return
-    from llmjudge.db.embedded import EmbeddedPostgres
+    from llmjudge.db.embedded import EmbeddedPostgres, Supervisor
 
     server = EmbeddedPostgres(settings.pgdata, verbose=VERBOSE)
     print(f"Starting embedded PostgreSQL in {settings.pgdata} ...", file=sys.stderr)
     server.start()
+    supervisor = Supervisor(server) if supervise else None
     try:
         asyncio.run(server.ensure_database())
+        if supervisor is not None:
+            supervisor.start()
         yield settings.model_copy(update={"database_url": server.url()})
     finally:
+        if supervisor is not None:
+            supervisor.stop()  # an intended stop must not look like a crash
         print("Stopping embedded PostgreSQL ...", file=sys.stderr)
         server.stop()
 
@@ -89,7 +95,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from llmjudge.app import create_app
     from llmjudge.auth.service import login_banner
 
-    with database(_settings(args)) as settings:
+    with database(_settings(args), supervise=True) as settings:
         asyncio.run(_prepare(settings, demo=args.demo))
         app = create_app(settings, migrate=False)
         app.state.defer_login_banner = True
@@ -105,10 +111,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 if link and not self.should_exit:
                     print(login_banner(link), file=sys.stderr, flush=True)
 
-        config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info")
+        config = uvicorn.Config(app, **uvicorn_options(settings))  # type: ignore[arg-type]
         with graceful_signals():
             Server(config).run()
     return 0
+
+
+def uvicorn_options(settings: Settings) -> dict[str, object]:
+    """Server limits against slow or too many clients (README "Hardening"): idle keep-alive
+    connections close, a connection cap answers 503 beyond it, and h11 bounds header size
+    and the time a client may take to send its request headers."""
+    return {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": "info",
+        "timeout_keep_alive": settings.keep_alive_timeout_s,
+        "limit_concurrency": settings.max_connections,
+        "h11_max_incomplete_event_size": 64 * 1024,
+        "timeout_graceful_shutdown": 30,
+        "backlog": 2048,
+    }
 
 
 def cmd_db(args: argparse.Namespace) -> int:

@@ -67,6 +67,15 @@ class Settings(BaseSettings):
     max_upload_bytes: int = 50 * 1024 * 1024
     max_import_rows: int = 100_000
     max_field_chars: int = 500_000
+    # Comparisons one session may plan (pillars x samples x repetitions grow fast); checked
+    # from the closed-form count before a plan is built. Below 2**31: queue positions are int4.
+    max_comparisons_per_session: int = Field(default=2_000_000, ge=1, le=2_000_000_000)
+    # `llmjudge serve`: idle keep-alive connections close after this; beyond max_connections
+    # (SSE streams included) new requests get a 503 instead of exhausting file descriptors.
+    keep_alive_timeout_s: int = Field(default=5, ge=1)
+    max_connections: int = Field(default=1000, ge=10)
+    # Open SSE streams re-check their token or session (revoked, user deactivated) this often.
+    sse_recheck_s: float = Field(default=30.0, gt=0)
     # Workers started inside the web process (0 = serve pages only).
     workers_enabled: bool = True
     db_pool_size: int = 20

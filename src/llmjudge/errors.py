@@ -14,6 +14,7 @@ import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -21,6 +22,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy.exc import DBAPIError
 
+from llmjudge.db.faults import is_connection_problem
 from llmjudge.rowfiles import RowError
 
 
@@ -241,6 +243,19 @@ def safe_validation_errors(errors: Any) -> list[dict[str, Any]]:
     return out
 
 
+RETRY_AFTER_S = 5
+
+
+def unavailable(exc: Exception) -> JSONResponse:
+    """503 while the database is away; its error text is logged, never sent."""
+    logging.getLogger("llmjudge").warning("database unavailable: %s", str(exc).splitlines()[0:1])
+    return JSONResponse(
+        {"detail": "the database is unavailable; retry shortly"},
+        status_code=503,
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+    )
+
+
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -373,6 +388,8 @@ def install_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": str(exc)}, status_code=422)
 
     async def data_error(_: Request, exc: Exception) -> JSONResponse:
+        if is_connection_problem(exc):
+            return unavailable(exc)
         # SQLSTATE class 22 ("data exception"): the database refused a value the request
         # carried (an id beyond 32 bits, say), so the caller's input is wrong, not the server.
         # Anything else is our bug: a plain 500. Never echo the value itself.
@@ -389,7 +406,16 @@ def install_handlers(app: FastAPI) -> None:
             status_code=422,
         )
 
+    async def connection_lost(_: Request, exc: Exception) -> JSONResponse:
+        if is_connection_problem(exc):
+            return unavailable(exc)
+        logging.getLogger("llmjudge").error("unhandled error", exc_info=exc)
+        return JSONResponse({"detail": "internal server error"}, status_code=500)
+
     app.add_exception_handler(RequestValidationError, validation_error)
+    # The database away (restarting, a lost connection): a JSON 503 the client may retry.
+    for exc_type in (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError):
+        app.add_exception_handler(exc_type, connection_lost)
     app.add_exception_handler(NotFound, not_found)
     app.add_exception_handler(DBAPIError, data_error)
     app.add_exception_handler(Conflict, conflict)

@@ -13,11 +13,12 @@ from llmjudge.personas.models import (
     PersonaDecision,
     PersonaIteration,
     PersonaPair,
+    PersonaPairLabel,
     TaskOutput,
 )
 from llmjudge.providers.models import LLMCacheEntry, LLMCall, LLMModel, Provider
 from llmjudge.references.models import ReferenceLabel
-from llmjudge.sessions.models import Comparison, JudgeSession
+from llmjudge.sessions.models import AdaptiveRound, Comparison, JudgeSession
 
 __all__ = [
     "User",
@@ -33,9 +34,11 @@ __all__ = [
     "LLMCacheEntry",
     "JudgeSession",
     "Comparison",
+    "AdaptiveRound",
     "Persona",
     "JudgePromptVersion",
     "PersonaPair",
+    "PersonaPairLabel",
     "TaskOutput",
     "PersonaIteration",
     "PersonaDecision",

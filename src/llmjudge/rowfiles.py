@@ -3,6 +3,11 @@
 Every import (threads, persona training pairs, judgments) validates a whole file before
 storing anything; these readers do the shared part: UTF-8, line numbers, size and row
 limits, malformed lines. Each error names the file line (CSV: the header is line 1).
+
+What PostgreSQL (or UTF-8) cannot store is refused here, per line, naming the field: NUL
+characters, lone UTF-16 surrogates, JSON nested deeper than ``MAX_JSON_DEPTH``, integers
+too long to convert, duplicate JSON keys or CSV columns, unterminated CSV quotes. JSONL lines
+end at ``\n`` only: U+2028 and friends are ordinary characters inside a JSON string.
 """
 
 from __future__ import annotations
@@ -10,12 +15,88 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterator, Set
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 MAX_ERRORS = 200  # enough to fix a file; more would only flood the page
+# Deeper than any real conversation or metadata; bounds the cost of every later walk.
+MAX_JSON_DEPTH = 64
+# NUL: PostgreSQL text and jsonb refuse it. Lone surrogates: not characters; UTF-8 refuses.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def unstorable_text(value: str) -> str | None:
+    """Why ``value`` cannot be stored as PostgreSQL text, or None."""
+    m = _UNSTORABLE.search(value)
+    if m is None:
+        return None
+    if m.group() == "\x00":
+        return "holds a NUL character (\\u0000), which the database cannot store"
+    return "holds a lone UTF-16 surrogate, which is not a character"
+
+
+def storable_text(value: str) -> str:
+    """``value`` with NUL and lone surrogates replaced by U+FFFD (for text we must keep,
+    such as a model's answer, rather than refuse)."""
+    return _UNSTORABLE.sub("\ufffd", value)
+
+
+def unstorable_value(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> tuple[str, str] | None:
+    """(dotted path, reason) of the first part of a JSON value that cannot be stored, or None.
+
+    Iterative, so a deep value costs no recursion; strings and keys are both checked."""
+    stack: list[tuple[Any, tuple[str, ...], int]] = [(value, (), 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if depth > max_depth:
+            return ".".join(path) or "row", f"nested deeper than {max_depth} levels"
+        if isinstance(item, str):
+            reason = unstorable_text(item)
+            if reason is not None:
+                return ".".join(path) or "row", reason
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                reason = unstorable_text(key)
+                if reason is not None:
+                    return ".".join((*path, _printable(key))), f"a key {reason}"
+                stack.append((child, (*path, key), depth + 1))
+        elif isinstance(item, list):
+            stack.extend((child, (*path, str(i)), depth + 1) for i, child in enumerate(item))
+    return None
+
+
+def _printable(key: str) -> str:
+    return key.encode("utf-8", "backslashreplace").decode("utf-8", "backslashreplace")
+
+
+def parse_json_line(line: str) -> Any:
+    """``json.loads`` for one uploaded value; ValueError with a message a person can act on."""
+    try:
+        return json.loads(line, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as e:
+        raise ValueError(f"duplicate key {_printable(e.args[0])!r}") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"invalid JSON: {e.msg}") from None
+    except RecursionError:
+        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as e:  # an integer of more than 4,300 digits
+        raise ValueError(f"invalid JSON: {str(e).split(';')[0]}") from None
 
 
 class RowError(BaseModel):
@@ -42,7 +123,9 @@ def jsonl_objects(
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, object) for each non-blank line; bad lines become errors."""
     count = 0
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    # split("\n"), not splitlines(): U+2028, U+0085 and friends may sit inside a string.
+    for line_no, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
         if len(errors) >= MAX_ERRORS:
             return
         if not line.strip():
@@ -63,14 +146,18 @@ def jsonl_objects(
             )
             continue
         try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as e:
-            errors.append(RowError(line=line_no, field="json", message=f"invalid JSON: {e.msg}"))
+            raw = parse_json_line(line)
+        except ValueError as e:
+            errors.append(RowError(line=line_no, field="json", message=str(e)))
             continue
         if not isinstance(raw, dict):
             errors.append(
                 RowError(line=line_no, field="json", message="each line must be a JSON object")
             )
+            continue
+        problem = unstorable_value(raw)
+        if problem is not None:
+            errors.append(RowError(line=line_no, field=problem[0], message=problem[1]))
             continue
         yield line_no, raw
 
@@ -86,11 +173,18 @@ def csv_records(
 ) -> Iterator[tuple[int, dict[str, str]]]:
     """Yield (line number, record) for each CSV row after checking the header."""
     csv.field_size_limit(max(max_chars * 4, 131072))
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+    # strict: an unterminated quote is an error, not a cell swallowing the rest of the file.
+    reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
     try:
         header = [h.strip() for h in reader.fieldnames or []]
     except csv.Error as e:
         errors.append(RowError(line=1, field="file", message=f"CSV error: {e}"))
+        return
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+        errors.append(
+            RowError(line=1, field="header", message=f"duplicate column(s): {', '.join(twice)}")
+        )
         return
     missing = set(required) - set(header)
     unknown = set(header) - set(allowed)
@@ -109,9 +203,11 @@ def csv_records(
         )
         return
     reader.fieldnames = header
+    last_end = reader.line_num  # the record that fails starts on the line after this
     try:
         for i, rec in enumerate(reader):
-            line = reader.line_num
+            line = last_end + 1
+            last_end = reader.line_num
             if i >= max_rows:
                 errors.append(
                     RowError(line=line, field="file", message=f"more than {max_rows:,} rows")
@@ -120,8 +216,16 @@ def csv_records(
             if None in rec:
                 errors.append(RowError(line=line, field="row", message="more fields than columns"))
                 continue
+            bad = next(
+                ((k, r) for k, v in rec.items() if v and (r := unstorable_text(v)) is not None),
+                None,
+            )
+            if bad is not None:
+                errors.append(RowError(line=line, field=bad[0], message=f"{bad[0]} {bad[1]}"))
+                continue
             yield line, rec
             if len(errors) >= MAX_ERRORS:
                 return
     except csv.Error as e:
-        errors.append(RowError(line=reader.line_num, field="file", message=f"CSV error: {e}"))
+        hint = "; a quoted cell is never closed" if "unexpected end" in str(e) else ""
+        errors.append(RowError(line=last_end + 1, field="file", message=f"CSV error: {e}{hint}"))

@@ -1,8 +1,9 @@
 """Composition root of the workers: which kinds of work a process runs, and the worker
 process without the web app (``llmjudge worker``).
 
-Two kinds are registered: judge comparisons (a ``WorkerPool`` of ``sessions.jobs``) and
-persona training (``personas.training.TrainingRunner`` on the advisory-locked runner). The
+Three kinds are registered: judge comparisons (a ``WorkerPool`` of ``sessions.jobs``),
+persona training (``personas.training.TrainingRunner`` on the advisory-locked runner) and
+the rounds of adaptive sessions (``sessions.rounds.AdaptiveRounds``, advisory-locked too). The
 worker process runs every kind against the database until SIGINT/SIGTERM, then stops
 gracefully (drain, give back unfinished items).
 """
@@ -23,16 +24,26 @@ from llmjudge.db.migrate import current
 from llmjudge.events.hub import EventHub
 from llmjudge.personas.training import TrainingRunner
 from llmjudge.providers.service import LLMService
+from llmjudge.queue.locks import LockedRunner
 from llmjudge.queue.pool import DEFAULT_CONCURRENCY, WorkerPool
 from llmjudge.queue.registry import Workers
 from llmjudge.sessions.jobs import comparison_pool
+from llmjudge.sessions.rounds import AdaptiveRounds
 
-__all__ = ["COMPARISONS", "PERSONAS", "WorkerStartError", "build_workers", "run_worker_process"]
+__all__ = [
+    "ADAPTIVE",
+    "COMPARISONS",
+    "PERSONAS",
+    "WorkerStartError",
+    "build_workers",
+    "run_worker_process",
+]
 
 log = logging.getLogger(__name__)
 
 COMPARISONS = "comparisons"
 PERSONAS = "personas"
+ADAPTIVE = "adaptive-rounds"
 
 
 class WorkerStartError(RuntimeError):
@@ -72,6 +83,14 @@ def build_workers(
     # a start resumes personas left in status "training" by a previous run.
     workers.register(
         PERSONAS, TrainingRunner(engine=direct, sessionmaker=sessionmaker, llm=llm, hub=hub)
+    )
+    # Adaptive sessions' rounds: one loop per running session, in the process holding its
+    # advisory lock; registered after the pool so it stops first.
+    workers.register(
+        ADAPTIVE,
+        LockedRunner(
+            engine=engine, job=AdaptiveRounds(sessionmaker=sessionmaker, hub=hub), poll_s=1.0
+        ),
     )
     return workers
 

@@ -1,7 +1,8 @@
 """A persona's whole life in a real browser: created from a template, a CSV upload with an
 error (shown, nothing stored) then a good one dropped on the drop zone, training started on
 the simulator, one iteration reviewed with the keyboard only by an oracle reviewer, the
-progress tab updating live over SSE, and the judge prompt diff."""
+progress tab updating live over SSE (metric cards with their intervals, and "needs more
+labelled pairs" when trying to converge on too few), and the judge prompt diff."""
 
 from __future__ import annotations
 
@@ -106,7 +107,7 @@ async def test_persona_from_template_to_reviewed_iteration(
     watcher.on("response", lambda r: _record_response(r, js_errors))
     await watcher.goto(f"/personas/{pid}/progress")
     await expect(watcher.locator("#review-link")).to_be_visible()
-    await expect(watcher.locator("#metric-f1-holdout")).to_have_count(0)
+    await expect(watcher.locator("#metric-f1-selection")).to_have_count(0)
     await watcher.evaluate(MARKER_JS)
 
     # -- review the whole iteration with the keyboard only
@@ -156,11 +157,18 @@ async def test_persona_from_template_to_reviewed_iteration(
     assert len(decisions) == total and all(d["human_agrees"] is not None for d in decisions)
 
     # -- the watching tab updated itself: metric cards, confusion matrix, chart
-    await expect(watcher.locator("#metric-f1-holdout")).to_be_visible()
+    await expect(watcher.locator("#metric-f1-selection")).to_be_visible()
     await expect(watcher.locator("#metric-f1-optimisation .metric-value")).to_have_text(
         re.compile(r"^0\.\d{3}|^1\.000")
     )
+    await expect(watcher.locator("#metric-f1-selection .ci")).to_contain_text("n=")
     await expect(watcher.locator("#confusion td")).to_have_count(4)
+    # -- trying to converge on 36 pairs: the selection split holds far fewer than 10 of
+    # each class, so the status says it needs more labelled pairs, and how many
+    status_line = watcher.locator("#convergence-status")
+    await expect(status_line).to_contain_text("Needs more labelled pairs")
+    await expect(status_line).to_contain_text("more pairs the human calls incorrect")
+    await expect(status_line).to_have_attribute("data-status", "needs_more_labelled_pairs")
     assert await watcher.locator("#progress-chart svg .point").count() >= 3
     await expect(watcher.locator("#live-log")).to_contain_text("F1")
     # The engineer's new prompt, then iteration 2 judged and waiting (carried-forward reviews).

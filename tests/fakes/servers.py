@@ -226,6 +226,8 @@ class FakeOpenAI(FakeProvider):
         super().__init__(state)
         self.app.router.add_post("/v1/chat/completions", self.completions)
         self.app.router.add_get("/v1/models", self.list_models)
+        self.app.router.add_post("/v1/embeddings", self.embeddings)
+        self.app.router.add_post("/api/embed", self.ollama_embed)  # Ollama's native route
 
     def key_of(self, request: web.Request) -> str | None:
         return request.headers.get("Authorization", "").removeprefix("Bearer ") or None
@@ -241,6 +243,28 @@ class FakeOpenAI(FakeProvider):
 
     def structured(self, body: dict[str, Any]) -> bool:
         return "response_format" in body
+
+    async def embeddings(self, request: web.Request) -> web.Response:
+        """``/v1/embeddings``: a deterministic 8-dimensional vector per text (letter counts of
+        a-h), listed in reverse so clients must order them by ``index``."""
+        body, failed = await self.gate(request)
+        if failed is not None:
+            return failed
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = [
+            {"object": "embedding", "index": i, "embedding": [t.count(c) + 0.5 for c in "abcdefgh"]}
+            for i, t in enumerate(texts)
+        ]
+        usage = {"prompt_tokens": sum(fake_tokens(t) for t in texts)}
+        return web.json_response({"object": "list", "data": data[::-1], "usage": usage})
+
+    async def ollama_embed(self, request: web.Request) -> web.Response:
+        body, failed = await self.gate(request)
+        if failed is not None:
+            return failed
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        vectors = [[t.count(c) + 0.5 for c in "abcdefgh"] for t in texts]
+        return web.json_response({"model": body["model"], "embeddings": vectors})
 
     async def list_models(self, request: web.Request) -> web.Response:
         names = sorted(self.state.models or {"fake-model"})
@@ -459,6 +483,12 @@ class FakeGemini(FakeProvider):
         body, failed = await self.gate(request, model)
         if failed is not None:
             return failed
+        if method == "batchEmbedContents":  # letter counts of a-h, as FakeOpenAI's
+            vectors = [
+                {"values": [r["content"]["parts"][0]["text"].count(c) + 0.5 for c in "abcdefgh"]}
+                for r in body["requests"]
+            ]
+            return web.json_response({"embeddings": vectors})
         if method not in ("generateContent", "streamGenerateContent"):
             return self.error(404, f"method {method} not found", "")
         text = self.reply_text(body)

@@ -91,7 +91,8 @@ async def _calibrated(
             status="done",
             outcome="converged",
             prompt_version=persona["current_version"],
-            metrics_holdout={"f1": 0.9},
+            metrics_selection={"f1": 0.9},
+            metrics_calibration={"f1": 0.9},
             timings={},
         )
         db.add(it)
@@ -105,7 +106,7 @@ async def _calibrated(
                 input=question,
                 correct_output=str(k),
                 input_hash=input_hash(question, None),
-                split="holdout",
+                split="calibration",
             )
             db.add(pair)
             await db.flush()
@@ -125,7 +126,7 @@ async def _calibrated(
                     iteration=1,
                     pair_id=pair.id,
                     output_id=output.id,
-                    split="holdout",
+                    split="calibration",
                     judge_label=label,
                     prompt_version=persona["current_version"],
                     human_agrees=agrees,
@@ -159,7 +160,9 @@ async def test_calibration_from_held_out_reviews(
 ) -> None:
     r = await client.get(f"/api/personas/{good['id']}/calibration")
     assert r.status_code == 200
-    assert r.json() == {
+    body = r.json()
+    tpr_ci, tnr_ci = body.pop("tpr_ci"), body.pop("tnr_ci")
+    assert body == {
         "iteration": 1,
         "prompt_version": good["current_version"],
         "tpr": 0.85,
@@ -167,6 +170,8 @@ async def test_calibration_from_held_out_reviews(
         "calib_pos": 100,
         "calib_neg": 100,
     }
+    # 85 of 100: the Wilson interval, as wide as 100 pairs allow
+    assert tpr_ci == tnr_ci == pytest.approx([0.7672, 0.9069], abs=1e-4)
 
 
 async def test_corrected_interval_covers_the_true_pass_rate(
@@ -384,6 +389,7 @@ async def test_cli_exit_code_follows_the_threshold(
         _cli(env, *common, batch, "--min-pass-rate", "0.9"),
     )
     assert ok == EXIT_PASS and "PASS" in ok_out and "Gatekeeper" in ok_out
+    assert "rogan_gladen: 0." in ok_out and "(the gate used this one)" in ok_out
     assert fail == EXIT_FAIL and "FAIL (lower bound below threshold)" in fail_out
     (missing, _, missing_err), (invalid, _, invalid_err) = await asyncio.gather(
         _cli(env, "--persona", "Nobody", "--input", batch, "--min-pass-rate", "0.5"),

@@ -88,7 +88,18 @@ async def trained(client: httpx.AsyncClient, fast_simulator: None) -> dict[str, 
     """Trained through the pages: one iteration reviewed by an oracle via the review form."""
     p = await _from_template(client, "Trained one")
     pid = p["id"]
-    await client.patch(f"/api/personas/{pid}", json={"max_iterations": 1, "target_f1": 0.7})
+    # A small template: converging needs the user's explicit choice of a low bar (the
+    # point F1, one pair per class), which the pages then say.
+    r = await client.patch(
+        f"/api/personas/{pid}",
+        json={
+            "max_iterations": 1,
+            "target_f1": 0.7,
+            "min_per_class": 1,
+            "convergence_basis": "point",
+        },
+    )
+    assert r.status_code == 200, r.text
     assert (await client.post(f"/personas/{pid}/actions/start")).status_code == 303
     await _wait(client, pid, _awaiting)
     decisions = (await client.get(f"/api/personas/{pid}/iterations/1/decisions")).json()
@@ -138,7 +149,7 @@ async def test_list_api_twin_filters_like_the_page(
     only_trained = (await client.get("/api/personas/summaries?status=trained")).json()
     assert trained["id"] in {row["id"] for row in only_trained}
     assert all(row["status"] == "trained" for row in only_trained)
-    assert only_trained[0]["holdout"] is not None or only_trained[0]["optimisation"] is not None
+    assert only_trained[0]["selection"] is not None or only_trained[0]["optimisation"] is not None
     found = (await client.get("/api/personas/summaries?q=dRaFt")).json()
     assert [row["id"] for row in found] == [draft["id"]]
     # The page shows the rows its twin returns.
@@ -203,7 +214,7 @@ async def test_detail_tabs_render_in_every_state(
     per_state = {
         "draft": (draft, ["Start training", "Not started yet", "is not trained"]),
         "training": (training, ["Pause", "awaits your review", "Review now"]),
-        "trained": (trained, ["reached the target F1", "Confusion matrix", "Held-out pairs"]),
+        "trained": (trained, ["reached the target F1", "Confusion matrix", "Selection pairs"]),
     }
     for state, (p, extra) in per_state.items():
         pages = {path: await client.get(f"/personas/{p['id']}{path}") for path in expected}
@@ -218,7 +229,10 @@ async def test_detail_tabs_render_in_every_state(
             assert text in everything, (state, text)
     trained_progress = (await client.get(f"/personas/{trained['id']}/progress")).text
     # 5 metrics x 2 splits
-    assert len(re.findall(r'class="metric-card[ "]', trained_progress)) == 10
+    # five cards for each of the three splits, each with its count and interval
+    assert len(re.findall(r'class="metric-card[ "]', trained_progress)) == 15
+    assert len(re.findall(r'class="ci small muted"', trained_progress)) >= 15
+    assert "not</strong> that prompt optimisation works" in trained_progress
     assert "<svg" in trained_progress and 'class="point"' in trained_progress
     assert "Trained: the judge reached" in trained_progress
     live = await client.get(f"/personas/{trained['id']}/progress/live")
@@ -426,10 +440,10 @@ async def test_compare_page_and_api(
     assert page.status_code == 200
     table = page.text[page.text.index('id="compare-table"') :]
     assert table.index("Trained one") < table.index("Draft &lt;persona")  # the order asked
-    assert 'data-metric="holdout-f1"' in page.text and "Training cost" in page.text
+    assert 'data-metric="selection-f1"' in page.text and "Training cost" in page.text
     api = (await client.get(f"/api/personas/compare?ids={ids}")).json()
     assert [row["id"] for row in api] == [trained["id"], draft["id"]]
-    assert api[0]["holdout"]["f1"] > 0 and api[1]["holdout"] is None
+    assert api[0]["selection"]["f1"] > 0 and api[1]["selection"] is None
     assert api[0]["iterations"] == 1 and api[0]["scored_iteration"] == 1
     assert api[1]["scored_iteration"] is None
     assert (await client.get("/api/personas/compare?ids=1,x")).status_code == 422
@@ -467,7 +481,7 @@ def test_review_order_puts_uncertain_first_and_carried_last() -> None:
     ds = [
         _decision(1, judge_confidence=0.9),
         _decision(2, carried_forward=True, human_agrees=True, judge_confidence=0.1),
-        _decision(3, judge_confidence=0.2, split="holdout"),
+        _decision(3, judge_confidence=0.2, split="selection"),
         _decision(4),
         _decision(5, judge_confidence=0.2),
     ]
@@ -478,7 +492,7 @@ def test_pending_first_order_puts_unreviewed_first_then_the_same_rule() -> None:
     ds = [
         _decision(1, judge_confidence=0.9),
         _decision(2, carried_forward=True, human_agrees=True, judge_confidence=0.1),
-        _decision(3, judge_confidence=0.2, split="holdout"),
+        _decision(3, judge_confidence=0.2, split="selection"),
         _decision(4, human_agrees=False, judge_confidence=0.05),
         _decision(5, judge_confidence=0.2),
     ]
@@ -490,7 +504,7 @@ _decisions = st.lists(
     st.tuples(
         st.sampled_from([None, True, False]),
         st.one_of(st.none(), st.floats(min_value=0, max_value=1)),
-        st.sampled_from(["optimisation", "holdout"]),
+        st.sampled_from(["optimisation", "selection"]),
         st.booleans(),
     ),
     min_size=1,

@@ -324,7 +324,7 @@ async def test_new_session_page_shows_chips_modes_and_summary(
     assert r.status_code == 200
     assert r.text.count('name="pillar_ids"') == PILLARS
     assert re.search(r'class="chip-count">4<', r.text)
-    assert r.text.count('type="radio" name="comparison_mode"') == 3
+    assert r.text.count('type="radio" name="comparison_mode"') == 4  # adaptive too
     # all pillars chosen, pillar sample, 5 samples, swap: 3 pillar pairs x 5 x 2
     assert re.search(r'id="sum-total" class="big">30<', r.text)
     assert re.search(r'id="mode-count-free_for_all">132 comparisons<', r.text)

@@ -409,3 +409,45 @@ def test_top_k_selection_and_rule_for_any_k(n: int, k: int, seed: int) -> None:
     assert 0 <= decision.done <= decision.total == min(k, n)
     if k >= n:  # nobody outside the top: trivially separated
         assert decision.stop
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(3, 25), m=st.integers(0, 120), seed=st.integers(0, 10_000))
+def test_order_gain_is_the_weighted_variance_removed_from_neighbour_pairs(
+    n: int, m: int, seed: int
+) -> None:
+    """_order_gain against the definition: apply the rank-one update of one comparison of
+    (i, j) to the covariance and sum, over neighbour pairs (k, l) in the order, the drop of
+    Var(theta_k - theta_l) weighted by P(wrong order) / Var."""
+    from scipy.special import expit, ndtr
+
+    from llmjudge.sessions.adaptive import _order_gain
+
+    a, b, s = _random_outcomes(n, m, seed)
+    state = fit_state(n, a, b, s)
+    rng = np.random.default_rng(seed)
+    i = rng.integers(0, n, 12)
+    j = (i + 1 + rng.integers(0, n - 1, 12)) % n
+    window = 3
+    gain = _order_gain(state, i, j, window, chunk=5)  # several chunks
+    cov = state.cov
+    assert cov is not None
+    order = state.order()
+    pairs = [
+        (order[x], order[x + d]) for d in range(1, min(window, n - 1) + 1) for x in range(n - d)
+    ]
+    for r in range(i.size):
+        e = np.zeros(n)
+        e[i[r]], e[j[r]] = 1.0, -1.0
+        v = e @ cov @ e
+        p = expit(state.theta[i[r]] - state.theta[j[r]])
+        f = p * (1 - p)
+        u = cov @ e
+        after = cov - (f / (1 + v * f)) * np.outer(u, u)
+        want = 0.0
+        for k, l in pairs:  # noqa: E741
+            vkl = cov[k, k] + cov[l, l] - 2 * cov[k, l]
+            wkl = after[k, k] + after[l, l] - 2 * after[k, l]
+            weight = ndtr(-abs(state.theta[k] - state.theta[l]) / np.sqrt(vkl)) / vkl
+            want += weight * (vkl - wkl)
+        assert gain[r] * f / (1 + v * f) == pytest.approx(want, rel=1e-6, abs=1e-12)

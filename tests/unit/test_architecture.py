@@ -36,6 +36,11 @@ CORE = frozenset(
     {
         "llmjudge.judging.prompts",
         "llmjudge.judging.verdicts",
+        "llmjudge.judging.formats",
+        "llmjudge.sessions.adaptive",
+        "llmjudge.sessions.adaptive_sim",
+        "llmjudge.personas.splits",
+        "llmjudge.personas.similarity",
         "llmjudge.sessions.pairing",
         "llmjudge.sessions.estimate",
         "llmjudge.sessions.converters",
@@ -52,6 +57,7 @@ CORE = frozenset(
         "llmjudge.analysis.rating_report",
         "llmjudge.analysis.style_report",
         "llmjudge.analysis.categories",
+        "llmjudge.analysis.agreement",  # numpy only: personas read people's agreement
         "llmjudge.personas.metrics",
         "llmjudge.personas.gate",
         "llmjudge.personas.templates",

@@ -14,20 +14,29 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmjudge.csvsafe import safe_cell
-from llmjudge.personas.convergence import decide, deciding_f1, split_metrics
+from llmjudge.personas.convergence import (
+    NEEDS_MORE,
+    ConvergenceRule,
+    decide,
+    split_metrics,
+)
 from llmjudge.personas.loop import Stopped, run_bounded
 from llmjudge.personas.pairs import parse_pairs_csv
 from llmjudge.personas.prompt_versions import prompt_diff
 from llmjudge.personas.replies import (
+    MAX_JSON_ATTEMPTS,
+    addressed_cases,
     missing_placeholders,
     parse_engineer_reply,
+    parse_engineer_rewrite,
     parse_judge_reply,
 )
 from llmjudge.personas.summaries import PersonaSummary, matching
 from llmjudge.personas.templates import TEMPLATES
 
-text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
-cell = text.filter(lambda s: s.strip() != "")
+# NUL included: the parser drops it at the boundary (PostgreSQL text cannot hold it).
+text = st.text(st.characters(blacklist_categories=("Cs",)))
+cell = text.filter(lambda s: s.replace("\x00", "").strip() != "")
 
 
 def _csv(rows: list[list[str]]) -> bytes:
@@ -36,13 +45,22 @@ def _csv(rows: list[list[str]]) -> bytes:
     return buffer.getvalue().encode()
 
 
-@given(st.lists(st.tuples(cell, cell), min_size=1, max_size=20, unique_by=lambda r: r[0]))
+@given(
+    st.lists(
+        st.tuples(cell, cell),
+        min_size=1,
+        max_size=20,
+        unique_by=lambda r: r[0].replace("\x00", ""),
+    )
+)
 def test_csv_round_trip(rows: list[tuple[str, str]]) -> None:
     parsed = parse_pairs_csv(
         _csv([["input", "correct_output"], *map(list, rows)]), max_rows=100, max_chars=10_000
     )
     assert parsed.errors == []
-    assert [(r.input, r.correct_output) for r in parsed.rows] == rows
+    assert [(r.input, r.correct_output) for r in parsed.rows] == [
+        (a.replace("\x00", ""), b.replace("\x00", "")) for a, b in rows
+    ]
 
 
 def test_csv_errors_name_line_and_field() -> None:
@@ -125,18 +143,24 @@ def test_engineer_reply() -> None:
     assert parse_engineer_reply('{"prompt": "  "}') is None
 
 
-def test_held_out_f1_decides_when_present() -> None:
+def test_split_metrics_cover_three_splits_with_intervals() -> None:
     rows = [
         ("optimisation", "correct", True),
         ("optimisation", "incorrect", True),
-        ("holdout", "correct", False),
-        ("holdout", "incorrect", True),
+        ("selection", "correct", False),
+        ("selection", "incorrect", True),
+        ("calibration", "correct", True),
     ]
-    metrics = split_metrics(rows)
-    assert metrics["optimisation"]["f1"] == 1.0 and metrics["holdout"]["f1"] == 0.0
-    assert deciding_f1(metrics) == (0.0, "holdout")
-    only_opt = split_metrics(rows[:2])
-    assert only_opt["holdout"] is None and deciding_f1(only_opt) == (1.0, "optimisation")
+    metrics = split_metrics(rows, rounds=200)
+    assert metrics["optimisation"]["f1"] == 1.0 and metrics["selection"]["f1"] == 0.0
+    assert metrics["calibration"]["n"] == 1
+    for side in ("optimisation", "selection", "calibration"):
+        for key in ("precision", "recall", "f1", "kappa", "accuracy"):
+            ci = metrics[side]["intervals"][key]
+            assert ci["low"] <= metrics[side][key] <= ci["high"]
+            assert ci["high"] > ci["low"]  # never zero-width on so few pairs
+    assert metrics["optimisation"]["intervals"]["recall"]["n"] == 1  # one human-correct pair
+    assert split_metrics(rows[:2], rounds=50)["selection"] is None
 
 
 async def test_run_bounded_limits_concurrency_and_stops() -> None:
@@ -177,15 +201,73 @@ async def test_run_bounded_limits_concurrency_and_stops() -> None:
     assert len(done) < 20
 
 
+def _selection(right_pos: int, wrong_pos: int, right_neg: int, wrong_neg: int) -> list:
+    """(human correct, judge correct, bulk) rows."""
+    return (
+        [(True, True, False)] * right_pos
+        + [(True, False, False)] * wrong_pos
+        + [(False, False, False)] * right_neg
+        + [(False, True, False)] * wrong_neg
+    )
+
+
 @pytest.mark.parametrize(
-    ("f1", "number", "outcome"),
-    [(0.8, 1, "converged"), (0.79, 1, None), (0.79, 3, "incomplete"), (0.9, 3, "converged")],
+    ("rows", "number", "outcome"),
+    [
+        (_selection(30, 0, 30, 0), 1, "converged"),  # F1 lower bound clears 0.8
+        (_selection(5, 0, 2, 0), 1, None),  # perfect but too few: go on, never converge
+        (_selection(5, 0, 2, 0), 3, "incomplete"),
+        (_selection(12, 4, 12, 4), 1, None),  # enough pairs, F1 0.75
+        (_selection(12, 4, 12, 4), 3, "incomplete"),
+    ],
 )
-def test_decide(f1: float, number: int, outcome: str | None) -> None:
-    metrics = {"optimisation": {"f1": 1.0, "n": 5}, "holdout": {"f1": f1, "n": 2}}
-    got = decide(metrics, target_f1=0.8, number=number, max_iterations=3)
-    assert got[:3] == (f1, "holdout", outcome)
-    assert (got[3] is None) == (outcome is None)
+def test_decide(rows: list, number: int, outcome: str | None) -> None:
+    status, got, note = decide(rows, rule=ConvergenceRule(), number=number, max_iterations=3)
+    assert got == outcome
+    assert (note is None) == (outcome is None)
+    if len(rows) < 20:
+        assert status.status == NEEDS_MORE and "Needs more labelled pairs" in status.message
+        assert status.more_negatives == 8 and status.more_positives == 5
+
+
+def test_point_basis_converges_where_the_lower_bound_does_not() -> None:
+    rows = _selection(10, 1, 10, 1)  # F1 0.909 on 22 pairs
+    lower = decide(rows, rule=ConvergenceRule(target_f1=0.85), number=1, max_iterations=3)
+    point = decide(
+        rows, rule=ConvergenceRule(target_f1=0.85, basis="point"), number=1, max_iterations=3
+    )
+    assert lower[1] is None and point[1] == "converged"
+
+
+def test_judge_reply_takes_the_last_object() -> None:
+    echoed = (
+        'The prompt says reply like {"label": "correct", "reasoning": "..."}. '
+        'My answer: {"label": "incorrect", "reasoning": "wrong number", "confidence": 0.9}'
+    )
+    verdict = parse_judge_reply(echoed)
+    assert verdict is not None and verdict.label == "incorrect" and verdict.confidence == 0.9
+    nested = '{"label": "correct", "reasoning": "r", "extra": {"label": "incorrect"}}'
+    assert parse_judge_reply(nested).label == "correct"  # type: ignore[union-attr]
+    assert parse_judge_reply('{"label": "cor\x00rect", "reasoning": ""}') is not None
+
+
+def test_json_attempts_are_capped() -> None:
+    # Many unreadable braces before the real object: parsing stops after the cap.
+    hostile = "{" * (MAX_JSON_ATTEMPTS + 10) + '{"label": "correct", "reasoning": "r"}'
+    assert parse_judge_reply(hostile) is None
+    short = "{" * 5 + ' {"label": "correct", "reasoning": "r"}'
+    assert parse_judge_reply(short) is not None
+
+
+def test_engineer_rewrite_says_what_it_addressed() -> None:
+    reply = json.dumps({"prompt": "P {input}", "rationale": "why", "addressed": [2, 2, 9, 1]})
+    parsed = parse_engineer_rewrite(reply, cases=3)
+    assert parsed is not None and parsed.addressed == (2, 1)
+    failures = [{"pair_id": 10, "notes": None}, {"pair_id": 11, "notes": "units matter"}]
+    assert addressed_cases(parsed.addressed, failures + [{"pair_id": 12}]) == [
+        {"case": 2, "pair_id": 11, "note": "units matter"},
+        {"case": 1, "pair_id": 10, "note": None},
+    ]
 
 
 def _summary(i: int, name: str, status: str) -> PersonaSummary:
@@ -200,7 +282,7 @@ def _summary(i: int, name: str, status: str) -> PersonaSummary:
         scored_iteration=None,
         prompt_version=1,
         optimisation=None,
-        holdout=None,
+        selection=None,
         cost_usd=0.0,
     )
 
@@ -233,3 +315,55 @@ def test_list_filter_ignores_case_and_outer_spaces() -> None:
     assert [r.id for r in matching(rows, q="  dRAFT ")] == [1]
     assert [r.id for r in matching(rows, status="trained", q="ONE")] == [2]
     assert matching(rows, status="draft", q="one") == []
+
+
+def test_csv_answers_and_several_annotators() -> None:
+    data = _csv(
+        [
+            ["input", "correct_output", "answer", "human_label", "annotator"],
+            ["q1", "4", "4", "correct", "ann"],
+            ["q1", "4", "4", "incorrect", "bob"],  # another annotator of the same pair
+            ["q2", "5", "6", "0", ""],  # 0/1 accepted; no annotator: "uploaded"
+            ["q3", "7", "", "", ""],  # no answer, no label: the task model answers
+        ]
+    )
+    parsed = parse_pairs_csv(data, max_rows=10, max_chars=100)
+    assert parsed.errors == []
+    assert [(r.input, r.answer, r.labels) for r in parsed.rows] == [
+        ("q1", "4", {"ann": "correct", "bob": "incorrect"}),
+        ("q2", "6", {"uploaded": "incorrect"}),
+        ("q3", None, {}),
+    ]
+    bad = _csv(
+        [
+            ["input", "correct_output", "answer", "human_label", "annotator"],
+            ["q1", "4", "4", "maybe", "ann"],  # not a label
+            ["q2", "4", "", "correct", "ann"],  # a label needs its answer
+            ["q3", "4", "4", "correct", "ann"],
+            ["q3", "4", "4", "incorrect", "ann"],  # the same annotator twice
+            ["q3", "4", "5", "correct", "bob"],  # another answer to the same input
+        ]
+    )
+    errors = parse_pairs_csv(bad, max_rows=10, max_chars=100).errors
+    assert [(e.line, e.field) for e in errors] == [
+        (2, "human_label"),
+        (3, "answer"),
+        (5, "input"),
+        (6, "input"),
+    ]
+
+
+reply_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40).filter(
+    lambda t: "{" not in t and "}" not in t
+)
+
+
+@given(reply_text, reply_text, st.sampled_from(["correct", "incorrect"]), st.floats(0, 1))
+def test_the_last_json_object_is_the_verdict(
+    before: str, between: str, label: str, confidence: float
+) -> None:
+    example = '{"label": "correct", "reasoning": "...", "confidence": 0.5}'
+    verdict = {"label": label, "reasoning": "r", "confidence": confidence}
+    parsed = parse_judge_reply(f"{before}{example}{between}{json.dumps(verdict)}")
+    assert parsed is not None and parsed.label == label
+    assert parsed.confidence == pytest.approx(confidence)

@@ -206,7 +206,13 @@ class AnalysisCache:
     request for a newer version shares it too (a result at most one computation behind):
     polls of a running session never pile up work."""
 
-    def __init__(self, *, max_figures: int = 64, max_sessions: int = 2) -> None:
+    def __init__(
+        self, *, max_figures: int = 64, max_sessions: int = 2, max_computing: int = 2
+    ) -> None:
+        # At most this many figure computations run at once (threads share one GIL and the
+        # cores with the workers); more requests for distinct figures wait their turn
+        # instead of each starting a bootstrap (issue 14).
+        self.computing = asyncio.Semaphore(max_computing)
         self._figures: OrderedDict[Hashable, asyncio.Task[Any]] = OrderedDict()
         self._sessions: OrderedDict[Hashable, asyncio.Task[Any]] = OrderedDict()
         self._running: dict[Hashable, asyncio.Task[Any]] = {}
@@ -285,7 +291,8 @@ async def _figure(
     data = await _data(cache, sessionmaker, session)
 
     async def run() -> T:
-        return await asyncio.to_thread(compute, data)
+        async with cache.computing:
+            return await asyncio.to_thread(compute, data)
 
     # versioned by the data actually used, never by a newer count it may lag behind
     return data, await cache.figure((*key, session.id), data.version, run)

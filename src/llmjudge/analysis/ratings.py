@@ -12,6 +12,9 @@ The solver is Newton's method with the Hessian applied matrix-free (np.bincount 
 unique pairs) inside Jacobi-preconditioned conjugate gradients, with a backtracking line
 search: memory O(threads + comparisons), no threads x threads matrix.
 Scores are reported on the Elo scale: 1500 + 400 * log10(strength), centred on 1500.
+
+One module of about 600 lines on purpose: Elo and every Bradley-Terry variant (weights,
+clusters, bootstrap, sandwich) share one pair index and one penalised Newton solver.
 """
 
 from __future__ import annotations

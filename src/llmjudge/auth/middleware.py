@@ -366,6 +366,20 @@ def install(app: FastAPI, settings: Settings) -> None:
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_upload_bytes + BODY_MARGIN)
     app.add_middleware(SecurityHeadersMiddleware)
     app.state.login_limiter = SlidingWindowLimiter(limit=settings.login_attempts_per_minute)
+    checker = AuthMiddleware(app, settings)
+
+    async def still_allowed(request: Request) -> bool:
+        """Whether the request's credentials still grant its route (a long stream re-asks:
+        a token revoked or a user deactivated since it opened ends it)."""
+        try:
+            principal = await checker._principal(request)
+        except _BadCredentials:
+            return False
+        needed = required_role(request.method, request.url.path)
+        return principal is not None and (needed is None or principal.role.covers(needed))
+
+    # Read by events.sse (infrastructure, which cannot import auth).
+    app.state.principal_still_allowed = still_allowed
 
     async def forbidden(_: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=403)

@@ -250,6 +250,14 @@ async def change_password(
     if principal.user_id is None:
         raise Invalid("the LLMJUDGE_ADMIN_TOKEN principal has no password")
     user = await _get_user(db, principal.user_id)
+    if user.password_hash is None and principal.via != "session":
+        # A first password proves nothing but possession of whatever made the request: only
+        # a browser session (which for a passwordless user a one-time link created) may set
+        # it, never an API token, which may be a low-role token of the same user.
+        raise Forbidden(
+            "set a first password in the browser session opened by your one-time login link, "
+            "not with an API token"
+        )
     if user.password_hash is not None and not await asyncio.to_thread(
         verify_password, user.password_hash, change.current_password or ""
     ):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, File, Query, Request, UploadFile, status
@@ -51,7 +52,9 @@ async def delete_pillar(pillar_id: int, db: DbSession) -> None:
 
 async def parse_upload(upload: UploadFile, settings: Settings) -> ParsedFile:
     data = await read_upload(upload, settings)
-    return parse_thread_file(
+    # Parsing a large file is CPU work: off the event loop (/healthz keeps answering).
+    return await asyncio.to_thread(
+        parse_thread_file,
         upload.filename or "",
         data,
         max_rows=settings.max_import_rows,

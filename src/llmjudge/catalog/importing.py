@@ -13,9 +13,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmjudge.catalog.schemas import RowError, ThreadIn
-from llmjudge.rowfiles import csv_records, decode_text, jsonl_objects
+from llmjudge.rowfiles import (
+    csv_records,
+    decode_text,
+    jsonl_objects,
+    parse_json_line,
+    unstorable_value,
+)
 
 CSV_COLUMNS = {"pillar", "external_id", "title", "prompt_key", "content", "metadata"}
+# Metadata is for labels and small scores, not documents: a thread's content is bounded
+# separately (max_field_chars).
+MAX_METADATA_CHARS = 100_000
 
 
 @dataclass
@@ -31,6 +40,19 @@ def content_hash(content: Any) -> str:
 
 
 def _validate(raw: dict[str, Any], line: int, out: ParsedFile, max_chars: int) -> None:
+    meta = raw.get("metadata")
+    if meta is not None:
+        size = len(json.dumps(meta, ensure_ascii=False, default=str))
+        if size > MAX_METADATA_CHARS:
+            out.errors.append(
+                RowError(
+                    line=line,
+                    field="metadata",
+                    message=f"metadata has {size:,} characters as JSON; "
+                    f"the limit is {MAX_METADATA_CHARS:,}",
+                )
+            )
+            return
     try:
         row = ThreadIn.model_validate(raw)
     except ValidationError as e:
@@ -72,17 +94,19 @@ def _csv_rows(text: str, out: ParsedFile, max_rows: int, max_chars: int) -> None
         # A cell holding a JSON list is a conversation; anything else is plain text.
         if content.lstrip().startswith("["):
             try:
-                raw["content"] = json.loads(content)
-            except json.JSONDecodeError:
+                raw["content"] = parse_json_line(content)
+            except ValueError:
                 pass
         if "metadata" in raw:
             try:
-                raw["metadata"] = json.loads(raw["metadata"])
-            except json.JSONDecodeError as e:
-                out.errors.append(
-                    RowError(line=line, field="metadata", message=f"not JSON: {e.msg}")
-                )
+                raw["metadata"] = parse_json_line(raw["metadata"])
+            except ValueError as e:
+                out.errors.append(RowError(line=line, field="metadata", message=f"not JSON: {e}"))
                 continue
+        problem = unstorable_value(raw)
+        if problem is not None:
+            out.errors.append(RowError(line=line, field=problem[0], message=problem[1]))
+            continue
         _validate(raw, line, out, max_chars)
 
 

@@ -20,6 +20,17 @@ class Message(BaseModel):
 Content = str | list[Message]
 
 
+def pillar_name(v: str) -> str:
+    """One spelling per pillar name: runs of any whitespace (tabs, NBSP, U+2028) become one
+    space and the ends are trimmed, so " Math" and "Math\u00a0" are the same pillar."""
+    v = " ".join(v.split())
+    if not v:
+        raise ValueError("name must not be blank")
+    if any(not c.isprintable() for c in v):
+        raise ValueError("name must not hold control characters")
+    return v
+
+
 class PillarIn(BaseModel):
     name: str = Field(min_length=1, max_length=200)
     description: str = Field(default="", max_length=5000)
@@ -27,15 +38,17 @@ class PillarIn(BaseModel):
     @field_validator("name")
     @classmethod
     def strip_name(cls, v: str) -> str:
-        v = v.strip()
-        if not v:
-            raise ValueError("name must not be blank")
-        return v
+        return pillar_name(v)
 
 
 class PillarPatch(BaseModel):
     name: str | None = Field(default=None, min_length=1, max_length=200)
     description: str | None = Field(default=None, max_length=5000)
+
+    @field_validator("name")
+    @classmethod
+    def strip_name(cls, v: str | None) -> str | None:
+        return None if v is None else pillar_name(v)
 
 
 class PillarOut(BaseModel):
@@ -61,10 +74,7 @@ class ThreadIn(BaseModel):
     @field_validator("pillar")
     @classmethod
     def strip_pillar(cls, v: str) -> str:
-        v = v.strip()
-        if not v:
-            raise ValueError("pillar must not be blank")
-        return v
+        return pillar_name(v)
 
     @field_validator("content")
     @classmethod

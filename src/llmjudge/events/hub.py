@@ -256,8 +256,10 @@ class EventHub:
                         self._outbox.popleft()
                     self.published += len(batch)
                     delay = 0.1
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                    log.warning("event publisher: %s; retrying in %.1fs", exc, delay)
+                except Exception as exc:  # noqa: BLE001
+                    # Any failure (under uvloop a lost server can surface as
+                    # InternalClientError, which is no PostgresError): reconnect, never die.
+                    log.warning("event publisher: %r; retrying in %.1fs", exc, delay)
                     conn = await _close_quietly(conn)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, self.reconnect_max_s)
@@ -331,8 +333,10 @@ async def listen_forever(
                 if not lost.is_set():
                     await asyncio.wait_for(conn.fetchval("SELECT 1"), 10)
             log.warning("LISTEN %s lost its connection; reconnecting", channel)
-        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
-            log.warning("LISTEN %s: %s; reconnecting in %.1fs", channel, e, delay)
+        except Exception as e:  # noqa: BLE001
+            # Whatever a lost server raises (InternalClientError under uvloop included), the
+            # listener reconnects with backoff and LISTENs again: it must outlive any outage.
+            log.warning("LISTEN %s: %r; reconnecting in %.1fs", channel, e, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, reconnect_max_s)
         finally:

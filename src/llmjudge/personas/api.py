@@ -13,10 +13,12 @@ from sse_starlette import EventSourceResponse
 from llmjudge.auth.schemas import CurrentPrincipal
 from llmjudge.catalog.schemas import RowError
 from llmjudge.events.sse import sse_response
+from llmjudge.personas import agreement as agreement_service
 from llmjudge.personas import estimate as estimates
 from llmjudge.personas import iterations as iteration_service
 from llmjudge.personas import pairs as pair_service
 from llmjudge.personas import prompt_versions, reports, review, service, training_control
+from llmjudge.personas.agreement import AgreementOut
 from llmjudge.personas.events import publish
 from llmjudge.personas.schemas import (
     BulkFeedbackIn,
@@ -177,7 +179,8 @@ async def upload_pairs(
 ) -> PairUploadResult:
     """Add training pairs from a CSV, all or nothing. `?preview=true` validates and returns
     the first rows without storing. Rows identical to stored pairs are skipped; new pairs
-    join the held-out split by the persona's seed while stored pairs keep their side."""
+    join the three splits (stratified by uploaded label) while stored pairs keep theirs.
+    Optional columns: `answer` (no task model is then called), `human_label`, `annotator`."""
     settings = request.app.state.settings
     data = await read_upload(file, settings)
     # A large file takes a while to parse: off the event loop.
@@ -201,11 +204,11 @@ async def upload_pairs(
 async def list_pairs(
     persona_id: int,
     db: DbSession,
-    split: Literal["optimisation", "holdout"] | None = None,
+    split: Literal["optimisation", "selection", "calibration"] | None = None,
     limit: Annotated[int, Query(ge=1, le=5000)] = 500,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> list[PairOut]:
-    """Pairs in upload order, each with its side of the held-out split."""
+    """Pairs in upload order, each with its split, answer and uploaded labels."""
     return await pair_service.list_pairs(
         db=db, persona_id=persona_id, split=split, limit=limit, offset=offset
     )
@@ -329,7 +332,7 @@ async def list_decisions(
     number: int,
     db: DbSession,
     pending: bool = False,
-    split: Literal["optimisation", "holdout"] | None = None,
+    split: Literal["optimisation", "selection", "calibration"] | None = None,
     order: Annotated[
         review.ReviewOrder,
         Query(
@@ -339,7 +342,7 @@ async def list_decisions(
     ] = "pending_first",
 ) -> list[DecisionOut]:
     """The judge's decisions of an iteration in review order: least confident first,
-    optimisation before held-out, then by pair; unreviewed first unless `order=stable`.
+    optimisation before the others, then by pair; unreviewed first unless `order=stable`.
     Carried-forward decisions come pre-labelled."""
     return await review.list_decisions(
         db=db,
@@ -417,8 +420,16 @@ async def bulk_feedback(
 
 @router.get("/{persona_id}/metrics", response_model=list[MetricsRow])
 async def metrics(persona_id: int, db: DbSession) -> list[MetricsRow]:
-    """Agreement with the human per scored iteration, optimisation and held-out parts."""
+    """Agreement with the human per scored iteration and split, with counts and intervals."""
     return await reports.metrics(db=db, persona_id=persona_id)
+
+
+@router.get("/{persona_id}/agreement", response_model=AgreementOut)
+async def annotator_agreement(persona_id: int, db: DbSession) -> AgreementOut:
+    """Inter-annotator agreement of the uploaded labels (Cohen's kappa per pair of
+    annotators, Fleiss' kappa), beside the judge's kappa: the humans' agreement is its
+    ceiling."""
+    return await agreement_service.agreement(db=db, persona_id=persona_id)
 
 
 @router.get("/{persona_id}/report", response_model=ReportOut)

@@ -12,21 +12,21 @@ A prompt version converges on its selection (held-out) pairs when, in this order
    Bayesian bootstrap, see ``metrics``), or the point estimate when the user chooses so.
 
 Pure: labels in, a status with its reasons and figures out. Also here: scoring an iteration
-(metrics per split from the reviewed decisions) and the F1 that decides.
+(metrics per split, with intervals, from the reviewed decisions) and its outcome.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from llmjudge.personas.metrics import (
     Estimate,
-    compute_metrics,
     confusion_from_decisions,
     confusion_from_labels,
     metrics_with_intervals,
+    report_dict,
 )
 
 CONVERGED = "converged"
@@ -171,47 +171,66 @@ def convergence_status(
 
 # -- scoring an iteration (used by the training loop) --
 
+ITERATION_SPLITS = ("optimisation", "selection", "calibration")
+
 
 def split_metrics(
-    decisions: Sequence[tuple[str, str, bool]],
+    decisions: Sequence[tuple[str, str, bool]], *, rounds: int = 2000
 ) -> dict[str, dict[str, Any] | None]:
-    """Metrics.to_dict() per split from (split, judge_label, human_agrees); None when empty."""
+    """Metrics per split from (split, judge_label, human_agrees), each with its count and
+    95% intervals (``report_dict``); None for an empty split."""
     out: dict[str, dict[str, Any] | None] = {}
-    for side in ("optimisation", "holdout"):
+    for side in ITERATION_SPLITS:
         rows = [(label == "correct", agrees) for s, label, agrees in decisions if s == side]
         if not rows:
             out[side] = None
             continue
         judge, human = zip(*rows, strict=True)
-        out[side] = compute_metrics(confusion_from_decisions(judge, human)).to_dict()
+        out[side] = report_dict(confusion_from_decisions(judge, human), rounds=rounds)
     return out
 
 
-def deciding_f1(metrics: Mapping[str, Mapping[str, Any] | None]) -> tuple[float, str]:
-    """The F1 that decides convergence: held-out when there is a held-out part."""
-    held = metrics.get("holdout")
-    if held is not None and held.get("n"):
-        return float(held["f1"]), "holdout"
-    opt = metrics.get("optimisation") or {}
-    return float(opt.get("f1", 0.0)), "optimisation"
+def status_dict(st: ConvergenceStatus) -> dict[str, Any]:
+    """A ConvergenceStatus as stored with the iteration and shown on the pages."""
+    return {
+        "status": st.status,
+        "converged": st.converged,
+        "message": st.message,
+        "warnings": list(st.warnings),
+        "compared": st.compared,
+        "basis": st.basis,
+        "target_f1": st.target_f1,
+        "f1": st.f1.to_dict(),
+        "positives": st.positives,
+        "negatives": st.negatives,
+        "more_positives": st.more_positives,
+        "more_negatives": st.more_negatives,
+        "bulk": st.bulk.bulk,
+        "bulk_share": st.bulk.share,
+        "mostly_bulk": st.bulk.mostly,
+    }
 
 
 def decide(
-    metrics: Mapping[str, Mapping[str, Any] | None],
+    selection: Sequence[tuple[bool, bool, bool]],
     *,
-    target_f1: float,
+    rule: ConvergenceRule,
     number: int,
     max_iterations: int,
-) -> tuple[float, str, str | None, str | None]:
-    """(deciding F1, its split, outcome, note): ``converged`` at the target, ``incomplete``
-    after the last iteration, else None (rewrite the prompt and go on)."""
-    f1, basis = deciding_f1(metrics)
-    if f1 >= target_f1:
-        return f1, basis, "converged", f"{basis} F1 {f1:.3f} reached the target {target_f1:.2f}"
+) -> tuple[ConvergenceStatus, str | None, str | None]:
+    """(status, outcome, note) of an iteration from its selection decisions
+    ``(human_correct, judge_correct, bulk)``: ``converged`` when ``convergence_status``
+    says so, ``incomplete`` after the last iteration, else None (rewrite and go on).
+
+    Below the minimum evidence the loop goes on (the prompt engineer still learns from the
+    optimisation split) but can never converge; the status says how many pairs are missing.
+    """
+    human = [h for h, _, _ in selection]
+    judge = [j for _, j, _ in selection]
+    bulk = [b for _, _, b in selection]
+    st = convergence_status(human, judge, bulk=bulk, rule=rule)
+    if st.converged:
+        return st, "converged", st.message
     if number >= max_iterations:
-        note = (
-            f"{max_iterations} iterations done with {basis} F1 {f1:.3f}, "
-            f"below the target {target_f1:.2f}"
-        )
-        return f1, basis, "incomplete", note
-    return f1, basis, None, None
+        return st, "incomplete", f"{max_iterations} iteration(s) done; {st.message}"
+    return st, None, None

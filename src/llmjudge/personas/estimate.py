@@ -62,8 +62,14 @@ async def estimate(*, db: AsyncSession, llm: LLMService, persona_id: int) -> Est
     pairs = (
         await db.scalars(select(PersonaPair).where(PersonaPair.persona_id == persona_id))
     ).all()
+    # Only the models the loop will call: the task model for pairs without their own
+    # answer, the judge and engineer for an LLM judge (an embedding judge calls none).
+    needs_task = any(pair.answer is None for pair in pairs)
+    roles = (["task"] if needs_task else []) + (
+        ["judge", "engineer"] if p.judge_kind == "llm" else []
+    )
     models = {}
-    for role in ("task", "judge", "engineer"):
+    for role in roles:
         model_id = getattr(p, f"{role}_model_id")
         if model_id is None:
             raise Invalid(f"choose a {role} model first")
@@ -82,7 +88,7 @@ async def estimate(*, db: AsyncSession, llm: LLMService, persona_id: int) -> Est
         text = task_input(pair.input, pair.input_b)
         # Answers are assumed about as long as the reference answer.
         answer_tokens = estimate_tokens(pair.correct_output)
-        if pair.id not in stored:
+        if pair.id not in stored and pair.answer is None:
             todo += 1
             task_in += estimate_tokens(render_task_prompt(p.task_prompt, input=text))
             task_out += answer_tokens
@@ -109,7 +115,9 @@ async def estimate(*, db: AsyncSession, llm: LLMService, persona_id: int) -> Est
     eng_out = prompt_tokens + RATIONALE_TOKENS
 
     def priced(role: str, calls: int, inp: int, outp: int) -> CallEstimate:
-        m = models[role]
+        m = models.get(role)
+        if m is None:  # a model the loop will not call
+            return _estimate(0, 0, 0, 0.0, 0.0)
         return _estimate(calls, inp, outp, m.input_price_per_million, m.output_price_per_million)
 
     task = priced("task", todo, task_in, task_out)

@@ -1,11 +1,17 @@
 """Trained personas at work: a pass/fail gate over a batch of outputs, and tournament judging.
 
-``evaluate`` judges each output with the persona's current judge prompt and judge model,
-then corrects the observed pass rate for the judge's own errors (Rogan-Gladen, ``gate.py``)
-with the true-positive and true-negative rates the persona showed on its held-out pairs in
-its latest fully reviewed iteration. ``create_persona_session`` starts a tournament judged
+``evaluate`` judges each output with the persona's current judge prompt and judge model
+(or, for an embedding judge, its similarity threshold), then corrects the observed pass
+rate for the judge's own errors (``gate.py``): Rogan-Gladen with the true-positive and
+true-negative rates the persona showed on its calibration split in its latest fully
+reviewed iteration (failing closed below the minimum counts, or when that iteration
+judged with another prompt version), and PPI++ when items carry human labels. Both
+estimates are reported, with the one the gate used. ``create_persona_session`` starts a tournament judged
 by the persona: its judge prompt, written for one answer at a time, becomes the guidance of
 a pairwise prompt template. The list and comparison of personas read ``summaries.py``.
+
+About 600 lines as one piece: the gate's steps (judge the batch, pick the calibration,
+estimate, store, report) share one transaction's state; its helpers are private to it.
 """
 
 from __future__ import annotations
@@ -14,8 +20,9 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -24,10 +31,12 @@ from llmjudge.errors import Conflict, Invalid
 from llmjudge.events.hub import EventHub
 from llmjudge.personas import service
 from llmjudge.personas.gate import corrected_pass_rate
-from llmjudge.personas.loop import LLM
+from llmjudge.personas.loop import DEFAULT_SIMILARITY_THRESHOLD, LLM, embed_texts
+from llmjudge.personas.metrics import wilson_interval
 from llmjudge.personas.models import Persona, PersonaDecision, PersonaIteration
 from llmjudge.personas.replies import JUDGE_SCHEMA, parse_judge_reply
 from llmjudge.personas.schemas import PersonaOut
+from llmjudge.personas.similarity import CORRECT, ESCALATE, escalate
 from llmjudge.personas.templates import render_judge_prompt
 from llmjudge.sessions import service as sessions
 from llmjudge.sessions.schemas import SessionIn, SessionOut
@@ -59,6 +68,11 @@ class EvaluateItem(BaseModel):
         description="reference answer; the persona was calibrated with one, so give it "
         "where you have it",
     )
+    human_label: Literal["correct", "incorrect"] | None = Field(
+        default=None,
+        description="a person's label of this output, when known: with enough of them "
+        "(a random sample of the batch) the gate uses PPI++",
+    )
 
     @field_validator("input")
     @classmethod
@@ -66,6 +80,20 @@ class EvaluateItem(BaseModel):
         if not v.strip():
             raise ValueError("input must not be blank")
         return v
+
+
+class EscalationIn(BaseModel):
+    """Embedding similarity first: it decides the clear cases, the LLM judge the middle."""
+
+    model_config = ConfigDict(extra="forbid")
+    accept_at: float = Field(ge=-1.0, le=1.0, description="correct at or above this cosine")
+    reject_below: float = Field(ge=-1.0, le=1.0, description="incorrect below this cosine")
+
+    @model_validator(mode="after")
+    def ordered(self) -> EscalationIn:
+        if self.reject_below > self.accept_at:
+            raise ValueError("reject_below must not be above accept_at")
+        return self
 
 
 class EvaluateIn(BaseModel):
@@ -78,6 +106,12 @@ class EvaluateIn(BaseModel):
         description="gate threshold: passes when the lower bound of the corrected pass "
         "rate's 95% interval reaches it",
     )
+    escalation: EscalationIn | None = Field(
+        default=None,
+        description="an LLM persona only: decide by embedding similarity to the reference "
+        "where it is clear (``similarity.fit_escalation`` fits the two thresholds), and ask "
+        "the judge model about the rest",
+    )
 
 
 class ItemVerdict(BaseModel):
@@ -87,17 +121,37 @@ class ItemVerdict(BaseModel):
     reasoning: str
     confidence: float | None
     parse_error: bool = Field(description="the judge's reply was unreadable (counted as fail)")
+    decided_by: Literal["judge", "similarity"] = "judge"
+    similarity: float | None = None
 
 
 class CalibrationOut(BaseModel):
-    """The judge's error rates on the persona's held-out pairs, as reviewed by a human."""
+    """The judge's error rates on the persona's calibration pairs, as reviewed by a human."""
 
     iteration: int | None = Field(description="the latest fully reviewed iteration, if any")
     prompt_version: int | None
-    tpr: float = Field(description="judge said correct among human-correct held-out answers")
+    tpr: float = Field(description="judge said correct among human-correct calibration answers")
     tnr: float = Field(description="judge said incorrect among human-incorrect ones")
-    calib_pos: int = Field(description="held-out answers the human labelled correct")
-    calib_neg: int = Field(description="held-out answers the human labelled incorrect")
+    calib_pos: int = Field(description="calibration answers the human labelled correct")
+    calib_neg: int = Field(description="calibration answers the human labelled incorrect")
+    tpr_ci: tuple[float, float] = Field(
+        default=(0.0, 1.0), description="95% Wilson interval of the TPR over calib_pos"
+    )
+    tnr_ci: tuple[float, float] = Field(
+        default=(0.0, 1.0), description="95% Wilson interval of the TNR over calib_neg"
+    )
+
+
+class PassRateOut(BaseModel):
+    estimator: str = Field(description="rogan_gladen or ppi")
+    defined: bool
+    value: float | None
+    low: float | None
+    high: float | None
+    n: int
+    n_human: int
+    reason: str | None
+    lam: float | None = Field(default=None, description="PPI++'s power-tuning weight")
 
 
 class EvaluateOut(BaseModel):
@@ -122,6 +176,9 @@ class EvaluateOut(BaseModel):
     summary: str
     calibration: CalibrationOut
     warnings: list[str]
+    estimator: str = Field(description="the estimator the gate used: rogan_gladen or ppi")
+    estimates: list[PassRateOut] = Field(description="every estimator's result")
+    n_human: int = Field(description="items that carried a human label")
 
 
 _JUDGE_FIELDS = ("judge_model_id", "prompt_template")
@@ -251,7 +308,7 @@ def _warnings(
         out.append("no iteration of the persona has been fully reviewed yet")
     elif calibration.calib_pos + calibration.calib_neg == 0:
         out.append(
-            "the persona has no reviewed held-out pairs (held-out fraction 0?); "
+            "the persona has no reviewed calibration pairs (held-out fraction 0?); "
             "its judge's error rates are unknown"
         )
     if calibration.prompt_version not in (None, persona.current_version):
@@ -273,14 +330,14 @@ def _warnings(
 
 
 async def load_calibration(*, db: AsyncSession, persona_id: int) -> CalibrationOut:
-    """TPR/TNR from the held-out decisions of the latest fully reviewed iteration."""
+    """TPR/TNR from the calibration decisions of the latest fully reviewed iteration."""
     it = await db.scalar(
         select(PersonaIteration)
         .where(
             PersonaIteration.persona_id == persona_id,
             PersonaIteration.status.in_(("optimising", "done")),
             PersonaIteration.metrics_optimisation.is_not(None)
-            | PersonaIteration.metrics_holdout.is_not(None),
+            | PersonaIteration.metrics_selection.is_not(None),
         )
         .order_by(PersonaIteration.number.desc())
         .limit(1)
@@ -292,7 +349,7 @@ async def load_calibration(*, db: AsyncSession, persona_id: int) -> CalibrationO
     rows = await db.execute(
         select(PersonaDecision.judge_label, PersonaDecision.human_agrees).where(
             PersonaDecision.iteration_id == it.id,
-            PersonaDecision.split == "holdout",
+            PersonaDecision.split == "calibration",
             PersonaDecision.human_agrees.is_not(None),
         )
     )
@@ -304,6 +361,8 @@ async def load_calibration(*, db: AsyncSession, persona_id: int) -> CalibrationO
         tnr=c.tnr,
         calib_pos=c.calib_pos,
         calib_neg=c.calib_neg,
+        tpr_ci=wilson_interval(round(c.tpr * c.calib_pos), c.calib_pos),
+        tnr_ci=wilson_interval(round(c.tnr * c.calib_neg), c.calib_neg),
     )
 
 
@@ -318,7 +377,7 @@ async def _usable_persona(
             f"persona {persona.name!r} is {persona.status}, not trained; train it until it "
             "converges, or pass allow_untrained=true to use it anyway"
         )
-    if persona.judge_model_id is None:
+    if persona.judge_kind == "llm" and persona.judge_model_id is None:
         raise Invalid(f"persona {persona.name!r} has no judge model; choose one in its settings")
     return persona, out
 
@@ -351,6 +410,7 @@ async def _judge_one(
             context={**context, "call_key": attempt} if attempt else context,
             purpose=EVALUATE_PURPOSE,
             related={"evaluated_persona_id": persona.id},
+            use_cache=False if attempt else None,  # a retry must not get the cached reply
         )
         verdict = parse_judge_reply(result.text)
         if verdict is not None:
@@ -395,7 +455,23 @@ async def evaluate(
         async with limit:
             return await _judge_one(llm, persona, out.judge_prompt, index, item)
 
-    verdicts = await asyncio.gather(*(judge(i, item) for i, item in enumerate(data.items)))
+    extra_warnings: list[str] = []
+    if persona.judge_kind == "embedding":
+        verdicts = await _judge_by_similarity(llm, persona, data.items)
+    elif data.escalation is not None:
+        verdicts = await _escalated(llm, persona, data.items, data.escalation, judge)
+        extra_warnings.append(
+            f"{sum(v.decided_by == 'similarity' for v in verdicts)} of {len(verdicts)} "
+            "verdicts came from embedding similarity: the calibration measured the judge "
+            "model alone"
+        )
+    else:
+        verdicts = list(
+            await asyncio.gather(*(judge(i, item) for i, item in enumerate(data.items)))
+        )
+    human = [
+        None if item.human_label is None else item.human_label == "correct" for item in data.items
+    ]
     gate = await asyncio.to_thread(
         corrected_pass_rate,
         [v.passed for v in verdicts],
@@ -406,6 +482,12 @@ async def evaluate(
         min_pass_rate=data.min_pass_rate,
         rounds=BOOTSTRAP_ROUNDS,
         confidence=CONFIDENCE,
+        # no calibration at all is "too few pairs", not "another version"
+        calibration_prompt_version=calibration.prompt_version,
+        judging_prompt_version=out.current_version
+        if calibration.prompt_version is not None
+        else None,
+        human_pass=human if any(h is not None for h in human) else None,
     )
     return EvaluateOut(
         persona_id=persona.id,
@@ -425,8 +507,82 @@ async def evaluate(
         passed=gate.passed,
         summary=gate.summary,
         calibration=calibration,
-        warnings=_warnings(persona, calibration, data.items),
+        warnings=_warnings(persona, calibration, data.items) + extra_warnings,
+        estimator=gate.estimator,
+        estimates=[PassRateOut(**e.__dict__) for e in gate.estimates],
+        n_human=gate.n_human,
     )
+
+
+async def _similarities(llm: LLM, persona: Persona, items: Sequence[EvaluateItem]) -> Any:
+    outputs = [item.output for item in items]
+    refs = [item.correct_output or "" for item in items]
+    vectors = await embed_texts(
+        llm,
+        persona.embedding_model_id,
+        [*outputs, *refs],
+        purpose=EVALUATE_PURPOSE,
+        related={"evaluated_persona_id": persona.id},
+    )
+    n = len(items)
+    return np.clip(np.einsum("ij,ij->i", vectors[:n], vectors[n:]), -1.0, 1.0)
+
+
+async def _escalated(
+    llm: LLM,
+    persona: Persona,
+    items: Sequence[EvaluateItem],
+    bands: EscalationIn,
+    judge: Any,
+) -> list[ItemVerdict]:
+    """``similarity.escalate``: clear similarities decide, the middle goes to ``judge``."""
+    sims = await _similarities(llm, persona, items)
+    decided = escalate(sims, accept_at=bands.accept_at, reject_below=bands.reject_below)
+    middle = [i for i, d in enumerate(decided) if d == ESCALATE]
+    asked = await asyncio.gather(*(judge(i, items[i]) for i in middle))
+    by_index = {v.index: v for v in asked}
+    out = []
+    for i, (s_, d) in enumerate(zip(sims, decided, strict=True)):
+        if d == ESCALATE:
+            out.append(by_index[i].model_copy(update={"similarity": float(s_)}))
+            continue
+        ok = d == CORRECT
+        out.append(
+            ItemVerdict(
+                index=i,
+                label="correct" if ok else "incorrect",
+                passed=ok,
+                reasoning=f"cosine similarity {float(s_):.3f} to the reference is "
+                + (f"at least {bands.accept_at:.3f}" if ok else f"below {bands.reject_below:.3f}"),
+                confidence=None,
+                parse_error=False,
+                decided_by="similarity",
+                similarity=float(s_),
+            )
+        )
+    return out
+
+
+async def _judge_by_similarity(
+    llm: LLM, persona: Persona, items: Sequence[EvaluateItem]
+) -> list[ItemVerdict]:
+    """The embedding judge over a batch: one embedding call for all outputs and references."""
+    threshold = persona.similarity_threshold or DEFAULT_SIMILARITY_THRESHOLD
+    sims = await _similarities(llm, persona, items)
+    return [
+        ItemVerdict(
+            index=i,
+            label="correct" if s >= threshold else "incorrect",
+            passed=bool(s >= threshold),
+            reasoning=f"cosine similarity {float(s):.3f} to the reference, "
+            f"threshold {threshold:.3f}",
+            confidence=float(min(1.0, 0.5 + abs(float(s) - threshold))),
+            parse_error=False,
+            decided_by="similarity",
+            similarity=float(s),
+        )
+        for i, s in enumerate(sims)
+    ]
 
 
 async def create_persona_session(

@@ -41,11 +41,11 @@ ROGAN_GLADEN = "rogan_gladen"
 PPI = "ppi"
 
 _CHANCE_REASON = (
-    "the judge is no better than chance on its held-out data (TPR + TNR <= 1); "
+    "the judge is no better than chance on its calibration pairs (TPR + TNR <= 1); "
     "the pass rate cannot be corrected"
 )
 _NO_CALIBRATION_REASON = (
-    "the persona's held-out data lacks truly passing or truly failing examples, "
+    "the persona's calibration pairs lack truly passing or truly failing examples, "
     "so its TPR or TNR is unknown; the pass rate cannot be corrected"
 )
 _EMPTY_REASON = "no outputs were judged"
@@ -166,6 +166,15 @@ def rogan_gladen_estimate(
     alpha = (1.0 - confidence) / 2.0
     low = float(np.quantile(np.where(undefined, 0.0, estimate), alpha))
     high = float(np.quantile(np.where(undefined, 1.0, estimate), 1.0 - alpha))
+    if high <= low:
+        # Nearly every round fell outside [0, 1] on the same side and was clipped to the
+        # boundary. A batch of n items cannot place a rate closer to a boundary than the
+        # exact bound of zero events in n, 1 - alpha ** (1 / n): widen to it.
+        reach = 1.0 - alpha ** (1.0 / n)
+        if low <= 0.0:
+            high = max(high, reach)
+        else:
+            low = min(low, 1.0 - reach)
     return PassRateEstimate(
         ROGAN_GLADEN, True, corrected, min(low, corrected), max(high, corrected), n, 0, None
     )

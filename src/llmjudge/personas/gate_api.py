@@ -47,7 +47,7 @@ def parse_ids(raw: list[str]) -> list[int]:
 async def compare(
     db: DbSession, ids: Annotated[list[str], Query(description="e.g. 1,2,3")]
 ) -> list[PersonaSummary]:
-    """Latest held-out and optimisation metrics, iterations and training cost of several
+    """Latest selection and optimisation metrics (with counts and intervals), iterations and training cost of several
     personas, in the order asked."""
     return await summaries(db=db, ids=parse_ids(ids))
 
@@ -72,8 +72,8 @@ async def template_csv(key: str) -> Response:
 
 @router.get("/{persona_id}/calibration", response_model=ev.CalibrationOut)
 async def calibration(persona_id: int, db: DbSession) -> ev.CalibrationOut:
-    """The judge's true-positive and true-negative rates on the held-out pairs of the
-    latest fully reviewed iteration: what `evaluate` corrects with."""
+    """The judge's true-positive and true-negative rates (with Wilson intervals) on the
+    calibration pairs of the latest fully reviewed iteration: what `evaluate` corrects with."""
     await service.get_persona(db=db, persona_id=persona_id)
     return await ev.load_calibration(db=db, persona_id=persona_id)
 
@@ -109,10 +109,14 @@ async def evaluate(
     gate their pass rate.
 
     Each verdict comes with the judge's reasoning. The observed pass rate is corrected for
-    the judge's errors (Rogan-Gladen) with its TPR and TNR on the persona's held-out pairs
-    (see `/calibration`), with a 95% bootstrap interval. With `min_pass_rate`, `passed` is
-    true when the interval's lower bound reaches it; when the correction is undefined (TPR
-    + TNR <= 1, or no held-out examples of one class) it is false and `reason` says why.
+    the judge's errors by two estimators, both in `estimates`: Rogan-Gladen with its TPR and
+    TNR on the persona's calibration pairs (see `/calibration`; a bootstrap over Jeffreys
+    Beta posteriors), and PPI++ when items carry a `human_label`; `estimator` says which
+    one the gate used (PPI++ from 30 human labels). With `min_pass_rate`, `passed` is true
+    when that estimate's 95% lower bound reaches it. The gate fails closed (`passed` false,
+    `reason` says why) below 10 calibration pairs of either class, when the calibration
+    was measured on another prompt version, and when TPR + TNR <= 1. `escalation` lets
+    embedding similarity decide the clear cases first.
 
     Status codes, so that CI can tell a failing product from a broken gate: 200 a verdict
     (passed or not); with `strict=true`, 412 Precondition Failed when the verdict is a fail

@@ -49,7 +49,8 @@ class GateError(Exception):
 
 
 def read_items(path: Path) -> list[EvaluateItem]:
-    """JSONL lines of ``{"input", "output", "correct_output"?}``; blank lines are skipped.
+    """JSONL lines of ``{"input", "output", "correct_output"?, "human_label"?}``; blank
+    lines are skipped.
     Every problem names its line."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -92,9 +93,17 @@ def report(result: Mapping[str, Any]) -> str:
     lines = [
         f"Persona {result['persona_name']!r} (judge prompt v{result['prompt_version']}, "
         f"TPR {calibration.get('tpr', 0):.3f}, TNR {calibration.get('tnr', 0):.3f} on "
-        f"{calibration.get('calib_pos', 0)}+{calibration.get('calib_neg', 0)} held-out answers)",
+        f"{calibration.get('calib_pos', 0)}+{calibration.get('calib_neg', 0)} calibration answers)",
         str(result["summary"]),
     ]
+    for e in result.get("estimates") or []:
+        used = " (the gate used this one)" if e.get("estimator") == result.get("estimator") else ""
+        if e.get("defined"):
+            figure = f"{e['value']:.3f} [{e['low']:.3f}, {e['high']:.3f}]"
+        else:
+            figure = f"undefined: {e.get('reason')}"
+        human = f", {e.get('n_human', 0)} human labels" if e.get("estimator") == "ppi" else ""
+        lines.append(f"  {e.get('estimator')}: {figure}{human}{used}")
     lines += [f"warning: {w}" for w in result.get("warnings") or []]
     return "\n".join(lines)
 

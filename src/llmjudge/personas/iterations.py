@@ -40,7 +40,9 @@ def iteration_out(it: PersonaIteration, counts: tuple[int, int]) -> IterationOut
         prompt_version=it.prompt_version,
         outcome=it.outcome,  # type: ignore[arg-type]
         metrics_optimisation=metrics_out(it.metrics_optimisation),
-        metrics_holdout=metrics_out(it.metrics_holdout),
+        metrics_selection=metrics_out(it.metrics_selection),
+        metrics_calibration=metrics_out(it.metrics_calibration),
+        convergence=it.convergence,
         cost_usd=it.cost_usd,
         timings=dict(it.timings or {}),
         note=it.note,

@@ -22,12 +22,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
+import numpy as np
 from sqlalchemy import and_, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from llmjudge.errors import NotFound
-from llmjudge.personas.convergence import decide, split_metrics
+from llmjudge.personas.convergence import (
+    ConvergenceRule,
+    bulk_summary,
+    decide,
+    split_metrics,
+    status_dict,
+)
+from llmjudge.personas.embeddings import LocalEmbedder, normalise_rows
 from llmjudge.personas.events import Progress, Publisher, publish
 from llmjudge.personas.keys import prompt_hash, task_input
 from llmjudge.personas.models import (
@@ -38,22 +46,49 @@ from llmjudge.personas.models import (
     PersonaPair,
     TaskOutput,
 )
+from llmjudge.personas.pairs import chosen_label, pair_labels
 from llmjudge.personas.replies import (
     ENGINEER_SCHEMA,
     JUDGE_SCHEMA,
     MAX_ENGINEER_FAILURES,
+    addressed_cases,
     engineer_messages,
     human_label,
     missing_placeholders,
-    parse_engineer_reply,
+    parse_engineer_rewrite,
     parse_judge_reply,
 )
+from llmjudge.personas.similarity import fit_threshold
 from llmjudge.personas.templates import render_judge_prompt, render_task_prompt
 from llmjudge.providers.base import ChatResult, ProviderError
 from llmjudge.providers.models import LLMCall
 from llmjudge.providers.service import totals
 
 log = logging.getLogger(__name__)
+
+# The embedding judge's threshold when the optimisation split has too few labels to fit one.
+DEFAULT_SIMILARITY_THRESHOLD = 0.8
+_LOCAL_EMBEDDER: LocalEmbedder | None = None
+
+
+def local_embedder() -> LocalEmbedder:
+    """One bundled WordLlama per process (its weights load once, on first use)."""
+    global _LOCAL_EMBEDDER
+    if _LOCAL_EMBEDDER is None:
+        _LOCAL_EMBEDDER = LocalEmbedder()
+    return _LOCAL_EMBEDDER
+
+
+async def embed_texts(llm: Any, model_id: int | None, texts: Sequence[str], **kw: Any) -> Any:
+    """Unit embeddings of ``texts``: the local model when ``model_id`` is None, else the
+    provider's embeddings endpoint through the gateway (cached, accounted)."""
+    if model_id is None:
+        return await asyncio.to_thread(local_embedder().embed, list(texts))
+    try:
+        vectors = await llm.embed(model_id=model_id, texts=list(texts), **kw)
+    except ProviderError as e:
+        raise StepFailed(f"the embeddings model failed: {e.cause}; resume to retry") from e
+    return normalise_rows(vectors)
 
 
 def now() -> datetime:
@@ -126,6 +161,7 @@ class _Pair:
     correct_output: str
     input_hash: str
     split: str
+    answer: str | None = None
 
     @property
     def text(self) -> str:
@@ -277,7 +313,7 @@ class PersonaLoop:
                 .order_by(PersonaPair.position)
             )
             return [
-                _Pair(p.id, p.input, p.input_b, p.correct_output, p.input_hash, p.split)
+                _Pair(p.id, p.input, p.input_b, p.correct_output, p.input_hash, p.split, p.answer)
                 for p in rows
             ]
 
@@ -308,15 +344,21 @@ class PersonaLoop:
     # -- step 1: answers --
 
     async def _generate(self, persona: Persona, it: PersonaIteration) -> None:
-        if persona.task_model_id is None:
-            raise StepFailed("the task model was deleted; choose another and resume")
         phash = prompt_hash(persona.task_model_id, persona.task_prompt)
         pairs = await self._pairs()
         done = await self._outputs(phash)
         todo = [p for p in pairs if p.id not in done]
+        if any(p.answer is None for p in todo) and persona.task_model_id is None:
+            raise StepFailed(
+                "some pairs have no answer and there is no task model; choose one and resume"
+            )
         progress = Progress(self.r.hub, self.pid, "outputs_generated", len(done), len(pairs))
 
         async def answer(p: _Pair) -> None:
+            if p.answer is not None:  # brought by the user: no task model is called
+                await self._store_output(p, phash, p.answer)
+                await progress.step(it.number)
+                return
             prompt = render_task_prompt(persona.task_prompt, input=p.text)
             result = await self._call(
                 "task",
@@ -330,19 +372,7 @@ class PersonaLoop:
                 purpose="persona_task",
                 related={"persona_id": self.pid, "iteration": it.number, "pair_id": p.id},
             )
-            async with self.db() as db:
-                await db.execute(
-                    insert(TaskOutput)
-                    .values(
-                        persona_id=self.pid,
-                        pair_id=p.id,
-                        prompt_hash=phash,
-                        input_hash=p.input_hash,
-                        output=result.text,
-                    )
-                    .on_conflict_do_nothing()
-                )
-                await db.commit()
+            await self._store_output(p, phash, result.text)
             await progress.step(it.number)
 
         if todo:
@@ -356,11 +386,26 @@ class PersonaLoop:
             )
         await self._advance(it, "judging")
 
+    async def _store_output(self, p: _Pair, phash: str, text_: str) -> None:
+        async with self.db() as db:
+            await db.execute(
+                insert(TaskOutput)
+                .values(
+                    persona_id=self.pid,
+                    pair_id=p.id,
+                    prompt_hash=phash,
+                    input_hash=p.input_hash,
+                    output=text_,
+                )
+                .on_conflict_do_nothing()
+            )
+            await db.commit()
+
     # -- step 2: labels --
 
     async def _carried(
         self, before: int
-    ) -> dict[tuple[int, str, str], tuple[bool, str | None, str | None]]:
+    ) -> dict[tuple[int, str, str], tuple[bool, str | None, str | None, bool]]:
         """(pair, answer text, judge label) -> the latest human review in earlier iterations."""
         async with self.db() as db:
             rows = await db.execute(
@@ -371,21 +416,40 @@ class PersonaLoop:
                     PersonaDecision.human_agrees,
                     PersonaDecision.human_notes,
                     PersonaDecision.reviewed_by,
+                    PersonaDecision.bulk,
                 )
                 .join(TaskOutput, TaskOutput.id == PersonaDecision.output_id)
                 .where(
                     PersonaDecision.persona_id == self.pid,
                     PersonaDecision.iteration < before,
                     PersonaDecision.human_agrees.is_not(None),
+                    # uploaded labels are applied afresh (the annotator choice may change)
+                    PersonaDecision.prefilled.is_(False),
                 )
                 .order_by(PersonaDecision.iteration.desc())
             )
-            out: dict[tuple[int, str, str], tuple[bool, str | None, str | None]] = {}
-            for pair_id, output, label, agrees, notes, who in rows.all():
-                out.setdefault((pair_id, output, label), (agrees, notes, who))
+            out: dict[tuple[int, str, str], tuple[bool, str | None, str | None, bool]] = {}
+            for pair_id, output, label, agrees, notes, who, bulk in rows.all():
+                out.setdefault((pair_id, output, label), (agrees, notes, who, bulk))
             return out
 
+    async def _prefill(self, persona: Persona) -> dict[int, tuple[bool, str]]:
+        """pair id -> (human says correct, who) from the uploaded labels: the chosen
+        annotator's, else the majority; a tie is left for a person to review."""
+        async with self.db() as db:
+            labels = await pair_labels(db, self.pid)
+        out = {}
+        for pair_id, given in labels.items():
+            label = chosen_label(given, persona.metrics_annotator)
+            if label is not None:
+                who = persona.metrics_annotator or ", ".join(sorted(given))
+                out[pair_id] = (label, who[:200])
+        return out
+
     async def _judge(self, persona: Persona, it: PersonaIteration) -> None:
+        if persona.judge_kind == "embedding":
+            await self._judge_by_similarity(persona, it)
+            return
         if persona.judge_model_id is None:
             raise StepFailed("the judge model was deleted; choose another and resume")
         phash = prompt_hash(persona.task_model_id, persona.task_prompt)
@@ -408,6 +472,7 @@ class PersonaLoop:
         todo = [p for p in pairs if p.id in outputs and p.id not in judged]
         total = len(judged) + len(todo)
         carried = await self._carried(it.number)
+        prefill = await self._prefill(persona)
         progress = Progress(self.r.hub, self.pid, "judged", len(judged), total)
 
         async def label(p: _Pair) -> None:
@@ -438,6 +503,9 @@ class PersonaLoop:
                     context={**context, "call_key": attempt} if attempt else context,
                     purpose="persona_judge",
                     related={"persona_id": self.pid, "iteration": it.number, "pair_id": p.id},
+                    # a retry must reach the model: at temperature 0 the cache would
+                    # hand back the same unreadable reply
+                    use_cache=False if attempt else None,
                 )
                 raw = result.text
                 verdict = parse_judge_reply(raw)
@@ -465,15 +533,7 @@ class PersonaLoop:
                     judge_reasoning=verdict.reasoning,
                     judge_confidence=verdict.confidence,
                 )
-                earlier = carried.get((p.id, answer, verdict.label))
-                if earlier is not None:
-                    values.update(
-                        human_agrees=earlier[0],
-                        human_notes=earlier[1],
-                        reviewed_by=earlier[2],
-                        reviewed_at=now(),
-                        carried_forward=True,
-                    )
+                values.update(self._known_review(p.id, answer, verdict.label, carried, prefill))
             async with self.db() as db:
                 await db.execute(insert(PersonaDecision).values(**values).on_conflict_do_nothing())
                 await db.commit()
@@ -501,6 +561,120 @@ class PersonaLoop:
             },
         )
 
+    @staticmethod
+    def _known_review(
+        pair_id: int,
+        answer: str,
+        label: str,
+        carried: dict[tuple[int, str, str], tuple[bool, str | None, str | None, bool]],
+        prefill: dict[int, tuple[bool, str]],
+    ) -> dict[str, Any]:
+        """The review already known for this decision: an uploaded label first, else an
+        earlier review of the same answer and label (carried forward); else none."""
+        if pair_id in prefill:
+            human_correct, who = prefill[pair_id]
+            return {
+                "human_agrees": (label == "correct") == human_correct,
+                "reviewed_by": who,
+                "reviewed_at": now(),
+                "prefilled": True,
+            }
+        earlier = carried.get((pair_id, answer, label))
+        if earlier is None:
+            return {}
+        return {
+            "human_agrees": earlier[0],
+            "human_notes": earlier[1],
+            "reviewed_by": earlier[2],
+            "bulk": earlier[3],
+            "reviewed_at": now(),
+            "carried_forward": True,
+        }
+
+    async def _judge_by_similarity(self, persona: Persona, it: PersonaIteration) -> None:
+        """The embedding judge: cosine similarity of each answer to its reference, the
+        threshold fitted on the optimisation split's known labels to maximise F1."""
+        phash = prompt_hash(persona.task_model_id, persona.task_prompt)
+        pairs = await self._pairs()
+        outputs = await self._outputs(phash)
+        todo = [p for p in pairs if p.id in outputs]
+        prefill = await self._prefill(persona)
+        carried = await self._carried(it.number)
+        answers = [outputs[p.id][1] for p in todo]
+        vectors = await embed_texts(
+            self.r.llm,
+            persona.embedding_model_id,
+            [*answers, *(p.correct_output for p in todo)],
+            purpose="persona_embed",
+            related={"persona_id": self.pid, "iteration": it.number},
+        )
+        n = len(todo)
+        sims = np.clip(np.einsum("ij,ij->i", vectors[:n], vectors[n:]), -1.0, 1.0)
+        fit_s, fit_y = [], []
+        for p, s_, ans in zip(todo, sims, answers, strict=True):
+            if p.split != "optimisation":
+                continue
+            known = prefill.get(p.id)
+            if known is not None:
+                fit_s.append(float(s_))
+                fit_y.append(known[0])
+                continue
+            for label in ("correct", "incorrect"):  # a person's earlier review of it
+                earlier = carried.get((p.id, ans, label))
+                if earlier is not None:
+                    fit_s.append(float(s_))
+                    fit_y.append((label == "correct") == earlier[0])
+                    break
+        note = None
+        if sum(fit_y) >= 1 and len(fit_y) - sum(fit_y) >= 1:
+            threshold = (await asyncio.to_thread(fit_threshold, fit_s, fit_y)).threshold
+        else:
+            threshold = persona.similarity_threshold or DEFAULT_SIMILARITY_THRESHOLD
+            note = (
+                f"the optimisation split has no labelled answers of both classes yet; "
+                f"similarity threshold {threshold:.3f} used unfitted"
+            )
+        async with self.db() as db:
+            await db.execute(
+                update(Persona)
+                .where(Persona.id == self.pid)
+                .values(similarity_threshold=float(threshold))
+            )
+            rows = []
+            for p, s_, ans in zip(todo, sims, answers, strict=True):
+                label = "correct" if s_ >= threshold else "incorrect"
+                rows.append(
+                    {
+                        "persona_id": self.pid,
+                        "iteration_id": it.id,
+                        "iteration": it.number,
+                        "pair_id": p.id,
+                        "output_id": outputs[p.id][0],
+                        "split": p.split,
+                        "prompt_version": it.prompt_version,
+                        "raw": "",
+                        "judge_label": label,
+                        "judge_reasoning": (
+                            f"cosine similarity {float(s_):.3f} to the reference, "
+                            f"threshold {threshold:.3f}"
+                        ),
+                        # distance from the threshold: the review queue's least sure first
+                        "judge_confidence": float(min(1.0, 0.5 + abs(float(s_) - threshold))),
+                        "similarity": float(s_),
+                        **self._known_review(p.id, ans, label, carried, prefill),
+                    }
+                )
+            if rows:
+                await db.execute(insert(PersonaDecision).on_conflict_do_nothing(), rows)
+            if note:
+                await db.execute(
+                    update(PersonaIteration).where(PersonaIteration.id == it.id).values(note=note)
+                )
+            await db.commit()
+        await publish(self.r.hub, self.pid, "judged", {"iteration": it.number, "n": n, "total": n})
+        await self._advance(it, "awaiting_review")
+        await self._emit("awaiting_review", {"iteration": it.number, "decisions": n})
+
     # -- steps 4-5: metrics and convergence --
 
     async def _score(self, persona: Persona, it: PersonaIteration) -> bool:
@@ -520,21 +694,44 @@ class PersonaLoop:
                         PersonaDecision.split,
                         PersonaDecision.judge_label,
                         PersonaDecision.human_agrees,
+                        PersonaDecision.bulk,
                     ).where(PersonaDecision.iteration_id == it.id)
                 )
             ).all()
-            if any(agrees is None for _, _, agrees in rows):
+            if any(agrees is None for _, _, agrees, _ in rows):
                 return False
-            metrics = split_metrics([(side, label, bool(a)) for side, label, a in rows])
-            f1, basis, outcome, note = decide(
-                metrics,
-                target_f1=persona.target_f1,
-                number=it.number,
-                max_iterations=persona.max_iterations,
+            # the bootstrap intervals are CPU work: off the event loop
+            metrics = await asyncio.to_thread(
+                split_metrics, [(side, label, bool(a)) for side, label, a, _ in rows]
             )
+            rule = ConvergenceRule(
+                target_f1=persona.target_f1,
+                basis=persona.convergence_basis,  # type: ignore[arg-type]
+                min_per_class=persona.min_per_class,
+            )
+            selection = [
+                ((label == "correct") == bool(a), label == "correct", bool(b))
+                for side, label, a, b in rows
+                if side == "selection"
+            ]
+            # An embedding judge has no prompt to rewrite: one iteration decides.
+            last = it.number if persona.judge_kind == "embedding" else persona.max_iterations
+            st, outcome, note = await asyncio.to_thread(
+                decide, selection, rule=rule, number=it.number, max_iterations=last
+            )
+            convergence = status_dict(st)
+            everything = bulk_summary([bool(b) for *_, b in rows], rule.max_bulk_share)
+            if everything.mostly and everything.message:
+                convergence["warnings"].append(
+                    "Trained mostly on bulk labels: " + everything.message
+                )
+            convergence["bulk_all"] = everything.bulk
+            convergence["labels_all"] = everything.n
             values: dict[str, Any] = {
                 "metrics_optimisation": metrics["optimisation"],
-                "metrics_holdout": metrics["holdout"],
+                "metrics_selection": metrics["selection"],
+                "metrics_calibration": metrics["calibration"],
+                "convergence": convergence,
                 "cost_usd": cost,
             }
             if outcome is not None:
@@ -546,15 +743,19 @@ class PersonaLoop:
             {
                 "iteration": it.number,
                 "optimisation": metrics["optimisation"],
-                "holdout": metrics["holdout"],
-                "f1": f1,
-                "basis": basis,
+                "selection": metrics["selection"],
+                "calibration": metrics["calibration"],
+                "f1": st.f1.value,
+                "compared": st.compared,
+                "basis": "selection",
+                "status": st.status,
+                "message": st.message,
             },
         )
         if outcome is not None:
             final = "trained" if outcome == "converged" else "incomplete"
             await self._set_status(final, note)
-            await self._emit(outcome, {"iteration": it.number, "f1": f1, "note": note})
+            await self._emit(outcome, {"iteration": it.number, "f1": st.f1.value, "note": note})
         return True
 
     async def _iteration_cost(self, number: int) -> float:
@@ -571,8 +772,8 @@ class PersonaLoop:
     # -- step 6: a new judge prompt --
 
     async def _failures(self, it: PersonaIteration) -> list[dict[str, Any]]:
-        """Disagreements on the optimisation part only: held-out cases never reach the
-        engineer, or the held-out F1 would stop measuring generalisation."""
+        """Disagreements on the optimisation split only: selection and calibration cases
+        never reach the engineer, or their F1 would stop measuring generalisation."""
         async with self.db() as db:
             rows = await db.execute(
                 select(PersonaDecision, PersonaPair, TaskOutput.output)
@@ -596,6 +797,7 @@ class PersonaLoop:
                     "reasoning": d.judge_reasoning,
                     "human_label": human_label(d.judge_label, False),
                     "notes": d.human_notes,
+                    "pair_id": p.id,
                 }
                 for d, p, output in rows.all()
             ]
@@ -614,7 +816,7 @@ class PersonaLoop:
         failures = await self._failures(it)
         metrics = it.metrics_optimisation
         problem: str | None = None
-        proposal: tuple[str, str] | None = None
+        proposal = None
         for attempt in range(2):
             result = await self._call(
                 "prompt-engineer",
@@ -632,14 +834,14 @@ class PersonaLoop:
                 purpose="persona_engineer",
                 related={"persona_id": self.pid, "iteration": it.number},
             )
-            parsed = parse_engineer_reply(result.text)
+            parsed = parse_engineer_rewrite(result.text, len(failures))
             if parsed is None:
                 problem = (
                     'Your reply was not a JSON object with "prompt" and "rationale". '
                     "Reply again with only that object."
                 )
                 continue
-            missing = missing_placeholders(parsed[0])
+            missing = missing_placeholders(parsed.prompt)
             if missing:
                 problem = (
                     "Your new prompt lacks the placeholder(s) "
@@ -655,17 +857,21 @@ class PersonaLoop:
                 f"the prompt engineer's rewrite was rejected twice ({problem}); "
                 f"kept judge prompt version {persona.current_version}"
             )
-        elif proposal[0].strip() == current.strip():
+        elif proposal.prompt.strip() == current.strip():
             note = f"the prompt engineer proposed no change; kept version {persona.current_version}"
         else:
-            version = await self._store_version(persona, proposal[0], proposal[1])
+            addressed = addressed_cases(proposal.addressed, failures)
+            version = await self._store_version(
+                persona, proposal.prompt, proposal.rationale, addressed
+            )
             await self._emit(
                 "prompt_version",
                 {
                     "iteration": it.number,
                     "version": version,
                     "created_by": "ai",
-                    "rationale": proposal[1],
+                    "rationale": proposal.rationale,
+                    "addressed": addressed,
                 },
             )
         if note is not None:
@@ -679,7 +885,9 @@ class PersonaLoop:
             cost_usd=await self._iteration_cost(it.number),  # now with the engineer's calls
         )
 
-    async def _store_version(self, persona: Persona, text_: str, rationale: str) -> int:
+    async def _store_version(
+        self, persona: Persona, text_: str, rationale: str, addressed: list[dict[str, Any]]
+    ) -> int:
         async with self.db() as db:
             row = await db.execute(select(Persona).where(Persona.id == self.pid).with_for_update())
             locked = row.scalar_one()
@@ -696,6 +904,7 @@ class PersonaLoop:
                     text=text_,
                     created_by="ai",
                     rationale=rationale,
+                    addressed=addressed,
                 )
             )
             locked.current_version = version

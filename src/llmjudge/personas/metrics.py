@@ -248,3 +248,28 @@ def metrics_with_intervals(
         confusion=c,
         confidence=confidence,
     )
+
+
+def report_dict(c: Confusion, *, rounds: int = 2000, seed: int = 0) -> dict:
+    """``compute_metrics(c).to_dict()`` plus ``intervals``: each figure's Estimate as a dict
+    (what an iteration stores, so every card can show its count and interval)."""
+    out = compute_metrics(c).to_dict()
+    report = metrics_with_intervals(c, rounds=rounds, seed=seed)
+    out["intervals"] = {
+        key: getattr(report, key).to_dict()
+        for key in ("precision", "recall", "f1", "kappa", "accuracy")
+    }
+    out["confidence"] = report.confidence
+    return out
+
+
+# -- several annotators ----------------------------------------------------------------------
+
+
+def majority_label(labels: Sequence[bool]) -> bool | None:
+    """The majority of several annotators' labels (True = correct); None on a tie or none."""
+    yes = sum(bool(v) for v in labels)
+    no = len(labels) - yes
+    if yes == no:
+        return None
+    return yes > no

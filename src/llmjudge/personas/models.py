@@ -30,7 +30,9 @@ from llmjudge.db.base import Base, created_at_column
 PERSONA_STATUSES = ("draft", "training", "paused", "trained", "incomplete")
 ITERATION_STATUSES = ("generating", "judging", "awaiting_review", "optimising", "done")
 ITERATION_OUTCOMES = ("continue", "converged", "incomplete")
-SPLITS = ("optimisation", "holdout")
+SPLITS = ("optimisation", "selection", "calibration")
+JUDGE_KINDS = ("llm", "embedding")
+BASES = ("lower_bound", "point")
 LABELS = ("correct", "incorrect")
 AUTHORS = ("ai", "human")
 
@@ -41,9 +43,12 @@ class Persona(Base):
         CheckConstraint(f"status IN {PERSONA_STATUSES!r}", name="status"),
         CheckConstraint("target_f1 >= 0.70 AND target_f1 <= 0.95", name="target_f1"),
         CheckConstraint("max_iterations >= 1", name="max_iterations"),
-        CheckConstraint("holdout_fraction >= 0 AND holdout_fraction < 1", name="holdout"),
+        CheckConstraint("holdout_fraction >= 0 AND holdout_fraction < 1", name="selection"),
         CheckConstraint("budget_usd IS NULL OR budget_usd > 0", name="budget"),
         CheckConstraint("iteration_timeout_s > 0", name="timeout"),
+        CheckConstraint("min_per_class >= 1", name="min_per_class"),
+        CheckConstraint(f"convergence_basis IN {BASES!r}", name="basis"),
+        CheckConstraint(f"judge_kind IN {JUDGE_KINDS!r}", name="judge_kind"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -72,6 +77,22 @@ class Persona(Base):
     # Why the persona is paused, incomplete or failed, in words for the page.
     status_reason: Mapped[str | None] = mapped_column(Text)
     template_key: Mapped[str | None] = mapped_column(String(100))
+    # Convergence needs this many selection pairs of each human class (ConvergenceRule).
+    min_per_class: Mapped[int] = mapped_column(Integer, default=10, server_default="10")
+    # Compare the selection F1's lower bound (default) or its point estimate with the target.
+    convergence_basis: Mapped[str] = mapped_column(
+        String(20), default="lower_bound", server_default="lower_bound"
+    )
+    # "llm": the judge model labels each answer; "embedding": cosine similarity to the
+    # reference against a threshold fitted on the optimisation split.
+    judge_kind: Mapped[str] = mapped_column(String(20), default="llm", server_default="llm")
+    # A provider's embeddings model; None with judge_kind "embedding" is the local model.
+    embedding_model_id: Mapped[int | None] = mapped_column(
+        ForeignKey("llm_models.id", ondelete="SET NULL")
+    )
+    similarity_threshold: Mapped[float | None] = mapped_column(Float)
+    # Whose labels the metrics use when pairs carry several; None is the majority.
+    metrics_annotator: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
@@ -91,6 +112,8 @@ class JudgePromptVersion(Base):
     text: Mapped[str] = mapped_column(Text)
     created_by: Mapped[str] = mapped_column(String(10))
     rationale: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # The cases (pair ids) and reviewer notes the engineer's rewrite says it addressed.
+    addressed: Mapped[list[Any]] = mapped_column(JSONB, default=list, server_default="[]")
     created_at: Mapped[datetime] = created_at_column()
 
 
@@ -109,9 +132,30 @@ class PersonaPair(Base):
     input: Mapped[str] = mapped_column(Text)
     input_b: Mapped[str | None] = mapped_column(Text)
     correct_output: Mapped[str] = mapped_column(Text)
+    # The output to judge, when the user brings it: then no task model is called.
+    answer: Mapped[str | None] = mapped_column(Text)
     # sha256 of (input, input_b): identifies the pair for reuse and duplicate checks.
     input_hash: Mapped[str] = mapped_column(String(64))
     split: Mapped[str] = mapped_column(String(20))
+    created_at: Mapped[datetime] = created_at_column()
+
+
+class PersonaPairLabel(Base):
+    """One annotator's human label of a pair's answer (uploaded with the pair)."""
+
+    __tablename__ = "persona_pair_labels"
+    __table_args__ = (
+        UniqueConstraint("pair_id", "annotator"),
+        CheckConstraint(f"label IN {LABELS!r}", name="label"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    persona_id: Mapped[int] = mapped_column(
+        ForeignKey("personas.id", ondelete="CASCADE"), index=True
+    )
+    pair_id: Mapped[int] = mapped_column(ForeignKey("persona_pairs.id", ondelete="CASCADE"))
+    annotator: Mapped[str] = mapped_column(String(200))
+    label: Mapped[str] = mapped_column(String(10))
     created_at: Mapped[datetime] = created_at_column()
 
 
@@ -156,7 +200,11 @@ class PersonaIteration(Base):
     prompt_version: Mapped[int] = mapped_column(Integer)
     # Metrics.to_dict() of each split, written once every decision is reviewed.
     metrics_optimisation: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
-    metrics_holdout: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    metrics_selection: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    # The calibration split: only measured (TPR/TNR for the gate), never decides anything.
+    metrics_calibration: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    # convergence_status() of the selection split, as shown on the pages.
+    convergence: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     outcome: Mapped[str | None] = mapped_column(String(20))
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     # Seconds per step (generate, judge, review, optimise) as they complete.
@@ -204,4 +252,10 @@ class PersonaDecision(Base):
     # Who gave the label (username, or the one who gave it first when carried forward).
     reviewed_by: Mapped[str | None] = mapped_column(String(200))
     carried_forward: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
+    # The review came from a bulk "agree with all": clicked, not checked.
+    bulk: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
+    # The review was filled in from the pair's uploaded human label(s).
+    prefilled: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
+    # The embedding judge's cosine similarity of the answer to the reference.
+    similarity: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = created_at_column()

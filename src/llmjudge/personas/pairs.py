@@ -1,5 +1,11 @@
-"""Training pairs: CSV parsing and validation (pure), storage all or nothing, the held-out
-split, listing."""
+"""Training pairs: CSV parsing and validation (pure), storage all or nothing, the three
+splits, listing.
+
+A pair may bring its own output to judge (``answer``: no task model is then called) and
+human labels of it (``human_label``: correct/incorrect, ``annotator``): the same pair on
+several rows, one per annotator, gives several labels. Labels pre-fill the review; the
+metrics use their majority (or one chosen annotator).
+"""
 
 from __future__ import annotations
 
@@ -15,12 +21,16 @@ from llmjudge.catalog.schemas import RowError
 from llmjudge.errors import Conflict
 from llmjudge.personas.keys import input_hash
 from llmjudge.personas.lookup import persona_row
-from llmjudge.personas.metrics import split_holdout
-from llmjudge.personas.models import Persona, PersonaPair
+from llmjudge.personas.metrics import majority_label
+from llmjudge.personas.models import Persona, PersonaPair, PersonaPairLabel
 from llmjudge.personas.schemas import PairOut, PairRow, PairUploadResult
+from llmjudge.personas.splits import SplitFractions
+from llmjudge.personas.splits import assign_splits as plan_splits
 from llmjudge.rowfiles import csv_records, decode_text
 
-CSV_COLUMNS = {"input", "correct_output", "input_b"}
+CSV_COLUMNS = {"input", "correct_output", "input_b", "answer", "human_label", "annotator"}
+HUMAN_LABELS = {"correct": "correct", "incorrect": "incorrect", "1": "correct", "0": "incorrect"}
+DEFAULT_ANNOTATOR = "uploaded"
 PREVIEW_ROWS = 10
 FEW_PAIRS = 20
 
@@ -33,7 +43,8 @@ class ParsedPairs:
 
 
 def parse_pairs_csv(data: bytes, *, max_rows: int, max_chars: int) -> ParsedPairs:
-    """Validate a CSV of ``input, correct_output[, input_b]`` without touching the database.
+    """Validate a CSV of ``input, correct_output[, input_b, answer, human_label, annotator]``
+    without touching the database.
 
     All or nothing: the caller stores rows only when ``errors`` is empty. Line numbers count
     the header as line 1; a duplicate input (with the same ``input_b``) is an error.
@@ -44,7 +55,7 @@ def parse_pairs_csv(data: bytes, *, max_rows: int, max_chars: int) -> ParsedPair
     except ValueError as e:
         out.errors.append(RowError(line=1, field="file", message=str(e)))
         return out
-    seen: dict[str, int] = {}
+    seen: dict[str, tuple[int, int]] = {}
     records = csv_records(
         text,
         out.errors,
@@ -61,9 +72,15 @@ def parse_pairs_csv(data: bytes, *, max_rows: int, max_chars: int) -> ParsedPair
 
 
 def _validate_row(
-    rec: dict[str, Any], line: int, out: ParsedPairs, max_chars: int, seen: dict[str, int]
+    rec: dict[str, Any],
+    line: int,
+    out: ParsedPairs,
+    max_chars: int,
+    seen: dict[str, tuple[int, int]],
 ) -> None:
-    raw = {k: v for k, v in rec.items() if v not in (None, "")}
+    # NUL cannot be stored in PostgreSQL text; it never carries meaning in a pair.
+    raw = {k: v.replace("\x00", "") for k, v in rec.items() if v not in (None, "")}
+    raw = {k: v for k, v in raw.items() if v != ""}
     for name in ("input", "correct_output"):
         if not str(raw.get(name, "")).strip():
             out.errors.append(RowError(line=line, field=name, message=f"{name} is empty"))
@@ -78,48 +95,112 @@ def _validate_row(
                 )
             )
             return
+    labels: dict[str, str] = {}
+    if "human_label" in raw:
+        label = HUMAN_LABELS.get(raw["human_label"].strip().lower())
+        if label is None:
+            out.errors.append(
+                RowError(
+                    line=line,
+                    field="human_label",
+                    message=f"human_label must be correct or incorrect, got {raw['human_label']!r}",
+                )
+            )
+            return
+        if "answer" not in raw:
+            out.errors.append(
+                RowError(
+                    line=line,
+                    field="answer",
+                    message="a human_label labels an answer: give the answer too",
+                )
+            )
+            return
+        labels[raw.get("annotator", DEFAULT_ANNOTATOR).strip() or DEFAULT_ANNOTATOR] = label
     row = PairRow(
-        input=raw["input"], correct_output=raw["correct_output"], input_b=raw.get("input_b")
+        input=raw["input"],
+        correct_output=raw["correct_output"],
+        input_b=raw.get("input_b"),
+        answer=raw.get("answer"),
+        labels=labels,
     )
     key = input_hash(row.input, row.input_b)
     if key in seen:
+        first = out.rows[seen[key][1]]
+        same = (first.correct_output, first.answer) == (row.correct_output, row.answer)
+        new_names = set(row.labels) - set(first.labels)
+        if same and row.labels and new_names == set(row.labels):
+            first.labels.update(row.labels)  # another annotator's label of the same pair
+            return
         out.errors.append(
             RowError(
                 line=line,
                 field="input",
-                message=f"duplicate input (first seen on line {seen[key]})",
+                message=f"duplicate input (first seen on line {seen[key][0]})",
             )
         )
         return
-    seen[key] = line
+    seen[key] = (line, len(out.rows))
     out.rows.append(row)
     out.lines.append(line)
 
 
-async def assign_splits(db: AsyncSession, p: Persona, *, only: set[int] | None) -> None:
-    """Held-out sides from the seeded hash split, for the pairs in ``only`` (all when None).
+def fractions_of(p: Persona) -> SplitFractions:
+    """The persona's held-out share, halved into selection and calibration."""
+    held = p.holdout_fraction
+    return SplitFractions(1.0 - held, held / 2.0, held / 2.0)
 
-    New pairs take their side while existing pairs keep theirs, so the reviews and metrics
+
+async def pair_labels(db: AsyncSession, persona_id: int) -> dict[int, dict[str, bool]]:
+    """pair id -> {annotator: label is correct} of a persona's uploaded human labels."""
+    rows = await db.execute(
+        select(PersonaPairLabel.pair_id, PersonaPairLabel.annotator, PersonaPairLabel.label).where(
+            PersonaPairLabel.persona_id == persona_id
+        )
+    )
+    out: dict[int, dict[str, bool]] = {}
+    for pair_id, who, label in rows.all():
+        out.setdefault(pair_id, {})[who] = label == "correct"
+    return out
+
+
+def chosen_label(labels: dict[str, bool], annotator: str | None) -> bool | None:
+    """The label the metrics use: the chosen annotator's (None if they gave none), else
+    the majority (None on a tie)."""
+    if annotator is not None:
+        return labels.get(annotator)
+    return majority_label(list(labels.values()))
+
+
+async def assign_splits(db: AsyncSession, p: Persona, *, only: set[int] | None) -> None:
+    """Three splits (``splits.assign_splits``: stratified by the human label where one was
+    uploaded) for the pairs in ``only``, keeping the others'; all pairs when None.
+
+    New pairs take their split while existing pairs keep theirs, so the reviews and metrics
     of earlier iterations stay comparable.
     """
-    ids = list(
-        await db.scalars(
-            select(PersonaPair.id)
+    rows = (
+        await db.execute(
+            select(PersonaPair.id, PersonaPair.split)
             .where(PersonaPair.persona_id == p.id)
             .order_by(PersonaPair.position)
         )
+    ).all()
+    labels = await pair_labels(db, p.id)
+    label_of = {pid: majority_label(list(labels.get(pid, {}).values())) for pid, _ in rows}
+    targets = {pid for pid, _ in rows} if only is None else {pid for pid, _ in rows} & only
+    existing = {pid: (split, label_of[pid]) for pid, split in rows if pid not in targets}
+    plan = plan_splits(
+        [(pid, label_of[pid]) for pid in targets],
+        existing=existing,
+        fractions=fractions_of(p),
+        seed=p.split_seed,
     )
-    _, holdout = split_holdout(ids, p.holdout_fraction, p.split_seed)
-    held = set(holdout)
-    targets = ids if only is None else [i for i in ids if i in only]
-    for side, chosen in (
-        ("holdout", [i for i in targets if i in held]),
-        ("optimisation", [i for i in targets if i not in held]),
-    ):
-        if chosen:
-            await db.execute(
-                update(PersonaPair).where(PersonaPair.id.in_(chosen)).values(split=side)
-            )
+    by_split: dict[str, list[int]] = {}
+    for pid, split in plan.items():
+        by_split.setdefault(split, []).append(pid)
+    for split, chosen in by_split.items():
+        await db.execute(update(PersonaPair).where(PersonaPair.id.in_(chosen)).values(split=split))
 
 
 async def store_pairs(
@@ -139,29 +220,43 @@ async def store_pairs(
     p = await persona_row(db, persona_id, lock=not preview)
     if p.status == "training" and not preview:
         raise Conflict("pause training before adding pairs")
-    existing = dict(
-        (
-            await db.execute(
-                select(PersonaPair.input_hash, PersonaPair.correct_output).where(
-                    PersonaPair.persona_id == persona_id
-                )
-            )
-        ).all()
-    )
+    stored = (
+        await db.execute(
+            select(
+                PersonaPair.input_hash,
+                PersonaPair.id,
+                PersonaPair.correct_output,
+                PersonaPair.answer,
+            ).where(PersonaPair.persona_id == persona_id)
+        )
+    ).all()
+    existing = {key: (pid, out, ans) for key, pid, out, ans in stored}
     fresh: list[tuple[PairRow, str]] = []
     errors: list[RowError] = []
+    more_labels: list[tuple[int, PairRow]] = []
     skipped = 0
     for line, row in zip(lines or range(2, len(rows) + 2), rows, strict=True):
         key = input_hash(row.input, row.input_b)
         if key in existing:
-            if existing[key] == row.correct_output:
+            pid, correct, answer = existing[key]
+            if correct == row.correct_output and (row.answer is None or row.answer == answer):
                 skipped += 1
-            else:
+                if row.labels:
+                    more_labels.append((pid, row))  # new annotators of a stored pair
+            elif correct != row.correct_output:
                 errors.append(
                     RowError(
                         line=line,
                         field="correct_output",
                         message="this input is already stored with a different correct_output",
+                    )
+                )
+            else:
+                errors.append(
+                    RowError(
+                        line=line,
+                        field="answer",
+                        message="this input is already stored with a different answer",
                     )
                 )
             continue
@@ -173,7 +268,7 @@ async def store_pairs(
     if total < FEW_PAIRS:
         warnings.append(
             f"only {total} pair(s): F1 on so few is noisy; {FEW_PAIRS} or more are "
-            "recommended, more with a held-out split"
+            "recommended, and convergence needs 10 of each class in the selection split"
         )
     if preview:
         return PairUploadResult(
@@ -200,6 +295,7 @@ async def store_pairs(
                 "input": row.input,
                 "input_b": row.input_b,
                 "correct_output": row.correct_output,
+                "answer": row.answer,
                 "input_hash": key,
                 "split": "optimisation",
             }
@@ -207,11 +303,25 @@ async def store_pairs(
         ]
         new_ids: set[int] = set()
         for chunk in range(0, len(values), 2000):
-            new_ids.update(
+            ids = list(
                 await db.scalars(
-                    insert(PersonaPair).returning(PersonaPair.id), values[chunk : chunk + 2000]
+                    insert(PersonaPair).returning(PersonaPair.id, sort_by_parameter_order=True),
+                    values[chunk : chunk + 2000],
                 )
             )
+            new_ids.update(ids)
+            more_labels.extend(zip(ids, [r for r, _ in fresh[chunk : chunk + 2000]], strict=True))
+    label_values = [
+        {"persona_id": persona_id, "pair_id": pid, "annotator": who, "label": label}
+        for pid, row in more_labels
+        for who, label in row.labels.items()
+    ]
+    for chunk in range(0, len(label_values), 5000):
+        await db.execute(
+            insert(PersonaPairLabel).on_conflict_do_nothing(),
+            label_values[chunk : chunk + 5000],
+        )
+    if fresh:
         await assign_splits(db, p, only=new_ids)
     await db.commit()
     return PairUploadResult(
@@ -236,7 +346,7 @@ async def list_pairs(
     *,
     db: AsyncSession,
     persona_id: int,
-    split: Literal["optimisation", "holdout"] | None = None,
+    split: Literal["optimisation", "selection", "calibration"] | None = None,
     limit: int = 500,
     offset: int = 0,
 ) -> list[PairOut]:
@@ -244,5 +354,12 @@ async def list_pairs(
     stmt = select(PersonaPair).where(PersonaPair.persona_id == persona_id)
     if split is not None:
         stmt = stmt.where(PersonaPair.split == split)
-    rows = await db.scalars(stmt.order_by(PersonaPair.position).limit(limit).offset(offset))
-    return [PairOut.model_validate(r) for r in rows]
+    rows = list(await db.scalars(stmt.order_by(PersonaPair.position).limit(limit).offset(offset)))
+    labels = await pair_labels(db, persona_id) if rows else {}
+    out = []
+    for r in rows:
+        pair = PairOut.model_validate(r)
+        given = labels.get(r.id, {})
+        pair.labels = {who: "correct" if v else "incorrect" for who, v in sorted(given.items())}
+        out.append(pair)
+    return out

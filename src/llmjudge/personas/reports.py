@@ -13,6 +13,7 @@ from llmjudge.csvsafe import write_csv
 from llmjudge.personas.iterations import list_iterations, metrics_out, spent_usd
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import PersonaDecision, PersonaIteration, PersonaPair, TaskOutput
+from llmjudge.personas.pairs import pair_labels
 from llmjudge.personas.prompt_versions import list_versions
 from llmjudge.personas.replies import human_label
 from llmjudge.personas.schemas import MetricsRow, PairOut, ReportDecision, ReportOut
@@ -31,10 +32,11 @@ async def metrics(*, db: AsyncSession, persona_id: int) -> list[MetricsRow]:
             iteration=it.number,
             prompt_version=it.prompt_version,
             optimisation=metrics_out(it.metrics_optimisation),
-            holdout=metrics_out(it.metrics_holdout),
+            selection=metrics_out(it.metrics_selection),
+            calibration=metrics_out(it.metrics_calibration),
         )
         for it in rows.all()
-        if it.metrics_optimisation is not None or it.metrics_holdout is not None
+        if it.metrics_optimisation is not None or it.metrics_selection is not None
     ]
 
 
@@ -79,7 +81,7 @@ async def report(*, db: AsyncSession, persona_id: int) -> ReportOut:
             .order_by(PersonaIteration.number)
         )
     ).all()
-    scored = [it for it in iterations if it.metrics_optimisation or it.metrics_holdout]
+    scored = [it for it in iterations if it.metrics_optimisation or it.metrics_selection]
     last = scored[-1] if scored else None
     versions = await list_versions(db=db, persona_id=persona_id)
     evolution = []
@@ -95,8 +97,8 @@ async def report(*, db: AsyncSession, persona_id: int) -> ReportOut:
                 "optimisation_f1": used[-1].metrics_optimisation["f1"]
                 if used and used[-1].metrics_optimisation
                 else None,
-                "holdout_f1": used[-1].metrics_holdout["f1"]
-                if used and used[-1].metrics_holdout
+                "selection_f1": used[-1].metrics_selection["f1"]
+                if used and used[-1].metrics_selection
                 else None,
             }
         )
@@ -113,7 +115,8 @@ async def report(*, db: AsyncSession, persona_id: int) -> ReportOut:
             iteration=last.number,
             prompt_version=last.prompt_version,
             optimisation=metrics_out(last.metrics_optimisation),
-            holdout=metrics_out(last.metrics_holdout),
+            selection=metrics_out(last.metrics_selection),
+            calibration=metrics_out(last.metrics_calibration),
         ),
         prompt_evolution=evolution,
         best_decisions=[] if last is None else await _report_decisions(db, last.id, True),
@@ -141,7 +144,7 @@ EXPORT_COLUMNS = (
     "reviewed_by",
     "carried_forward",
     "iteration_f1_optimisation",
-    "iteration_f1_holdout",
+    "iteration_f1_selection",
 )
 
 
@@ -155,6 +158,7 @@ async def export_data(*, db: AsyncSession, persona_id: int) -> dict[str, Any]:
             .order_by(PersonaPair.position)
         )
     ).all()
+    labels = await pair_labels(db, persona_id)
     outputs = (
         await db.scalars(
             select(TaskOutput).where(TaskOutput.persona_id == persona_id).order_by(TaskOutput.id)
@@ -172,7 +176,16 @@ async def export_data(*, db: AsyncSession, persona_id: int) -> dict[str, Any]:
         "prompts": [
             v.model_dump(mode="json") for v in await list_versions(db=db, persona_id=persona_id)
         ],
-        "pairs": [PairOut.model_validate(pair).model_dump(mode="json") for pair in pairs],
+        "pairs": [
+            PairOut.model_validate(pair).model_dump(mode="json")
+            | {
+                "labels": {
+                    who: "correct" if ok else "incorrect"
+                    for who, ok in sorted(labels.get(pair.id, {}).items())
+                }
+            }
+            for pair in pairs
+        ],
         "outputs": [
             {"id": o.id, "pair_id": o.pair_id, "prompt_hash": o.prompt_hash, "output": o.output}
             for o in outputs
@@ -196,6 +209,9 @@ async def export_data(*, db: AsyncSession, persona_id: int) -> dict[str, Any]:
                 "human_notes": d.human_notes,
                 "reviewed_by": d.reviewed_by,
                 "carried_forward": d.carried_forward,
+                "bulk": d.bulk,
+                "prefilled": d.prefilled,
+                "similarity": d.similarity,
             }
             for d in decisions
         ],
@@ -212,7 +228,7 @@ def export_csv(data: dict[str, Any]) -> str:
     f1 = {
         it["number"]: (
             (it["metrics_optimisation"] or {}).get("f1"),
-            (it["metrics_holdout"] or {}).get("f1"),
+            (it["metrics_selection"] or {}).get("f1"),
         )
         for it in data["iterations"]
     }
@@ -241,7 +257,7 @@ def export_csv(data: dict[str, Any]) -> str:
             "reviewed_by": d["reviewed_by"],
             "carried_forward": d["carried_forward"],
             "iteration_f1_optimisation": opt_f1,
-            "iteration_f1_holdout": held_f1,
+            "iteration_f1_selection": held_f1,
         }
         rows.append(row)
     for pair in data["pairs"]:

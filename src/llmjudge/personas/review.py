@@ -21,6 +21,9 @@ from llmjudge.personas.schemas import (
     ReviewQueueOut,
 )
 
+# Below this judge confidence a pre-filled decision is flagged for a person to check.
+LOW_CONFIDENCE = 0.6
+
 # -- the review order (pure) -------------------------------------------------------------
 
 ReviewOrder = Literal["pending_first", "stable"]
@@ -30,19 +33,23 @@ def review_order(
     decisions: Sequence[DecisionOut], order: ReviewOrder = "stable"
 ) -> list[DecisionOut]:
     """The one review order: the judge's least confident decisions first (those without a
-    confidence after the rest), optimisation pairs before held-out ones, ties in the order
+    confidence after the rest), optimisation pairs before selection and calibration ones, ties in the order
     given (``list_decisions`` gives pair order). On top of that:
 
     - ``pending_first`` (the API's default, a work queue): unreviewed decisions first;
     - ``stable`` (the review page): pre-labelled carried-forward decisions last, and a
       decision never moves once reviewed, so previous / next stay where the reviewer left
       them.
+
+    Decisions pre-filled from uploaded labels that a person should still check (the judge
+    disagrees with the label, or is not confident) come before the other reviewed ones.
     """
 
-    def key(d: DecisionOut) -> tuple[bool, bool, float, bool]:
+    def key(d: DecisionOut) -> tuple[bool, bool, bool, float, bool]:
         first = d.human_agrees is not None if order == "pending_first" else d.carried_forward
         return (
             first,
+            not d.to_check,
             d.judge_confidence is None,
             d.judge_confidence or 0.0,
             d.split != "optimisation",
@@ -128,6 +135,11 @@ def _decision_out(d: PersonaDecision, pair: PersonaPair, answer: str) -> Decisio
         reviewed_at=d.reviewed_at,
         reviewed_by=d.reviewed_by,
         carried_forward=d.carried_forward,
+        bulk=d.bulk,
+        prefilled=d.prefilled,
+        similarity=d.similarity,
+        to_check=d.prefilled
+        and (d.human_agrees is False or (d.judge_confidence or 0.0) < LOW_CONFIDENCE),
     )
 
 
@@ -137,7 +149,7 @@ async def list_decisions(
     persona_id: int,
     number: int,
     pending_only: bool = False,
-    split: Literal["optimisation", "holdout"] | None = None,
+    split: Literal["optimisation", "selection", "calibration"] | None = None,
     order: ReviewOrder = "pending_first",
 ) -> list[DecisionOut]:
     """Decisions of iteration ``number`` in review order (see ``review_order``)."""
@@ -200,6 +212,7 @@ async def _apply_feedback(
     notes: str | None,
     number: int | None = None,
     reviewer: str | None = None,
+    bulk: bool = False,
 ) -> tuple[int, int, int]:
     """(updated, pending left, iteration number). Reviews are accepted only while the
     decision's iteration awaits review: later they would change metrics already used."""
@@ -235,6 +248,10 @@ async def _apply_feedback(
             reviewed_at=func.now(),
             reviewed_by=reviewer,
             carried_forward=False,
+            # one click over many decisions agrees without checking each: marked, so a
+            # persona measured mostly on such labels is flagged (convergence.bulk_summary)
+            bulk=bulk,
+            prefilled=False,
         )
     )
     pending = await db.scalar(
@@ -284,6 +301,13 @@ async def bulk_feedback(
 ) -> BulkFeedbackOut:
     await iteration_row(db, persona_id, number)
     updated, pending, _ = await _apply_feedback(
-        db, persona_id, data.decision_ids, data.agrees, data.notes, number, reviewer
+        db,
+        persona_id,
+        data.decision_ids,
+        data.agrees,
+        data.notes,
+        number,
+        reviewer,
+        bulk=len(set(data.decision_ids)) > 1,
     )
     return BulkFeedbackOut(updated=updated, pending_review=pending)

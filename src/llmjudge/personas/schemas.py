@@ -11,8 +11,10 @@ from llmjudge.catalog.schemas import RowError
 
 PersonaStatus = Literal["draft", "training", "paused", "trained", "incomplete"]
 IterationStatus = Literal["generating", "judging", "awaiting_review", "optimising", "done"]
-Split = Literal["optimisation", "holdout"]
+Split = Literal["optimisation", "selection", "calibration"]
 Label = Literal["correct", "incorrect"]
+JudgeKind = Literal["llm", "embedding"]
+Basis = Literal["lower_bound", "point"]
 
 TARGET_F1_MIN, TARGET_F1_MAX = 0.70, 0.95
 MAX_PROMPT_CHARS = 100_000
@@ -51,6 +53,24 @@ class PersonaSettings(BaseModel):
         le=86_400,
         description="time allowed for the automatic steps of one iteration (not human review)",
     )
+    min_per_class: int = Field(
+        default=10,
+        ge=1,
+        le=10_000,
+        description="selection pairs of each human class (correct, incorrect) needed before "
+        "the persona may converge",
+    )
+    convergence_basis: Basis = Field(
+        default="lower_bound",
+        description="compare the selection F1's 95% lower bound (default) or its point "
+        "estimate with the target",
+    )
+    metrics_annotator: str | None = Field(
+        default=None,
+        max_length=200,
+        description="with several annotators per pair: whose labels the metrics use "
+        "(default: the majority)",
+    )
 
 
 class PersonaIn(PersonaSettings):
@@ -66,16 +86,39 @@ class PersonaIn(PersonaSettings):
         description="uses {input}, {correct_output} and {answer}; asks for JSON "
         '{"label": "correct"|"incorrect", "reasoning": "..."}',
     )
-    task_model_id: int
-    judge_model_id: int
-    engineer_model_id: int
+    task_model_id: int | None = Field(
+        default=None, description="may be omitted when every training pair brings its answer"
+    )
+    judge_model_id: int | None = Field(
+        default=None, description="the LLM judge; not needed by an embedding judge"
+    )
+    engineer_model_id: int | None = Field(
+        default=None, description="rewrites the judge prompt; not needed by an embedding judge"
+    )
+    judge_kind: JudgeKind = Field(
+        default="llm",
+        description="llm: the judge model labels each answer; embedding: cosine similarity "
+        "to the reference against a threshold fitted on the optimisation split",
+    )
+    embedding_model_id: int | None = Field(
+        default=None,
+        description="an embeddings model of a provider; none is the bundled local model",
+    )
 
     _name = field_validator("name")(_strip_name)
 
     @model_validator(mode="after")
     def judge_differs(self) -> PersonaIn:
-        if self.judge_model_id == self.task_model_id:
+        if self.judge_model_id is not None and self.judge_model_id == self.task_model_id:
             raise ValueError("the judge model must differ from the task model")
+        if self.judge_kind == "llm":
+            missing = [
+                name
+                for name in ("judge_model_id", "engineer_model_id")
+                if getattr(self, name) is None
+            ]
+            if missing:
+                raise ValueError(f"an LLM judge needs {' and '.join(missing)}")
         return self
 
 
@@ -92,6 +135,10 @@ class PersonaPatch(BaseModel):
     holdout_fraction: float | None = Field(default=None, ge=0.0, le=0.5)
     budget_usd: float | None = Field(default=None, gt=0)
     iteration_timeout_s: float | None = Field(default=None, ge=1, le=86_400)
+    min_per_class: int | None = Field(default=None, ge=1, le=10_000)
+    convergence_basis: Basis | None = None
+    metrics_annotator: str | None = Field(default=None, max_length=200)
+    embedding_model_id: int | None = None
 
     @field_validator("name")
     @classmethod
@@ -140,6 +187,12 @@ class PersonaOut(BaseModel):
     status: PersonaStatus
     status_reason: str | None
     template_key: str | None
+    min_per_class: int = 10
+    convergence_basis: Basis = "lower_bound"
+    judge_kind: JudgeKind = "llm"
+    embedding_model_id: int | None = None
+    similarity_threshold: float | None = None
+    metrics_annotator: str | None = None
     pair_count: int = 0
     current_iteration: int | None = None
     created_at: datetime
@@ -153,16 +206,22 @@ class PairOut(BaseModel):
     input: str
     input_b: str | None
     correct_output: str
+    answer: str | None = Field(default=None, description="the output to judge, if uploaded")
     split: Split
+    labels: dict[str, Label] = Field(
+        default_factory=dict, description="uploaded human labels of the answer, by annotator"
+    )
 
 
 class PairRow(BaseModel):
-    """One uploaded CSV row."""
+    """One uploaded pair (the CSV rows of one input)."""
 
     model_config = ConfigDict(extra="forbid")
     input: str = Field(min_length=1)
     correct_output: str = Field(min_length=1)
     input_b: str | None = None
+    answer: str | None = None
+    labels: dict[str, Label] = Field(default_factory=dict)
 
     @field_validator("input", "correct_output")
     @classmethod
@@ -187,6 +246,10 @@ class PromptVersionOut(BaseModel):
     text: str
     created_by: Literal["ai", "human"]
     rationale: str
+    addressed: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="the cases (pair ids) and reviewer notes the rewrite says it addressed",
+    )
     created_at: datetime
 
 
@@ -213,6 +276,14 @@ class PromptDiffOut(BaseModel):
     opcodes: list[DiffOpcode] = Field(description="line opcodes for a side-by-side view")
 
 
+class IntervalOut(BaseModel):
+    value: float
+    low: float
+    high: float
+    n: int = Field(description="what the figure is a share of")
+    method: str = Field(description="wilson or bayesian-bootstrap")
+
+
 class MetricsOut(BaseModel):
     precision: float
     recall: float
@@ -221,6 +292,9 @@ class MetricsOut(BaseModel):
     accuracy: float
     n: int
     confusion: dict[str, int]
+    intervals: dict[str, IntervalOut] | None = Field(
+        default=None, description="each figure's count and 95% interval"
+    )
 
 
 class IterationOut(BaseModel):
@@ -229,7 +303,13 @@ class IterationOut(BaseModel):
     prompt_version: int
     outcome: Literal["continue", "converged", "incomplete"] | None
     metrics_optimisation: MetricsOut | None
-    metrics_holdout: MetricsOut | None
+    metrics_selection: MetricsOut | None
+    metrics_calibration: MetricsOut | None = Field(
+        default=None, description="only measured, for the gate; never decides anything"
+    )
+    convergence: dict[str, Any] | None = Field(
+        default=None, description="the convergence status on the selection split"
+    )
     cost_usd: float
     timings: dict[str, float]
     note: str | None
@@ -258,6 +338,14 @@ class DecisionOut(BaseModel):
     reviewed_at: datetime | None
     reviewed_by: str | None = None
     carried_forward: bool
+    bulk: bool = Field(default=False, description="labelled by a bulk 'agree with all'")
+    prefilled: bool = Field(default=False, description="labelled from uploaded human labels")
+    similarity: float | None = Field(default=None, description="the embedding judge's cosine")
+    to_check: bool = Field(
+        default=False,
+        description="pre-filled, but the judge disagrees with the label or is not confident: "
+        "a person should look",
+    )
 
 
 class ReviewQueueOut(BaseModel):
@@ -266,7 +354,7 @@ class ReviewQueueOut(BaseModel):
     iteration: int
     decisions: list[DecisionOut] = Field(
         description="stable review order: least confident first, optimisation before "
-        "held-out, pre-labelled carried-forward decisions last; a decision never moves "
+        "the other splits, pre-labelled carried-forward decisions last; a decision never moves "
         "once reviewed"
     )
     current_id: int | None = Field(
@@ -341,7 +429,8 @@ class MetricsRow(BaseModel):
     iteration: int
     prompt_version: int
     optimisation: MetricsOut | None
-    holdout: MetricsOut | None
+    selection: MetricsOut | None
+    calibration: MetricsOut | None = None
 
 
 class ReportDecision(BaseModel):

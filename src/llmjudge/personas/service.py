@@ -13,15 +13,29 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.errors import Conflict, Invalid, NotFound
 from llmjudge.personas.lookup import persona_row
-from llmjudge.personas.models import JudgePromptVersion, Persona, PersonaIteration, PersonaPair
-from llmjudge.personas.pairs import assign_splits, store_pairs
+from llmjudge.personas.models import (
+    JudgePromptVersion,
+    Persona,
+    PersonaIteration,
+    PersonaPair,
+    PersonaPairLabel,
+)
+from llmjudge.personas.pairs import assign_splits, pair_labels, store_pairs
 from llmjudge.personas.prompt_versions import check_judge_prompt
 from llmjudge.personas.schemas import FromTemplateIn, PairRow, PersonaIn, PersonaOut, PersonaPatch
 from llmjudge.personas.templates import get_template
 from llmjudge.providers.models import LLMModel
 from llmjudge.providers.service import BUILTIN_SIMULATED_MODELS, ensure_builtin_simulator
 
-EDITABLE_WHILE_TRAINING = {"name", "description", "budget_usd", "target_f1", "max_iterations"}
+EDITABLE_WHILE_TRAINING = {
+    "name",
+    "description",
+    "budget_usd",
+    "target_f1",
+    "max_iterations",
+    "min_per_class",
+    "convergence_basis",
+}
 
 
 def _persona_query() -> Select[tuple[Persona, str | None, int, int | None]]:
@@ -68,6 +82,12 @@ def _persona_out(p: Persona, judge_prompt: str | None, pairs: int, last: int | N
         status=p.status,  # type: ignore[arg-type]  # the table's CHECK keeps it valid
         status_reason=p.status_reason,
         template_key=p.template_key,
+        min_per_class=p.min_per_class,
+        convergence_basis=p.convergence_basis,  # type: ignore[arg-type]
+        judge_kind=p.judge_kind,  # type: ignore[arg-type]
+        embedding_model_id=p.embedding_model_id,
+        similarity_threshold=p.similarity_threshold,
+        metrics_annotator=p.metrics_annotator,
         pair_count=pairs,
         current_iteration=last,
         created_at=p.created_at,
@@ -135,7 +155,15 @@ async def create_persona(
 ) -> PersonaOut:
     check_judge_prompt(data.judge_prompt)
     await _check_name(db, data.name)
-    await _check_models(db, [data.task_model_id, data.judge_model_id, data.engineer_model_id])
+    await _check_models(
+        db,
+        [
+            data.task_model_id,
+            data.judge_model_id,
+            data.engineer_model_id,
+            data.embedding_model_id,
+        ],
+    )
     p = Persona(
         **data.model_dump(exclude={"judge_prompt"}), current_version=1, template_key=template_key
     )
@@ -187,7 +215,8 @@ async def create_from_template(
 async def update_persona(*, db: AsyncSession, persona_id: int, patch: PersonaPatch) -> PersonaOut:
     p = await persona_row(db, persona_id, lock=True)
     changes = patch.model_dump(exclude_unset=True)
-    for required in set(changes) - {"budget_usd"}:
+    nullable = {"budget_usd", "metrics_annotator", "embedding_model_id", "task_model_id"}
+    for required in set(changes) - nullable:
         if changes[required] is None:
             raise Invalid(f"{required} cannot be null")
     if p.status == "training" and set(changes) - EDITABLE_WHILE_TRAINING:
@@ -200,7 +229,11 @@ async def update_persona(*, db: AsyncSession, persona_id: int, patch: PersonaPat
     if task is not None and task == judge:
         raise Invalid("the judge model must differ from the task model")
     await _check_models(
-        db, [changes.get(k) for k in ("task_model_id", "judge_model_id", "engineer_model_id")]
+        db,
+        [
+            changes.get(k)
+            for k in ("task_model_id", "judge_model_id", "engineer_model_id", "embedding_model_id")
+        ],
     )
     resplit = "holdout_fraction" in changes and changes["holdout_fraction"] != p.holdout_fraction
     if resplit and await _has_iterations(db, persona_id):
@@ -254,6 +287,11 @@ async def clone_persona(
         budget_usd=src.budget_usd,
         iteration_timeout_s=src.iteration_timeout_s,
         template_key=src.template_key,
+        min_per_class=src.min_per_class,
+        convergence_basis=src.convergence_basis,
+        judge_kind=src.judge_kind,
+        embedding_model_id=src.embedding_model_id,
+        metrics_annotator=src.metrics_annotator,
     )
     await _add_with_first_version(
         db,
@@ -269,20 +307,33 @@ async def clone_persona(
         )
     ).all()
     if pairs:
-        await db.execute(
-            insert(PersonaPair),
-            [
-                {
-                    "persona_id": copy.id,
-                    "position": p.position,
-                    "input": p.input,
-                    "input_b": p.input_b,
-                    "correct_output": p.correct_output,
-                    "input_hash": p.input_hash,
-                    "split": p.split,
-                }
-                for p in pairs
-            ],
+        new_ids = list(
+            await db.scalars(
+                insert(PersonaPair).returning(PersonaPair.id, sort_by_parameter_order=True),
+                [
+                    {
+                        "persona_id": copy.id,
+                        "position": p.position,
+                        "input": p.input,
+                        "input_b": p.input_b,
+                        "correct_output": p.correct_output,
+                        "answer": p.answer,
+                        "input_hash": p.input_hash,
+                        "split": p.split,
+                    }
+                    for p in pairs
+                ],
+            )
         )
+        labels = await pair_labels(db, persona_id)
+        rows = [
+            {"persona_id": copy.id, "pair_id": new, "annotator": who, "label": label}
+            for old, new in zip((p.id for p in pairs), new_ids, strict=True)
+            for who, label in (
+                (w, "correct" if v else "incorrect") for w, v in labels.get(old, {}).items()
+            )
+        ]
+        if rows:
+            await db.execute(insert(PersonaPairLabel), rows)
     await db.commit()
     return await get_persona(db=db, persona_id=copy.id)

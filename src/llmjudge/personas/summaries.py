@@ -32,7 +32,7 @@ class PersonaSummary(BaseModel):
     scored_iteration: int | None = Field(description="latest iteration with metrics")
     prompt_version: int
     optimisation: MetricsOut | None = Field(description="agreement on the optimisation pairs")
-    holdout: MetricsOut | None = Field(description="agreement on the held-out pairs")
+    selection: MetricsOut | None = Field(description="agreement on the selection pairs")
     cost_usd: float = Field(description="spent on training calls")
 
 
@@ -58,12 +58,12 @@ async def summaries(*, db: AsyncSession, ids: Sequence[int] | None = None) -> li
                     PersonaIteration.persona_id,
                     PersonaIteration.number,
                     PersonaIteration.metrics_optimisation,
-                    PersonaIteration.metrics_holdout,
+                    PersonaIteration.metrics_selection,
                 )
                 .where(
                     PersonaIteration.persona_id.in_(wanted),
                     PersonaIteration.metrics_optimisation.is_not(None)
-                    | PersonaIteration.metrics_holdout.is_not(None),
+                    | PersonaIteration.metrics_selection.is_not(None),
                 )
                 .ext(distinct_on(PersonaIteration.persona_id))
                 .order_by(PersonaIteration.persona_id, PersonaIteration.number.desc())
@@ -103,7 +103,7 @@ async def summaries(*, db: AsyncSession, ids: Sequence[int] | None = None) -> li
                 scored_iteration=None if row is None else row.number,
                 prompt_version=p.current_version,
                 optimisation=None if row is None else _metrics(row.metrics_optimisation),
-                holdout=None if row is None else _metrics(row.metrics_holdout),
+                selection=None if row is None else _metrics(row.metrics_selection),
                 cost_usd=float(costs.get(p.id, 0.0)),
             )
         )

@@ -5,6 +5,9 @@ A template gives a first-time user a task prompt, an initial judge prompt and ex
 placeholders, ``{input}``, ``{correct_output}`` and ``{answer}``, with ``str.format``
 escaping (``{{`` for a literal brace), and fence each value between ``<<<NAME>>>`` and
 ``<<<END NAME>>>`` markers so the judge can tell data from instructions.
+
+Most of its length is data (the starter templates' prompts and example pairs); the code is
+the rendering and its fences.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.errors import Conflict, Invalid
 from llmjudge.personas.lookup import persona_row
-from llmjudge.personas.models import Persona, PersonaPair
+from llmjudge.personas.models import Persona, PersonaIteration, PersonaPair
+from llmjudge.personas.pairs import assign_splits
 from llmjudge.personas.schemas import PersonaOut
 from llmjudge.personas.service import get_persona
 
@@ -28,20 +29,47 @@ async def _transition(
 
 
 async def _check_startable(db: AsyncSession, p: Persona) -> None:
-    for role in ("task", "judge", "engineer"):
-        if getattr(p, f"{role}_model_id") is None:
-            raise Invalid(f"choose a {role} model first")
-    opt = await db.scalar(
-        select(func.count()).where(
-            PersonaPair.persona_id == p.id, PersonaPair.split == "optimisation"
+    """Every model the loop will call is chosen: the task model only when some pair lacks
+    its own answer, the judge and prompt engineer only for an LLM judge."""
+    opt, without_answer = (
+        await db.execute(
+            select(
+                func.count().filter(PersonaPair.split == "optimisation"),
+                func.count().filter(PersonaPair.answer.is_(None)),
+            ).where(PersonaPair.persona_id == p.id)
         )
-    )
+    ).one()
+    roles = ["judge", "engineer"] if p.judge_kind == "llm" else []
+    if without_answer:
+        roles.insert(0, "task")
+    for role in roles:
+        if getattr(p, f"{role}_model_id") is None:
+            why = f" ({without_answer} pair(s) have no answer)" if role == "task" else ""
+            raise Invalid(f"choose a {role} model first{why}")
     if not opt:
         raise Invalid("upload training pairs first")
 
 
+async def _resplit_if_two_way(db: AsyncSession, p: Persona) -> None:
+    """A draft stored before the three splits has no calibration pairs: split it again
+    (nothing was measured on it yet, so no history depends on its old split)."""
+    if p.holdout_fraction <= 0:
+        return
+    iterations = await db.scalar(select(func.count()).where(PersonaIteration.persona_id == p.id))
+    calibration = await db.scalar(
+        select(func.count()).where(
+            PersonaPair.persona_id == p.id, PersonaPair.split == "calibration"
+        )
+    )
+    if not iterations and not calibration:
+        await assign_splits(db, p, only=None)
+        await db.commit()
+
+
 async def start_training(*, db: AsyncSession, persona_id: int) -> PersonaOut:
-    await _check_startable(db, await persona_row(db, persona_id))
+    p = await persona_row(db, persona_id)
+    await _check_startable(db, p)
+    await _resplit_if_two_way(db, p)
     await _transition(db, persona_id, {"draft"}, "training", None)
     return await get_persona(db=db, persona_id=persona_id)
 

@@ -298,5 +298,54 @@ class HttpChatClient(ABC):
         except ValueError:
             self.fail(f"malformed stream: invalid JSON in data line {data[:80]!r}", retryable=True)
 
+    # -- embeddings (providers that have an endpoint override the two hooks) ----------------
+
+    def build_embed(self, model: str, texts: list[str]) -> HttpCall:
+        self.fail(f"provider kind {self.cfg.kind!r} has no embeddings endpoint", retryable=False)
+
+    def parse_embed(self, data: Any) -> tuple[list[list[float]], int | None]:
+        raise NotImplementedError
+
+    async def embed(self, model: str, texts: list[str]) -> ChatResult:
+        """Vectors of ``texts`` as a ChatResult whose text is their JSON (so the gateway's
+        cache, limits and accounting serve embeddings as they serve chat)."""
+        req = ChatRequest(model=model, messages=[{"role": "user", "content": "\n".join(texts)}])
+
+        async def attempt() -> ChatResult:
+            call = self.build_embed(model, texts)
+            start = time.perf_counter()
+            try:
+                resp = await self._http.post(
+                    call.url,
+                    json=dict(call.body),
+                    headers=dict(call.headers),
+                    params=dict(call.params),
+                )
+            except (httpx.RequestError, aiohttp.ClientError) as exc:
+                if is_timeout(exc):
+                    self.fail(f"timeout after {self.cfg.timeout_s:g}s", retryable=True)
+                self.fail(f"connection error: {type(_origin(exc)).__name__}", retryable=True)
+            if resp.status_code >= 400:
+                self.raise_for_status(resp.status_code, resp.text, resp.headers, req)
+            try:
+                vectors, tokens = self.parse_embed(resp.json())
+            except (ValueError, KeyError, IndexError, TypeError) as exc:
+                self.fail(f"malformed embeddings response ({exc!r})", retryable=True)
+            if len(vectors) != len(texts):
+                self.fail(f"{len(vectors)} embeddings for {len(texts)} texts", retryable=True)
+            return ChatResult(
+                text=json.dumps(vectors),
+                input_tokens=tokens
+                if tokens is not None
+                else estimate_tokens(messages_text(req.messages)),
+                output_tokens=0,
+                usage_estimated=tokens is None,
+                latency_s=time.perf_counter() - start,
+                attempts=1,
+                model=model,
+            )
+
+        return await call_with_retries(self.cfg, attempt)
+
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -248,6 +248,90 @@ class Gateway:
         )
         return result
 
+    async def embed(
+        self,
+        provider_id: int,
+        model: str,
+        texts: list[str],
+        *,
+        pricing: ModelPricing = NO_PRICING,
+        purpose: str = "",
+        related: Mapping[str, Any] | None = None,
+        use_cache: bool = True,
+    ) -> tuple[list[list[float]], bool]:
+        """Embeddings of ``texts`` and whether they came from the cache.
+
+        Embeddings are deterministic, so they are cached by default (by provider, model and
+        texts); limits apply and every call is accounted like a chat call.
+        """
+        entry = self._providers.get(provider_id)
+        if entry is None:
+            raise ProviderError(f"provider #{provider_id}", "unknown", "provider is not registered")
+        cfg = entry.cfg
+        embed_fn = getattr(entry.client, "embed", None)
+        if embed_fn is None:
+            raise ProviderError(cfg.name, cfg.kind, "this provider has no embeddings endpoint")
+        material = {"kind": cfg.kind, "base_url": cfg.base_url, "embed": model, "texts": texts}
+        key = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+        record = functools.partial(
+            CallRecord, purpose=purpose, provider_id=provider_id, related=dict(related or {})
+        )
+        start = time.perf_counter()
+        cache = self.cache if use_cache else None
+        if cache is not None:
+            hit = await self._cache_get(cache, key)
+            if hit is not None:
+                await self._record(
+                    record(
+                        model=model,
+                        input_tokens=hit.input_tokens,
+                        output_tokens=0,
+                        cost_usd=0.0,
+                        latency_s=time.perf_counter() - start,
+                        attempts=0,
+                        cache_hit=True,
+                        status="ok",
+                        error=None,
+                    )
+                )
+                return json.loads(hit.text), True
+        tokens = sum(estimate_tokens(t) for t in texts)
+        try:
+            async with entry.limiter.slot(tokens) as slot:
+                result = await embed_fn(model, texts)
+                slot.report(result.input_tokens)
+        except ProviderError as err:
+            await self._record(
+                record(
+                    model=model,
+                    input_tokens=0,
+                    output_tokens=0,
+                    cost_usd=0.0,
+                    latency_s=time.perf_counter() - start,
+                    attempts=err.attempts,
+                    cache_hit=False,
+                    status="error",
+                    error=str(err),
+                )
+            )
+            raise
+        if cache is not None:
+            await self._cache_put(cache, key, result)
+        await self._record(
+            record(
+                model=result.model or model,
+                input_tokens=result.input_tokens,
+                output_tokens=0,
+                cost_usd=pricing.cost(result.input_tokens, 0),
+                latency_s=result.latency_s,
+                attempts=result.attempts,
+                cache_hit=False,
+                status="ok",
+                error=None,
+            )
+        )
+        return json.loads(result.text), False
+
     @staticmethod
     async def _cache_get(cache: ResponseCache, key: str) -> ChatResult | None:
         try:

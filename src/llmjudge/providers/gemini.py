@@ -128,6 +128,22 @@ class GeminiClient(HttpChatClient):
             status == 400 and "api key" in message.lower()
         )
 
+    def build_embed(self, model: str, texts: list[str]) -> HttpCall:
+        """``batchEmbedContents``: one request per text, one call for the batch."""
+        headers = {"Content-Type": "application/json"}
+        if self.cfg.api_key:
+            headers["x-goog-api-key"] = self.cfg.api_key
+        body = {
+            "requests": [
+                {"model": f"models/{model}", "content": {"parts": [{"text": t}]}} for t in texts
+            ]
+        }
+        url = f"{self.base_url}/v1beta/models/{model}:batchEmbedContents"
+        return HttpCall(url, headers, body, {})
+
+    def parse_embed(self, data: Any) -> tuple[list[list[float]], int | None]:
+        return [list(map(float, e["values"])) for e in data["embeddings"]], None
+
     def build(self, req: ChatRequest, *, stream: bool) -> HttpCall:
         system, contents = to_contents(req.messages)
         body: dict[str, Any] = {"contents": contents}

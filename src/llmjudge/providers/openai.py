@@ -81,6 +81,24 @@ class OpenAIClient(HttpChatClient):
         params = {str(k): str(v) for k, v in dict(self.cfg.settings.get("query", {})).items()}
         return HttpCall(f"{self.base_url}/chat/completions", headers, body, params)
 
+    def build_embed(self, model: str, texts: list[str]) -> HttpCall:
+        """``POST /embeddings`` (OpenAI, and the compatible servers: vLLM, Ollama's /v1...);
+        with the setting ``embed_api: "ollama"``, Ollama's native ``POST /api/embed`` at the
+        base URL's root."""
+        call = self.build(ChatRequest(model=model, messages=[]), stream=False)
+        url = f"{self.base_url}/embeddings"
+        if self.cfg.settings.get("embed_api") == "ollama":
+            url = f"{self.base_url.removesuffix('/v1')}/api/embed"
+        return HttpCall(url, call.headers, {"model": model, "input": texts}, call.params)
+
+    def parse_embed(self, data: Any) -> tuple[list[list[float]], int | None]:
+        if "embeddings" in data:  # Ollama's /api/embed
+            vectors = [list(map(float, v)) for v in data["embeddings"]]
+            return vectors, data.get("prompt_eval_count")
+        rows = sorted(data["data"], key=lambda r: r.get("index", 0))
+        usage = data.get("usage") or {}
+        return [list(map(float, r["embedding"])) for r in rows], usage.get("prompt_tokens")
+
     async def attempt(self, req: ChatRequest, on_delta: DeltaCallback) -> ChatResult:
         try:
             return await super().attempt(req, on_delta)

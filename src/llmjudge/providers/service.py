@@ -267,6 +267,28 @@ class LLMService:
             self._observe_latency(model_id, result.latency_s)
         return result
 
+    async def embed(
+        self,
+        *,
+        model_id: int,
+        texts: Sequence[str],
+        purpose: str,
+        related: Mapping[str, Any] | None = None,
+    ) -> list[list[float]]:
+        """Embeddings of ``texts`` from the model's provider (``/v1/embeddings``, Gemini's
+        ``batchEmbedContents``, the simulator's bag of words), cached and accounted."""
+        info = await self.model_info(model_id)
+        await self.provider_config(info.provider_id)
+        vectors, _ = await self.gateway.embed(
+            info.provider_id,
+            info.model,
+            list(texts),
+            pricing=info.pricing,
+            purpose=purpose,
+            related={**(related or {}), "model_id": model_id},
+        )
+        return vectors
+
     def _observe_latency(self, model_id: int, latency_s: float) -> None:
         cached = self._models.get(model_id)
         previous = self._latency.get(model_id)

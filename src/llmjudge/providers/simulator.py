@@ -24,18 +24,23 @@ against a known truth. The task comes from ``ChatRequest.context["task"]``:
     with probability ``min(judge_max_accuracy, judge_base_accuracy + judge_gain_per_rule
     * R_t)`` where ``R_t`` counts the judge prompt's ``- Rule:`` lines that name the pair's
     tag ``t`` with the marker ``[tag: t]`` (a line names at most one tag: its first
-    marker). Any other line, rule or not, changes nothing, so a prompt gets better only on
+    marker). Its ``confidence`` is that probability, jittered by +-0.05. Any other line,
+    rule or not, changes nothing, so a prompt gets better only on
     the pairs whose kind of difference it addresses, and no amount of irrelevant rules
     helps. The reasoning names the tag and ``R_t``, so the mechanism can be inspected.
 ``prompt_engineer``
     Sees only the failures it is given (input, answer, correct output, labels, notes),
     computes their tags from that text, and adds one ``- Rule:`` line naming the most
     common tag among them (ties in ``FAILURE_TAGS`` order), with an example from a failure
-    of that tag not already quoted. With no failures it adds a generic rule that names no
+    of that tag not already quoted; ``addressed`` lists the numbers of the cases of that
+    tag. With no failures it adds a generic rule that names no
     tag, and so helps nothing. Simulated convergence therefore shows that the loop feeds
     failures back to the engineer, not that a real optimiser works.
 no task
     A short fixed reply saying it is the simulator.
+embeddings (``embed``)
+    Each word of the normalised text adds a hashed Gaussian direction (64 dimensions); the
+    sum is scaled to unit length. Texts that share words are similar; no meaning is modelled.
 
 Answers are deterministic: each call's randomness is seeded from (seed, task, ids, and the
 context's ``call_key``), so runs are reproducible while a swapped pair, or another attempt
@@ -303,7 +308,7 @@ def judge_accuracy(params: SimulatorParams, judge_prompt: str, tag: str) -> floa
     return min(params.judge_max_accuracy, params.judge_base_accuracy + gain)
 
 
-def simulate_judge_label(params: SimulatorParams, ctx: Mapping[str, Any]) -> dict[str, str]:
+def simulate_judge_label(params: SimulatorParams, ctx: Mapping[str, Any]) -> dict[str, Any]:
     answer, correct = str(ctx.get("answer", "")), str(ctx.get("correct_output", ""))
     judge_prompt = str(ctx.get("judge_prompt", ""))
     truth = normalise(answer) == normalise(correct)
@@ -316,14 +321,22 @@ def simulate_judge_label(params: SimulatorParams, ctx: Mapping[str, Any]) -> dic
         judge_prompt,
         ctx.get("call_key"),
     )
-    says_correct = truth if rng.random() < judge_accuracy(params, judge_prompt, tag) else not truth
+    accuracy = judge_accuracy(params, judge_prompt, tag)
+    says_correct = truth if rng.random() < accuracy else not truth
+    # Its confidence is its chance of being right on this kind of pair, jittered: drawn
+    # after the label, so the labels are those of a judge that gives none.
+    confidence = round(min(0.99, max(0.5, accuracy + 0.1 * (float(rng.random()) - 0.5))), 2)
     if says_correct:
         reasoning = "The answer states the same result as the expected output."
     else:
         reasoning = "The answer does not match the expected output."
     named = rules_naming(judge_prompt)[tag]
     reasoning += f" (Simulated: failure tag {tag!r}, named by {named} rule(s).)"
-    return {"label": "correct" if says_correct else "incorrect", "reasoning": reasoning}
+    return {
+        "label": "correct" if says_correct else "incorrect",
+        "reasoning": reasoning,
+        "confidence": confidence,
+    }
 
 
 def _clip(text: Any, limit: int) -> str:
@@ -357,7 +370,7 @@ def _number(value: Any) -> str:
         return str(value)
 
 
-def simulate_prompt_engineer(params: SimulatorParams, ctx: Mapping[str, Any]) -> dict[str, str]:
+def simulate_prompt_engineer(params: SimulatorParams, ctx: Mapping[str, Any]) -> dict[str, Any]:
     prompt = str(ctx.get("judge_prompt", ""))
     failures: Sequence[Mapping[str, Any]] = ctx.get("failures") or []
     present = {line.strip() for line in prompt.splitlines()}
@@ -385,7 +398,23 @@ def simulate_prompt_engineer(params: SimulatorParams, ctx: Mapping[str, Any]) ->
         rationale += f", for the most common kind of failure ({named.group(1)})"
     # the metric arrives unrounded (0.6666666666666666): show it as a person would
     rationale += f" (F1 was {_number(f1)})." if f1 is not None else "."
-    return {"prompt": new_prompt, "rationale": rationale}
+    # The cases of the tag its rule names (1-based, as the cases were numbered).
+    chosen = named.group(1).lower() if named else None
+    addressed = [i for i, t in enumerate(tags, start=1) if t == chosen]
+    return {"prompt": new_prompt, "rationale": rationale, "addressed": addressed}
+
+
+SIM_EMBED_DIM = 64
+
+
+def simulate_embedding(text: str) -> list[float]:
+    """A unit vector: each word of ``normalise(text)`` adds a hashed unit direction, so
+    texts sharing words are similar and ``normalise`` differences vanish."""
+    v = np.zeros(SIM_EMBED_DIM)
+    for word in normalise(text).split():
+        v += _rng("embed", word).standard_normal(SIM_EMBED_DIM)
+    norm = float(np.linalg.norm(v))
+    return (v / norm).round(6).tolist() if norm > 0 else v.tolist()
 
 
 def plain_reply(model: str) -> str:
@@ -472,6 +501,19 @@ class SimulatorClient:
             attempts=1,
             model=f"simulated:{req.model}",
             finish_reason="stop",
+        )
+
+    async def embed(self, model: str, texts: list[str]) -> ChatResult:
+        """Deterministic bag-of-words vectors (``simulate_embedding``), no latency."""
+        vectors = [simulate_embedding(t) for t in texts]
+        return ChatResult(
+            text=json.dumps(vectors),
+            input_tokens=sum(estimate_tokens(t) for t in texts),
+            output_tokens=0,
+            usage_estimated=True,
+            latency_s=0.0,
+            attempts=1,
+            model=f"simulated:{model}",
         )
 
     async def aclose(self) -> None:

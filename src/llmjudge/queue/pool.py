@@ -38,6 +38,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from llmjudge.db.faults import is_data_problem
 from llmjudge.events.hub import asyncpg_dsn, listen_forever
 from llmjudge.queue.work import Group, Item, Result, Token, WorkKind, Written, token
 
@@ -351,8 +352,7 @@ class WorkerPool(Generic[I, R]):
                 await asyncio.sleep(0.05)  # gather a batch
             batch = _one_per_item(self._outbox[:FINISH_BATCH])
             try:
-                async with self.engine.begin() as conn:
-                    written = await self.kind.write(conn, batch)
+                await self._write_isolating(batch)
                 delay = 0.1
             except Exception:
                 log.exception("worker pool %s: writing results failed; retrying", self.prefix)
@@ -361,7 +361,50 @@ class WorkerPool(Generic[I, R]):
                 continue
             done = {id(f) for f in batch}
             self._outbox = [f for f in self._outbox if id(f) not in done]
-            self._after_write(batch, written)
+
+    async def _write_isolating(self, batch: list[R]) -> None:
+        """Write ``batch``; when the database refuses a value in it, bisect to the results
+        it refuses and end only those, with the reason (``kind.poisoned``). Anything else
+        (the database away) raises, and the whole batch is retried later."""
+        try:
+            async with self.engine.begin() as conn:
+                written = await self.kind.write(conn, batch)
+        except Exception as exc:
+            if not is_data_problem(exc):
+                raise
+            if len(batch) > 1:
+                half = len(batch) // 2
+                await self._write_isolating(batch[:half])
+                await self._write_isolating(batch[half:])
+                return
+            await self._write_poisoned(batch[0], exc)
+            return
+        self._after_write(batch, written)
+
+    async def _write_poisoned(self, result: R, exc: Exception) -> None:
+        reason = _reason(exc)
+        log.error(
+            "worker pool %s: the database refuses the result of %s item %d (%s); failing it",
+            self.prefix,
+            self.kind.name,
+            result.id,
+            reason,
+        )
+        replacement = self.kind.poisoned(result, reason)
+        if replacement is not None:
+            try:
+                async with self.engine.begin() as conn:
+                    written = await self.kind.write(conn, [replacement])
+            except Exception as again:
+                if not is_data_problem(again):
+                    raise
+                log.error("worker pool %s: item %d: %s", self.prefix, result.id, _reason(again))
+            else:
+                self._after_write([replacement], written)
+                return
+        # Nothing writable: stop holding it, so its lease runs out instead of being renewed.
+        self._held.pop(token(result), None)
+        self.finished += 1
 
     def _after_write(self, batch: Sequence[R], written: Written) -> None:
         for f in batch:
@@ -422,6 +465,13 @@ async def _discard(conn: AsyncConnection | None) -> None:
             await conn.invalidate()
         with contextlib.suppress(Exception):
             await conn.close()
+
+
+def _reason(exc: BaseException) -> str:
+    """The database's one-line reason, without the statement or its parameters."""
+    orig = getattr(exc, "orig", None)
+    cause = getattr(orig, "__cause__", None) or orig or exc
+    return f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"[:500]
 
 
 def _one_per_item(items: list[R]) -> list[R]:

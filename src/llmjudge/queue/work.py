@@ -125,6 +125,12 @@ class WorkKind(ABC, Generic[I, R]):
     async def run(self, item: I) -> R:
         """Run one item after ``prepare``; raises only ``CancelledError``."""
 
+    def poisoned(self, result: R, reason: str) -> R | None:
+        """The result that ends an item whose own result the database refuses (a value it
+        cannot store), so it stops blocking every batch it is in; None drops the result
+        (the item's lease then runs out and it is claimed again)."""
+        return None
+
     def after_written(self, batch: Sequence[R], written: Written) -> None:  # noqa: B027
         """Called once a batch is committed (publish events); must not block."""
 

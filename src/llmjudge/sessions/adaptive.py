@@ -14,10 +14,13 @@ Hessian at the fit (a weighted graph Laplacian plus the prior). It is exact (den
 O(players + comparisons) for huge fields.
 
 Pair value (strategy ``information``): for a candidate pair with difference variance ``V``,
-win probability ``p`` and Fisher information ``f = p(1 - p)``, one more comparison shrinks
-``V`` by ``V^2 f / (1 + V f)`` (a rank-one update); it is weighted by the probability that the
-pair's order is still wrong, ``Phi(-|d| / sqrt(V))``, and for ``top_k`` by how uncertain
-each side is about the top-k cut. Candidates are the near neighbours in the current order
+win probability ``p`` and Fisher information ``f = p(1 - p)``, one more comparison is a
+rank-one update of the covariance. Its value is the variance it removes from the
+differences of all neighbour pairs in the current order (within ``window``), each weighted
+by the probability that the pair's order is still wrong over its variance: the pairs a
+Kendall tau counts and still doubts (``_order_gain``; with the diagonal approximation, the
+pair's own ``V^2 f / (1 + V f)`` times ``Phi(-|d| / sqrt(V))``). For ``top_k`` it is further
+weighted by how uncertain each side is about the top-k cut. Candidates are the near neighbours in the current order
 (plus the players around the cut, plus random pairs), scored in one vectorised pass, so a
 batch for 1,000 threads takes milliseconds. A share ``epsilon`` of each batch is uniformly
 random pairs, so no player starves and estimators that need it have known propensities.
@@ -33,6 +36,7 @@ from typing import Literal
 
 import numpy as np
 from scipy.linalg.lapack import dpotrf, dpotri
+from scipy.sparse import coo_matrix
 from scipy.special import expit, ndtr, ndtri
 
 from llmjudge.analysis.ratings import DEFAULT_PRIOR, PairIndex, fit_bradley_terry
@@ -457,17 +461,55 @@ def _information_candidates(
     return i[keep], j[keep]
 
 
+def _order_gain(
+    state: AdaptiveState, i: np.ndarray, j: np.ndarray, window: int, chunk: int = 4096
+) -> np.ndarray:
+    """For each candidate (i, j): the variance it removes from the differences of every
+    neighbour pair (k, l) within ``window`` in the current order, each weighted by
+    ``P(order of k, l wrong) / V_kl`` -- the pairs a Kendall tau counts and still doubts.
+
+    One more comparison of (i, j) updates the covariance by ``-c u u^T`` with
+    ``u = C (e_i - e_j)`` and ``c = f / (1 + V f)``, so the weighted reduction is
+    ``c u^T L u`` for the weighted Laplacian ``L`` of the neighbour graph; with
+    ``M = L C`` precomputed (sparse times dense) that is a dot product per candidate."""
+    cov = state.cov
+    assert cov is not None
+    n = state.n
+    order = state.order()
+    w = min(window, n - 1)
+    k = np.concatenate([order[:-d] for d in range(1, w + 1)])
+    l = np.concatenate([order[d:] for d in range(1, w + 1)])  # noqa: E741
+    v_kl = state.diff_var(k, l)
+    g = ndtr(-np.abs(state.theta[k] - state.theta[l]) / np.sqrt(v_kl)) / v_kl
+    lap = coo_matrix(
+        (np.r_[g, g, -g, -g], (np.r_[k, l, k, l], np.r_[k, l, l, k])), shape=(n, n)
+    ).tocsr()
+    # C and L are symmetric, so row r of (L C)^T = C L is column r of L C: gather rows
+    # (contiguous), not columns
+    mt = np.ascontiguousarray(np.asarray(lap @ cov).T)
+    gain = np.empty(i.size)
+    for start in range(0, i.size, chunk):  # (chunk, n) blocks: bounded memory
+        ci, cj = i[start : start + chunk], j[start : start + chunk]
+        u = cov[ci] - cov[cj]
+        gain[start : start + chunk] = np.einsum("cr,cr->c", u, mt[ci] - mt[cj])
+    return np.maximum(gain, 0.0)
+
+
 def _information_scores(
-    state: AdaptiveState, rule: StopRule, i: np.ndarray, j: np.ndarray
+    state: AdaptiveState, rule: StopRule, i: np.ndarray, j: np.ndarray, window: int = 8
 ) -> np.ndarray:
     theta = state.theta
     v = state.diff_var(i, j)
     d = theta[i] - theta[j]
     p = expit(d)
     f = p * (1.0 - p)
-    shrink = v * v * f / (1.0 + v * f)
-    wrong_order = ndtr(-np.abs(d) / np.sqrt(v))
-    score = shrink * wrong_order
+    if state.cov is not None:
+        # dense: what the comparison tells about every doubtful neighbour order
+        score = _order_gain(state, i, j, window) * f / (1.0 + v * f)
+    else:
+        # diagonal approximation: the pair's own variance, where its order is in doubt
+        shrink = v * v * f / (1.0 + v * f)
+        score = shrink * ndtr(-np.abs(d) / np.sqrt(v))
     if rule.kind == "top_k" and rule.k < state.n:
         order = state.order()
         cut = 0.5 * (theta[order[rule.k - 1]] + theta[order[rule.k]])
@@ -589,7 +631,7 @@ def select_batch(
         if allowed is not None:
             ok = allowed[i, j]
             i, j = i[ok], j[ok]
-        score = _information_scores(state, rule, i, j)
+        score = _information_scores(state, rule, i, j, window)
         best = np.argsort(-score, kind="stable")
         i, j = i[best], j[best]
         keys = _pair_keys(i, j, n)

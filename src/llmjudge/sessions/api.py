@@ -3,6 +3,7 @@ judgments made elsewhere; the comparisons of one thread."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, File, Form, Path, Query, Request, UploadFile, status
@@ -13,8 +14,14 @@ from llmjudge.events.hub import EventHub
 from llmjudge.events.sse import sse_response
 from llmjudge.rowfiles import MAX_ERRORS, RowError
 from llmjudge.sessions import converters, judgment_import, reads, service
-from llmjudge.sessions.importing import judgment_file_objects, parse_judgment_objects
+from llmjudge.sessions.importing import (
+    ParsedJudgments,
+    judgment_file_objects,
+    parse_judgment_objects,
+)
 from llmjudge.sessions.schemas import (
+    AdaptiveEstimateOut,
+    AdaptiveOut,
     ComparisonDetail,
     ComparisonPage,
     ComparisonStatus,
@@ -102,20 +109,27 @@ async def import_judgments(
         raise Invalid("session_name must not be blank")
     settings = request.app.state.settings
     data = await read_upload(file, settings)
-    errors: list[RowError] = []
-    objects = judgment_file_objects(
-        data, errors, max_rows=settings.max_import_rows, max_chars=settings.max_field_chars
-    )
-    converted = converters.convert(format, objects, external_id=external_id, baseline=baseline)
-    errors += [RowError(line=p.line, field=p.field, message=p.message) for p in converted.problems]
-    errors = sorted(errors, key=lambda e: e.line)[:MAX_ERRORS]
-    parsed = parse_judgment_objects(converted.rows, errors)
+
+    def parse() -> tuple[ParsedJudgments, list[str]]:
+        errors: list[RowError] = []
+        objects = judgment_file_objects(
+            data, errors, max_rows=settings.max_import_rows, max_chars=settings.max_field_chars
+        )
+        converted = converters.convert(format, objects, external_id=external_id, baseline=baseline)
+        errors += [
+            RowError(line=p.line, field=p.field, message=p.message) for p in converted.problems
+        ]
+        errors = sorted(errors, key=lambda e: e.line)[:MAX_ERRORS]
+        return parse_judgment_objects(converted.rows, errors), list(converted.judges)
+
+    # Parsing a large file is CPU work: off the event loop.
+    parsed, judges = await asyncio.to_thread(parse)
     try:
         return await judgment_import.import_judgments(
             db=db,
             parsed=parsed,
             session_name=session_name.strip(),
-            judge_label=judge_label or ", ".join(converted.judges)[:200] or None,
+            judge_label=judge_label or ", ".join(judges)[:200] or None,
         )
     except judgment_import.JudgmentsRejected as e:
         raise ImportRejected(e.errors) from None
@@ -131,6 +145,14 @@ async def create_session(data: SessionIn, db: DbSession, hub: Hub) -> SessionOut
 async def estimate_new(data: SessionIn, db: DbSession) -> EstimateOut:
     """Comparisons, duration by worker count, tokens and cost of a session; nothing stored."""
     return await service.estimate_new(db=db, data=data)
+
+
+@router.post("/estimate/adaptive", response_model=AdaptiveEstimateOut)
+async def estimate_adaptive(data: SessionIn, db: DbSession) -> AdaptiveEstimateOut:
+    """Judge calls an adaptive session is expected to make before its stopping rule (or
+    budget) stops it: an estimate from seeded simulations under the simulator's judge
+    model, with the calls the half-price position option saves; nothing stored."""
+    return await service.estimate_adaptive(db=db, data=data)
 
 
 @router.post(
@@ -159,6 +181,14 @@ async def list_sessions(
 async def get_session(session_id: int, db: DbSession) -> SessionOut:
     """Status, counts per comparison status, tokens and cost so far, judge model."""
     return await service.get_session(db=db, session_id=session_id)
+
+
+@router.get("/{session_id}/adaptive", response_model=AdaptiveOut)
+async def adaptive_state(session_id: int, db: DbSession) -> AdaptiveOut:
+    """An adaptive session now: the ranking with 95% intervals refitted from the stored
+    verdicts, the stopping rule's progress, the spend against the budget, its rounds, and
+    the calls a full free-for-all would need (409 for other sessions)."""
+    return await service.adaptive_state(db=db, session_id=session_id)
 
 
 @router.get("/{session_id}/estimate", response_model=EstimateOut)

@@ -260,13 +260,17 @@ _FINISH = text(
         input_tokens = s.input_tokens + p.input_tokens,
         output_tokens = s.output_tokens + p.output_tokens,
         cost_usd = s.cost_usd + p.cost_usd,
+        -- A drained adaptive session waits for its next round (sessions.rounds) until
+        -- the selector has stopped it.
         status = CASE WHEN s.status NOT IN ('running', 'paused')
                            OR s.completed + p.completed + s.failed + p.failed < s.total
+                           OR (s.comparison_mode = 'adaptive' AND s.stop_reason IS NULL)
                       THEN s.status
                       WHEN s.completed + p.completed = 0 THEN 'failed'
                       ELSE 'completed' END,
         finished_at = CASE WHEN s.status IN ('running', 'paused')
                             AND s.completed + p.completed + s.failed + p.failed = s.total
+                            AND (s.comparison_mode <> 'adaptive' OR s.stop_reason IS NOT NULL)
                            THEN now() ELSE s.finished_at END
     FROM per_session p
     WHERE s.id = p.session_id

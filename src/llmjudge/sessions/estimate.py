@@ -58,6 +58,7 @@ class Estimate:
     cost_usd: float
     warnings: list[str]
     recommended_repetitions: int | None  # passes to sample every thread once (pillar_sample)
+    over_limit: bool = False  # more comparisons than one session may plan
 
 
 def estimate_plan(
@@ -69,6 +70,7 @@ def estimate_plan(
     *,
     chosen_workers: int | None = None,
     planned_comparisons: int | None = None,
+    max_comparisons: int | None = None,
 ) -> Estimate:
     """Estimate a session over pillars of ``sizes`` (pillar id -> thread count).
 
@@ -76,6 +78,8 @@ def estimate_plan(
     largest of ``workers``); the long-run warning is judged at it.
     ``planned_comparisons`` is the length of an already built plan, needed
     for key-matched plans that :func:`count_plan` cannot count.
+    ``max_comparisons``: the most one session may plan; a larger total says so
+    (``over_limit`` and a warning) and such a session cannot be created.
     Raises ``ValueError`` for impossible options, as ``count_plan`` does.
     """
     if not workers or any(w < 1 for w in workers):
@@ -109,6 +113,9 @@ def estimate_plan(
             f"Free-for-all over {sum(n.values()):,} threads makes {total:,} comparisons. "
             "Consider pillar_sample or round_robin, or cap threads per pillar."
         )
+    over = max_comparisons is not None and total > max_comparisons
+    if over:
+        warnings.append(over_limit_message(total, max_comparisons or 0))
     if run_minutes > LONG_RUN_MINUTES:
         warnings.append(
             f"At {run_workers} {_plural(run_workers, 'worker', 'workers')} and "
@@ -126,6 +133,15 @@ def estimate_plan(
         / 1_000_000,
         warnings=warnings,
         recommended_repetitions=recommended,
+        over_limit=over,
+    )
+
+
+def over_limit_message(total: int, limit: int) -> str:
+    return (
+        f"This plan makes {total:,} comparisons; one session may make at most {limit:,} "
+        "(LLMJUDGE_MAX_COMPARISONS_PER_SESSION). Sample fewer threads, lower repetitions or "
+        "split the pillars over several sessions."
     )
 
 

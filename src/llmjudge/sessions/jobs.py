@@ -10,6 +10,7 @@ means for ``comparisons``: its SQL (``sessions.claims``), a session as the group
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Collection, Sequence
 from typing import Any, Protocol
@@ -20,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from llmjudge.events.hub import EventHub
 from llmjudge.queue.pool import WorkerPool
 from llmjudge.queue.work import Group, Token, WorkKind, Written
+from llmjudge.rowfiles import storable_text, unstorable_text
 from llmjudge.sessions.claims import (
     WORK_CHANNEL,
     Claimed,
@@ -134,13 +136,24 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
         return config
 
     async def run(self, item: Claimed) -> Finish:
-        return await judge_comparison(
+        finish = await judge_comparison(
             llm=self.llm,
             item=item,
             config=self._configs[item.session_id],  # prepare() loaded it
             threads=self._threads,
             publish=self.hub.publish_nowait if self.hub is not None else None,
             max_attempts=self.max_attempts,
+        )
+        return storable_finish(finish)
+
+    def poisoned(self, result: Finish, reason: str) -> Finish:
+        return Finish(
+            id=result.id,
+            worker_id=result.worker_id,
+            attempts=result.attempts,
+            status="failed",
+            started_at=result.started_at,
+            error=f"the result could not be stored: {storable_text(reason)}"[:2000],
         )
 
     # -- events ---------------------------------------------------------------------------
@@ -196,6 +209,20 @@ def status(pool: WorkerPool[Any, Any], row: Sequence[Any]) -> dict[str, Any]:
         "failed": failed,
         "total": total,
     }
+
+
+_TEXT_FIELDS = ("reasoning", "raw_response", "parse_error", "error")
+
+
+def storable_finish(f: Finish) -> Finish:
+    """``f`` with what PostgreSQL text refuses (NUL, lone surrogates) replaced by U+FFFD in
+    the model's answer, reasoning and errors: a judge may answer anything."""
+    changes = {
+        name: storable_text(value)
+        for name in _TEXT_FIELDS
+        if isinstance(value := getattr(f, name), str) and unstorable_text(value) is not None
+    }
+    return dataclasses.replace(f, **changes) if changes else f
 
 
 def _finish_event(f: Finish) -> tuple[str, dict[str, Any]]:

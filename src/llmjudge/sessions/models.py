@@ -28,7 +28,8 @@ from llmjudge.db.base import Base, created_at_column
 SESSION_STATUSES = ("draft", "running", "paused", "completed", "cancelled", "failed")
 COMPARISON_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
 # "imported": judgments made elsewhere (POST /api/sessions/import); never planned or run.
-COMPARISON_MODES = ("pillar_sample", "round_robin", "free_for_all", "imported")
+# "adaptive": comparisons appended round by round (sessions.rounds), rounds in AdaptiveRound.
+COMPARISON_MODES = ("pillar_sample", "round_robin", "free_for_all", "imported", "adaptive")
 MAX_WORKERS = 1024
 
 
@@ -72,6 +73,35 @@ class JudgeSession(Base):
     input_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     output_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    # Adaptive sessions: why the selector stopped ("rule", "budget", "exhausted"); while
+    # None a drained adaptive session waits for its next round instead of completing.
+    stop_reason: Mapped[str | None] = mapped_column(Text)
+
+
+class AdaptiveRound(Base):
+    """One round of an adaptive session: the queue positions it appended and the fit and
+    stopping decision it was planned from. (session, round) is the primary key, so a round
+    is appended at most once whichever process plans it."""
+
+    __tablename__ = "adaptive_rounds"
+    __table_args__ = (CheckConstraint("size >= 0 AND spent >= 0 AND round >= 0", name="counts"),)
+
+    session_id: Mapped[int] = mapped_column(
+        ForeignKey("judge_sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    round: Mapped[int] = mapped_column(Integer, primary_key=True)
+    first_position: Mapped[int] = mapped_column(Integer)
+    size: Mapped[int] = mapped_column(Integer)  # comparisons appended (0: the stop)
+    spent: Mapped[int] = mapped_column(Integer)  # judge calls planned before this round
+    results: Mapped[int] = mapped_column(Integer)  # verdicts the fit used
+    width: Mapped[float | None] = mapped_column(Float)  # mean rank-interval width
+    progress: Mapped[str] = mapped_column(Text, default="", server_default="")
+    done: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    needed: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    stop: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
+    reason: Mapped[str | None] = mapped_column(Text)
+    theta: Mapped[list[float] | None] = mapped_column(JSONB)  # the warm start of the next fit
+    created_at: Mapped[datetime] = created_at_column()
 
 
 class Comparison(Base):

@@ -48,6 +48,7 @@ gives one plan; the input order of ``threads`` does not matter.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -196,6 +197,14 @@ def count_plan(sizes: Mapping[int, int], options: PlanOptions) -> int:
     only on sizes: build them and take ``len`` instead.
     """
     return _base_count(sizes, options) * _passes(options)
+
+
+def plan_size_bound(sizes: Mapping[int, int], options: PlanOptions) -> int:
+    """An upper bound of ``build_plan``'s size, closed form even for key-matched plans
+    (matching by prompt key only removes pairs from the unmatched plan)."""
+    if options.match_by_prompt_key:
+        options = dataclasses.replace(options, match_by_prompt_key=False)
+    return count_plan(sizes, options)
 
 
 def _passes(options: PlanOptions) -> int:

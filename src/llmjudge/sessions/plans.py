@@ -177,11 +177,13 @@ _ROW = np.dtype(
 )
 
 
-def _plan_columns(session_id: int, plan: PlanArrays, start: int, stop: int) -> tuple[Any, ...]:
+def _plan_columns(
+    session_id: int, plan: PlanArrays, start: int, stop: int, first_position: int = 0
+) -> tuple[Any, ...]:
     """The values of PLAN_COLUMNS for rows ``start:stop``, as arrays (is_swap last)."""
     return (
         np.full(stop - start, session_id),
-        np.arange(start, stop),
+        np.arange(start, stop) + first_position,
         plan.thread_a[start:stop],
         plan.thread_b[start:stop],
         plan.pillar_a[start:stop],
@@ -192,12 +194,14 @@ def _plan_columns(session_id: int, plan: PlanArrays, start: int, stop: int) -> t
     )
 
 
-def copy_rows(session_id: int, plan: PlanArrays, start: int, stop: int) -> bytes:
+def copy_rows(
+    session_id: int, plan: PlanArrays, start: int, stop: int, first_position: int = 0
+) -> bytes:
     """Rows ``start:stop`` of the plan in PostgreSQL's binary COPY format, built by numpy
     (no Python object per value: a million rows take well under a second)."""
     rows = np.empty(stop - start, dtype=_ROW)
     rows["fields"] = len(PLAN_COLUMNS)
-    *ints, is_swap = _plan_columns(session_id, plan, start, stop)
+    *ints, is_swap = _plan_columns(session_id, plan, start, stop, first_position)
     for k, values in enumerate(ints):
         rows[f"n{k}"] = 4
         rows[f"v{k}"] = values
@@ -213,10 +217,12 @@ async def insert_plan(
     *,
     results: Sequence[StoredResult] | None = None,
     chunk: int = 100_000,
+    first_position: int = 0,
 ) -> int:
     """COPY the plan's rows into ``comparisons`` inside the caller's transaction; queue
-    positions follow plan order. Without ``results`` every row is pending (a new session);
-    with them (one per row) each row is stored finished (an import)."""
+    positions follow plan order from ``first_position`` (an adaptive round appends).
+    Without ``results`` every row is pending (a new session); with them (one per row) each
+    row is stored finished (an import)."""
     n = len(plan)
     if results is not None and len(results) != n:
         raise ValueError(f"{len(results)} results for a plan of {n} comparisons")
@@ -226,14 +232,14 @@ async def insert_plan(
         async def source() -> AsyncIterator[bytes]:
             yield _PG_COPY_HEADER
             for start in range(0, n, chunk):
-                yield copy_rows(session_id, plan, start, min(n, start + chunk))
+                yield copy_rows(session_id, plan, start, min(n, start + chunk), first_position)
             yield _PG_COPY_TRAILER
 
         await raw.driver_connection.copy_to_table(
             "comparisons", source=source(), columns=PLAN_COLUMNS, format="binary"
         )
         return n
-    columns = [c.tolist() for c in _plan_columns(session_id, plan, 0, n)]
+    columns = [c.tolist() for c in _plan_columns(session_id, plan, 0, n, first_position)]
     records = (
         (*identity, *result)
         for identity, result in zip(zip(*columns, strict=True), results, strict=True)

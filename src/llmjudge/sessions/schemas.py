@@ -13,11 +13,55 @@ from llmjudge.judging.prompts import DEFAULT_CRITERIA, build_judge_messages
 from llmjudge.sessions.models import MAX_WORKERS
 
 Mode = Literal["pillar_sample", "round_robin", "free_for_all"]
+# Adaptive sessions plan round by round (sessions.rounds): not a fixed plan, so not a Mode.
+CreateMode = Mode | Literal["adaptive"]
 Sampling = Literal["fixed", "bootstrap", "weighted"]
 SessionStatus = Literal["draft", "running", "paused", "completed", "cancelled", "failed"]
 ComparisonStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
 
 _CRITERION = re.compile(r"^[A-Za-z][A-Za-z0-9_\- ]{0,59}$")
+
+
+class AdaptiveIn(BaseModel):
+    """An adaptive tournament: what is ranked, when to stop, how pairs are chosen."""
+
+    model_config = ConfigDict(extra="forbid")
+    unit: Literal["threads", "pillars"] = Field(
+        default="threads",
+        description="threads: rank the threads of the pillars; pillars: rank the pillars "
+        "(each comparison is two pillars' answers to one prompt key both answered)",
+    )
+    rule: Literal["ranking", "top_k", "budget"] = Field(
+        default="ranking",
+        description="ranking: rank intervals stable or every neighbour separated; top_k: "
+        "the top k separated from the rest; budget: spend it all",
+    )
+    k: int = Field(default=5, ge=1, le=100_000, description="top_k: how many")
+    confidence: float = Field(default=0.95, ge=0.6, le=0.999)
+    budget_comparisons: int | None = Field(default=None, ge=1, le=10_000_000)
+    budget_usd: float | None = Field(default=None, gt=0, le=1_000_000)
+    strategy: Literal["information", "swiss", "random"] = Field(
+        default="information",
+        description="information: expected variance reduction where the order is still "
+        "uncertain; swiss: neighbours in the current order; random: a baseline",
+    )
+    position: Literal["once", "both"] = Field(
+        default="once",
+        description="once: each pair judged once in a random order (half price) plus a "
+        "share of swapped twins; both: every pair in both orders",
+    )
+    swap_share: float = Field(default=0.1, ge=0, le=1)
+    epsilon: float = Field(default=0.1, ge=0, le=1, description="share of random pairs")
+    min_games: int = Field(default=3, ge=1, le=1000)
+    batch_size: int | None = Field(
+        default=None, ge=1, le=100_000, description="unset: grows with the spend"
+    )
+
+    @model_validator(mode="after")
+    def check_budget(self) -> AdaptiveIn:
+        if self.rule == "budget" and self.budget_comparisons is None and self.budget_usd is None:
+            raise ValueError("the budget rule needs budget_comparisons or budget_usd")
+        return self
 
 
 class SessionIn(BaseModel):
@@ -26,7 +70,7 @@ class SessionIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     session_name: str = Field(min_length=1, max_length=200)
     pillar_ids: list[int] = Field(min_length=1, max_length=1000)
-    comparison_mode: Mode = "pillar_sample"
+    comparison_mode: CreateMode = "pillar_sample"
     samples_per_pillar: int = Field(default=5, ge=1, le=100_000)
     repetitions_per_pair: int = Field(default=1, ge=1, le=100)
     max_threads_per_pillar: int | None = Field(default=None, ge=1)
@@ -48,6 +92,9 @@ class SessionIn(BaseModel):
     )
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1, description="unset = random")
     auto_start: bool = False
+    adaptive: AdaptiveIn | None = Field(
+        default=None, description="comparison_mode adaptive: its options (defaults if unset)"
+    )
 
     @field_validator("session_name")
     @classmethod
@@ -89,6 +136,19 @@ class SessionIn(BaseModel):
         return v
 
     @model_validator(mode="after")
+    def check_adaptive(self) -> SessionIn:
+        if self.comparison_mode == "adaptive":
+            if self.adaptive is None:
+                self.adaptive = AdaptiveIn()
+            if self.baseline_pillar_id is not None:
+                raise ValueError("an adaptive session has no baseline pillar")
+            if self.adaptive.unit == "pillars" and len(self.pillar_ids) < 2:
+                raise ValueError("ranking pillars needs at least two pillars")
+        elif self.adaptive is not None:
+            raise ValueError("adaptive options need comparison_mode adaptive")
+        return self
+
+    @model_validator(mode="after")
     def check_baseline(self) -> SessionIn:
         if self.baseline_pillar_id is not None:
             if self.baseline_pillar_id not in self.pillar_ids:
@@ -120,7 +180,7 @@ class SessionSummary(BaseModel):
     id: int
     name: str
     status: SessionStatus
-    comparison_mode: Mode | Literal["imported"]
+    comparison_mode: Mode | Literal["imported", "adaptive"]
     pillar_ids: list[int]
     worker_count: int
     judge_model: JudgeModelOut | None
@@ -158,6 +218,10 @@ class EstimateOut(BaseModel):
     judge_model: JudgeModelOut
     warnings: list[str]
     recommended_repetitions: int | None
+    over_limit: bool = Field(
+        default=False, description="more comparisons than one session may make: cannot be created"
+    )
+    max_comparisons: int = Field(default=0, description="the most one session may make")
 
 
 class ComparisonOut(BaseModel):
@@ -263,3 +327,74 @@ class ModeCount(BaseModel):
 
     comparisons: int | None = Field(description="null when the mode cannot run")
     reason: str | None = Field(description="why the mode cannot run with these options")
+
+
+class AdaptiveEstimateOut(BaseModel):
+    """Judge calls an adaptive session is expected to make: an estimate from simulations."""
+
+    label: str = Field(description="how the estimate was made: it is an estimate")
+    players: int
+    runs: int
+    median: int = Field(description="median judge calls to stop over the simulated runs")
+    low: int
+    high: int
+    stopped_by_rule: int = Field(description="runs the rule stopped (others: budget or cap)")
+    budget_limit: int | None = Field(description="the budget in judge calls (USD / cost)")
+    free_for_all: int = Field(description="judge calls of a full free-for-all, one order")
+    free_for_all_both_orders: int
+    both_orders_equivalent: int = Field(
+        description="median calls had every chosen pair been judged in both orders"
+    )
+    half_price_saving: int = Field(
+        description="calls the position option 'once' saves against 'both' (0 with 'both')"
+    )
+    cost_per_comparison_usd: float
+    cost_usd: float = Field(description="median calls x cost per call")
+    notes: list[str]
+
+
+class RankedPlayer(BaseModel):
+    id: int
+    name: str
+    pillar: str | None
+    rank: int
+    rank_best: int = Field(description="95% rank interval, best end")
+    rank_worst: int
+    theta: float = Field(description="Bradley-Terry log-strength")
+    theta_low: float
+    theta_high: float
+    games: int
+
+
+class AdaptiveRoundOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+    round: int
+    first_position: int
+    size: int
+    spent: int
+    results: int
+    width: float | None
+    progress: str
+    stop: bool
+    reason: str | None
+    created_at: datetime
+
+
+class AdaptiveOut(BaseModel):
+    """The live state of an adaptive session, refitted from its stored results."""
+
+    session_id: int
+    status: SessionStatus
+    unit: Literal["threads", "pillars"]
+    rule: str
+    stop_reason: str | None
+    progress: str = Field(description="the stopping rule's progress, in words")
+    done: int
+    needed: int
+    spent: int = Field(description="judge calls made or queued")
+    spent_text: str
+    budget_limit: int | None
+    results: int = Field(description="verdicts the ranking is fitted on")
+    free_for_all: int = Field(description="calls a full free-for-all would have needed")
+    ranking: list[RankedPlayer]
+    rounds: list[AdaptiveRoundOut]

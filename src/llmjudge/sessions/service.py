@@ -8,24 +8,32 @@ session makes its comparisons claimable; workers (see ``sessions.jobs``) do the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import secrets
 from collections.abc import Sequence
+from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 from sqlalchemy import Text, cast, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog.models import Pillar, Thread
+from llmjudge.config import get_settings
 from llmjudge.errors import Conflict, Invalid, NotFound
 from llmjudge.events.hub import EventHub
 from llmjudge.judging.prompts import build_judge_messages, estimate_tokens
 from llmjudge.providers.models import LLMModel, Provider
 from llmjudge.providers.service import configured_latency_s
+from llmjudge.sessions import rounds
+from llmjudge.sessions.adaptive import AdaptiveState, check_stop, fit_state
+from llmjudge.sessions.adaptive_sim import estimate_comparisons
 from llmjudge.sessions.claims import notify_work
-from llmjudge.sessions.estimate import ModelCost, estimate_plan
-from llmjudge.sessions.models import Comparison, JudgeSession
+from llmjudge.sessions.estimate import ModelCost, estimate_plan, over_limit_message
+from llmjudge.sessions.models import AdaptiveRound, Comparison, JudgeSession
+from llmjudge.sessions.pairing import PlanOptions, plan_size_bound
 from llmjudge.sessions.plans import (
     analyze_comparisons,
     build_plan,
@@ -46,9 +54,13 @@ from llmjudge.sessions.reads import (
     session_row,
 )
 from llmjudge.sessions.schemas import (
+    AdaptiveEstimateOut,
+    AdaptiveOut,
+    AdaptiveRoundOut,
     EstimateOut,
     Mode,
     ModeCount,
+    RankedPlayer,
     RetryResult,
     SessionIn,
     SessionOut,
@@ -58,6 +70,9 @@ from llmjudge.sessions.worker import session_topic
 __all__ = [
     "BUILTIN_JUDGE",
     "DEFAULT_LATENCY_S",
+    "adaptive_estimates",
+    "adaptive_state",
+    "estimate_adaptive",
     "cancel_session",
     "create_session",
     "delete_session",
@@ -104,6 +119,7 @@ def _session_in(s: JudgeSession) -> SessionIn:
         criteria=list(s.criteria),
         prompt_template=s.prompt_template,
         seed=o.get("seed", 0),
+        adaptive=o.get("adaptive") if s.comparison_mode == "adaptive" else None,
     )
 
 
@@ -130,29 +146,47 @@ def _latency(m: LLMModel, p: Provider) -> float:
 # -- estimate -----------------------------------------------------------------------------
 
 
-async def _estimate(
-    db: AsyncSession, data: SessionIn, seed: int, planned: int | None = None
-) -> EstimateOut:
-    m, p = await _judge_model(db, data.judge_model_id)
-    options = plan_options(data, seed)
-    threads = await plan_threads(db, data.pillar_ids)
-    sizes = {pid: 0 for pid in data.pillar_ids}
-    for t in threads:
-        sizes[t.pillar_id] += 1
-    if data.match_by_prompt_key and planned is None:
-        planned = len(build_plan(threads, options))
+async def _model_cost(db: AsyncSession, data: SessionIn, m: LLMModel, p: Provider) -> ModelCost:
     avg_chars = await db.scalar(
         select(func.avg(func.length(cast(Thread.content, Text)))).where(
             Thread.pillar_id.in_(data.pillar_ids)
         )
     )
-    cost = ModelCost(
+    return ModelCost(
         input_per_million=m.input_price_per_million,
         output_per_million=m.output_price_per_million,
         latency_s=_latency(m, p),
         tokens_in_per_call=_prompt_tokens(data) + 2 * math.ceil(float(avg_chars or 0) / 4),
         tokens_out_per_call=_answer_tokens(data.criteria),
     )
+
+
+def _cost_per_call(cost: ModelCost) -> float:
+    return (
+        cost.tokens_in_per_call * cost.input_per_million
+        + cost.tokens_out_per_call * cost.output_per_million
+    ) / 1_000_000
+
+
+async def _estimate(
+    db: AsyncSession, data: SessionIn, seed: int, planned: int | None = None
+) -> EstimateOut:
+    m, p = await _judge_model(db, data.judge_model_id)
+    if data.comparison_mode == "adaptive":
+        return await _adaptive_plan_estimate(db, data, m, p)
+    options = plan_options(data, seed)
+    threads = await plan_threads(db, data.pillar_ids)
+    sizes = {pid: 0 for pid in data.pillar_ids}
+    for t in threads:
+        sizes[t.pillar_id] += 1
+    limit = get_settings().max_comparisons_per_session
+    bound = _size_bound(sizes, options)
+    if data.match_by_prompt_key and planned is None and bound <= limit:
+        # Only a built plan counts key-matched pairs; never build one over the limit.
+        planned = len(await asyncio.to_thread(build_plan, threads, options))
+    elif data.match_by_prompt_key and planned is None:
+        planned = bound
+    cost = await _model_cost(db, data, m, p)
     names = dict((await db.execute(select(Pillar.id, Pillar.name))).all())
     try:
         est = estimate_plan(
@@ -162,6 +196,7 @@ async def _estimate(
             pillar_names=names,
             chosen_workers=data.worker_count,
             planned_comparisons=planned,
+            max_comparisons=limit,
         )
     except ValueError as exc:
         raise Invalid(str(exc)) from None
@@ -179,7 +214,24 @@ async def _estimate(
         judge_model=model_out(m, p),
         warnings=est.warnings,
         recommended_repetitions=est.recommended_repetitions,
+        over_limit=est.over_limit,
+        max_comparisons=limit,
     )
+
+
+def _size_bound(sizes: dict[int, int], options: PlanOptions) -> int:
+    try:
+        return plan_size_bound(sizes, options)
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+
+
+def check_plan_size(sizes: dict[int, int], options: PlanOptions) -> None:
+    """Refuse (422) a plan over ``max_comparisons_per_session`` before it is built."""
+    limit = get_settings().max_comparisons_per_session
+    bound = _size_bound(sizes, options)
+    if bound > limit:
+        raise Invalid(over_limit_message(bound, limit))
 
 
 def _prompt_tokens(data: SessionIn) -> int:
@@ -249,7 +301,8 @@ async def _mode_estimate(
     baseline = None if mode == "free_for_all" else data.baseline_pillar_id
     try:
         other = SessionIn.model_validate(
-            data.model_dump() | {"comparison_mode": mode, "baseline_pillar_id": baseline}
+            data.model_dump()
+            | {"comparison_mode": mode, "baseline_pillar_id": baseline, "adaptive": None}
         )
         est = await estimate_new(db=db, data=other)
     except (ValidationError, Invalid) as exc:
@@ -265,10 +318,18 @@ async def create_session(
 ) -> SessionOut:
     """Validate, build the plan, store the session and its comparisons in one transaction;
     start it at once with ``auto_start``."""
-    m, _ = await _judge_model(db, data.judge_model_id)
+    m, p = await _judge_model(db, data.judge_model_id)
     seed = data.seed if data.seed is not None else secrets.randbelow(2**31)
+    if data.comparison_mode == "adaptive":
+        return await _create_adaptive(db, data, m, p, seed, hub)
     threads = await plan_threads(db, data.pillar_ids)
-    plan = build_plan(threads, plan_options(data, seed))
+    options = plan_options(data, seed)
+    sizes = {pid: 0 for pid in data.pillar_ids}
+    for t in threads:
+        sizes[t.pillar_id] += 1
+    check_plan_size(sizes, options)
+    # Building a large plan is CPU work: off the event loop.
+    plan = await asyncio.to_thread(build_plan, threads, options)
     s = JudgeSession(
         name=data.session_name,
         status="draft",
@@ -291,6 +352,210 @@ async def create_session(
         await analyze_comparisons(db)
     _publish_status(hub, s.id, s.status)
     return await get_session(db=db, session_id=s.id)
+
+
+# -- adaptive -----------------------------------------------------------------------------
+
+
+async def _adaptive_field(db: AsyncSession, data: SessionIn) -> rounds.Field:
+    await plan_threads(db, data.pillar_ids)  # 422 for unknown pillars
+    assert data.adaptive is not None
+    return await rounds.load_field(db, data.adaptive.unit, data.pillar_ids)
+
+
+async def _create_adaptive(
+    db: AsyncSession,
+    data: SessionIn,
+    m: LLMModel,
+    p: Provider,
+    seed: int,
+    hub: EventHub | None,
+) -> SessionOut:
+    """An adaptive session starts with its first round (every player below the evidence
+    floor, paired at random); ``sessions.rounds`` appends the others."""
+    assert data.adaptive is not None
+    field = await _adaptive_field(db, data)
+    cfg = rounds.with_default_cap(data.adaptive, field)
+    cost = _cost_per_call(await _model_cost(db, data, m, p))
+    rule = rounds.stop_rule(cfg, cost)
+    rounds.check_field(field, cfg, rule)
+    s = JudgeSession(
+        name=data.session_name,
+        status="draft",
+        comparison_mode="adaptive",
+        pillar_ids=list(data.pillar_ids),
+        options=rounds.new_session_options(cfg, stored_options(data, seed), cost),
+        worker_count=data.worker_count,
+        judge_model_id=m.id,
+        criteria=list(data.criteria),
+        prompt_template=data.prompt_template,
+        total=0,
+    )
+    db.add(s)
+    await db.flush()
+    # No comparison yet: the rounds runner plans the first round like every other one,
+    # from the stored results (none), once the session runs.
+    if data.auto_start:
+        await _set_running(db, s)
+    await db.commit()
+    _publish_status(hub, s.id, s.status)
+    return await get_session(db=db, session_id=s.id)
+
+
+async def estimate_adaptive(*, db: AsyncSession, data: SessionIn) -> AdaptiveEstimateOut:
+    """Judge calls an adaptive session is expected to make before its rule (or budget)
+    stops it, from seeded simulations under the simulator's judge model; nothing stored."""
+    if data.comparison_mode != "adaptive" or data.adaptive is None:
+        raise Invalid("the adaptive estimate needs comparison_mode adaptive")
+    m, p = await _judge_model(db, data.judge_model_id)
+    field = await _adaptive_field(db, data)
+    cfg = rounds.with_default_cap(data.adaptive, field)
+    cost = _cost_per_call(await _model_cost(db, data, m, p))
+    rule = rounds.stop_rule(cfg, cost)
+    rounds.check_field(field, cfg, rule)
+    limit = rule.budget.limit()
+    cap = rounds.ffa_calls(field, cfg) if limit is None else limit
+    # each run simulates a whole session: fewer runs for big fields keep the form snappy
+    runs = 5 if field.n <= 100 else 3 if field.n <= 300 else 1
+    est = await asyncio.to_thread(
+        estimate_comparisons,
+        field.n,
+        rule,
+        runs=runs,
+        seed=data.seed or 0,
+        batch_size=cfg.batch_size,
+        strategy=cfg.strategy,
+        epsilon=cfg.epsilon,
+        position=cfg.position,
+        swap_share=cfg.swap_share,
+        max_comparisons=max(cap, 1),
+    )
+    saving = max(0, est.both_orders_equivalent - est.median) if cfg.position == "once" else 0
+    return AdaptiveEstimateOut(
+        label=est.label,
+        players=field.n,
+        runs=est.runs,
+        median=est.median,
+        low=est.low,
+        high=est.high,
+        stopped_by_rule=est.stopped_by_rule,
+        budget_limit=limit,
+        free_for_all=est.free_for_all,
+        free_for_all_both_orders=est.free_for_all_both_orders,
+        both_orders_equivalent=est.both_orders_equivalent,
+        half_price_saving=saving,
+        cost_per_comparison_usd=cost,
+        cost_usd=est.median * cost,
+        notes=list(est.notes),
+    )
+
+
+async def adaptive_estimates(
+    *, db: AsyncSession, data: SessionIn
+) -> tuple[EstimateOut, AdaptiveEstimateOut]:
+    """Both estimates of an adaptive session from one simulation (the new-session page)."""
+    m, p = await _judge_model(db, data.judge_model_id)
+    est = await estimate_adaptive(db=db, data=data)
+    return await _adaptive_plan_estimate(db, data, m, p, est), est
+
+
+async def _adaptive_plan_estimate(
+    db: AsyncSession,
+    data: SessionIn,
+    m: LLMModel,
+    p: Provider,
+    est: AdaptiveEstimateOut | None = None,
+) -> EstimateOut:
+    """The plain estimate of an adaptive session: its expected calls (see
+    ``estimate_adaptive``) at the model's latency and price."""
+    if est is None:
+        est = await estimate_adaptive(db=db, data=data)
+    cost = await _model_cost(db, data, m, p)
+    n = est.median
+
+    def minutes(workers: int) -> float:
+        return math.ceil(n / workers) * cost.latency_s / 60
+
+    return EstimateOut(
+        total_threads=est.players,
+        base_comparisons=n,
+        total_comparisons=n,
+        worker_count=data.worker_count,
+        minutes=minutes(data.worker_count),
+        minutes_by_workers={w: minutes(w) for w in (1, 4, 8, 16, 32, 64)},
+        latency_s=cost.latency_s,
+        input_tokens=n * cost.tokens_in_per_call,
+        output_tokens=n * cost.tokens_out_per_call,
+        cost_usd=est.cost_usd,
+        judge_model=model_out(m, p),
+        warnings=[f"adaptive: the count is an {est.label}", *est.notes],
+        recommended_repetitions=None,
+    )
+
+
+async def adaptive_state(*, db: AsyncSession, session_id: int) -> AdaptiveOut:
+    """The current ranking of an adaptive session with its intervals, refitted from the
+    stored verdicts (off the event loop), the rule's progress and the spend."""
+    s = await session_row(db, session_id)
+    if s.comparison_mode != "adaptive":
+        raise Conflict(f"session {session_id} is not an adaptive session")
+    cfg, rule = rounds.session_config(s)
+    field = await rounds.load_field(db, cfg.unit, s.pillar_ids)
+    a, b, score = await rounds.load_outcomes(db, session_id, field)
+    rows = list(
+        await db.scalars(
+            select(AdaptiveRound)
+            .where(AdaptiveRound.session_id == session_id)
+            .order_by(AdaptiveRound.round)
+        )
+    )
+    names = await rounds.player_names(db, field)
+    status, total, stop_reason = s.status, s.total, s.stop_reason
+    widths = [r.width for r in rows if r.width is not None]
+    init = np.asarray(rows[-1].theta) if rows and rows[-1].theta else None
+
+    def fit() -> tuple[AdaptiveState, Any, Any, Any]:
+        state = fit_state(field.n, a, b, score, init=init)
+        return (
+            state,
+            check_stop(state, rule, spent=total, width_history=widths),
+            state.intervals(0.95),
+            state.rank_intervals(0.95),
+        )
+
+    state, decision, (low, high), (best, worst) = await asyncio.to_thread(fit)
+    ranking = [
+        RankedPlayer(
+            id=int(field.ids[i]),
+            name=names.get(int(field.ids[i]), (f"#{field.ids[i]}", None))[0],
+            pillar=names.get(int(field.ids[i]), ("", None))[1],
+            rank=rank + 1,
+            rank_best=int(best[i]),
+            rank_worst=int(worst[i]),
+            theta=float(state.theta[i]),
+            theta_low=float(low[i]),
+            theta_high=float(high[i]),
+            games=int(state.games[i]),
+        )
+        for rank, i in enumerate(state.order())
+    ]
+    return AdaptiveOut(
+        session_id=session_id,
+        status=status,  # type: ignore[arg-type]
+        unit=cfg.unit,
+        rule=cfg.rule,
+        stop_reason=stop_reason,
+        progress=decision.progress,
+        done=decision.done,
+        needed=decision.total,
+        spent=total,
+        spent_text=decision.spent,
+        budget_limit=rule.budget.limit(),
+        results=int(a.size),
+        free_for_all=rounds.ffa_calls(field, cfg),
+        ranking=ranking,
+        rounds=[AdaptiveRoundOut.model_validate(r) for r in rows],
+    )
 
 
 # -- control ------------------------------------------------------------------------------

@@ -45,10 +45,13 @@ CREATE_FIELDS = (
     "holdout_fraction",
     "budget_usd",
     "iteration_timeout_s",
+    "min_per_class",
+    "convergence_basis",
+    "judge_kind",
 )
-SETTINGS_FIELDS = tuple(f for f in CREATE_FIELDS if f != "judge_prompt")
+SETTINGS_FIELDS = tuple(f for f in CREATE_FIELDS if f not in ("judge_prompt", "judge_kind"))
 # Empty boxes of these mean "none" rather than "invalid".
-_OPTIONAL = {"budget_usd"}
+_OPTIONAL = {"budget_usd", "task_model_id", "judge_model_id", "engineer_model_id"}
 
 
 def can_write(request: Request) -> bool:

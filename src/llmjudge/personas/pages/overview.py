@@ -11,9 +11,11 @@ from pydantic import ValidationError
 
 from llmjudge.catalog import service as catalog
 from llmjudge.errors import Conflict, Invalid, NotFound
+from llmjudge.personas import agreement as agreement_service
 from llmjudge.personas import estimate as estimates
 from llmjudge.personas import evaluate as ev
 from llmjudge.personas import service, training_control
+from llmjudge.personas.gate import MIN_CALIBRATION_PER_CLASS
 from llmjudge.personas.pages.common import (
     detail_ctx,
     publish_event,
@@ -53,6 +55,8 @@ async def _overview(
         error=error,
         estimate=estimate,
         calibration=await ev.load_calibration(db=db, persona_id=persona.id),
+        agreement=await agreement_service.agreement(db=db, persona_id=persona.id),
+        min_calibration=MIN_CALIBRATION_PER_CLASS,
         pillars=await catalog.list_pillars(db=db),
         base_url=str(request.base_url).rstrip("/"),
         **ctx,

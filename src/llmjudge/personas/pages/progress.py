@@ -10,11 +10,13 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
+from sqlalchemy import select
 
 from llmjudge.charts import line_chart
 from llmjudge.personas import iterations as iteration_service
 from llmjudge.personas.pages.common import METRIC_LABELS, METRICS, detail_ctx
-from llmjudge.personas.schemas import IterationOut, MetricsOut, PersonaOut
+from llmjudge.personas.schemas import IntervalOut, IterationOut, MetricsOut, PersonaOut
+from llmjudge.providers.models import LLMModel, Provider
 from llmjudge.web import DbSession, render
 
 router = APIRouter(include_in_schema=False)
@@ -30,6 +32,8 @@ class Card:
     label: str
     value: float
     delta: float | None  # vs the previous scored iteration
+    ci: IntervalOut | None = None  # count and 95% interval (None for old iterations)
+    n: int = 0
 
     @property
     def trend(self) -> Literal["up", "down", "flat", "none"]:
@@ -49,29 +53,31 @@ def metric_cards(latest: MetricsOut | None, previous: MetricsOut | None) -> list
             METRIC_LABELS[key],
             getattr(latest, key),
             None if previous is None else getattr(latest, key) - getattr(previous, key),
+            (latest.intervals or {}).get(key),
+            latest.n,
         )
         for key in METRICS
     ]
 
 
 def scored(iterations: Sequence[IterationOut]) -> list[IterationOut]:
-    return [it for it in iterations if it.metrics_optimisation or it.metrics_holdout]
+    return [it for it in iterations if it.metrics_optimisation or it.metrics_selection]
 
 
-def deciding_split(iterations: Sequence[IterationOut]) -> Literal["holdout", "optimisation"]:
+def deciding_split(iterations: Sequence[IterationOut]) -> Literal["selection", "optimisation"]:
     """Held-out when the persona has a held-out part (as the loop decides convergence)."""
-    return "holdout" if any(it.metrics_holdout for it in iterations) else "optimisation"
+    return "selection" if any(it.metrics_selection for it in iterations) else "optimisation"
 
 
 def progress_chart(iterations: Sequence[IterationOut], target: float) -> Markup:
     rows = scored(iterations)
     split = deciding_split(rows)
-    name = "held-out" if split == "holdout" else "optimisation"
+    name = "held-out" if split == "selection" else "optimisation"
 
     def values(key: str, side: str) -> list[float | None]:
         out = []
         for it in rows:
-            m = it.metrics_holdout if side == "holdout" else it.metrics_optimisation
+            m = it.metrics_selection if side == "selection" else it.metrics_optimisation
             out.append(None if m is None else getattr(m, key))
         return out
 
@@ -80,7 +86,7 @@ def progress_chart(iterations: Sequence[IterationOut], target: float) -> Markup:
         f"Precision ({name})": values("precision", split),
         f"Recall ({name})": values("recall", split),
     }
-    if split == "holdout":
+    if split == "selection":
         series["F1 (optimisation)"] = values("f1", "optimisation")
     return line_chart(
         [it.number for it in rows],
@@ -100,24 +106,45 @@ async def _progress_ctx(db: DbSession, persona: PersonaOut) -> dict[str, Any]:
     split = deciding_split(rows)
     deciding = None
     if latest is not None:
-        deciding = latest.metrics_holdout if split == "holdout" else latest.metrics_optimisation
+        deciding = latest.metrics_selection if split == "selection" else latest.metrics_optimisation
     return {
         "iterations": iterations,
         "current": iterations[-1] if iterations else None,
         "latest": latest,
         "split": split,
         "deciding": deciding,
-        "cards_holdout": metric_cards(
-            latest.metrics_holdout if latest else None,
-            previous.metrics_holdout if previous else None,
+        "cards_selection": metric_cards(
+            latest.metrics_selection if latest else None,
+            previous.metrics_selection if previous else None,
         ),
         "cards_optimisation": metric_cards(
             latest.metrics_optimisation if latest else None,
             previous.metrics_optimisation if previous else None,
         ),
+        "cards_calibration": metric_cards(
+            latest.metrics_calibration if latest else None,
+            previous.metrics_calibration if previous else None,
+        ),
+        "convergence": latest.convergence if latest else None,
+        "simulated": await uses_simulator(db, persona),
         "chart": progress_chart(iterations, persona.target_f1),
         "spent": await iteration_service.spent_usd(db=db, persona_id=persona.id),
     }
+
+
+async def uses_simulator(db: DbSession, persona: PersonaOut) -> bool:
+    """Whether any model of the persona is simulated: its convergence is then no evidence
+    that the prompt optimiser works (the simulator's judge improves by construction)."""
+    ids = [persona.task_model_id, persona.judge_model_id, persona.engineer_model_id]
+    ids = [i for i in ids if i is not None]
+    if not ids:
+        return False
+    kinds = await db.scalars(
+        select(Provider.kind)
+        .join(LLMModel, LLMModel.provider_id == Provider.id)
+        .where(LLMModel.id.in_(ids))
+    )
+    return "simulator" in set(kinds)
 
 
 @router.get("/personas/{persona_id}/progress", response_class=HTMLResponse)

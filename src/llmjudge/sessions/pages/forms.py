@@ -12,13 +12,21 @@ from pydantic import ValidationError
 
 from llmjudge.catalog.schemas import PillarOut
 from llmjudge.judging.prompts import CRITERIA_SETS
-from llmjudge.sessions.schemas import Mode, SessionIn
+from llmjudge.sessions.schemas import AdaptiveIn, CreateMode, SessionIn
 
-MODES: tuple[tuple[Mode, str, str], ...] = (
+MODES: tuple[tuple[CreateMode, str, str], ...] = (
     ("pillar_sample", "Pillar sample", "each pair of pillars: a sample of threads from each"),
     ("round_robin", "Round robin", "every thread against every thread of the other pillars"),
     ("free_for_all", "Free for all", "every thread against every other thread"),
+    (
+        "adaptive",
+        "Adaptive",
+        "rounds of pairs chosen where the ranking is still uncertain, until a rule or a "
+        "budget stops it",
+    ),
 )
+# The adaptive options, as form fields named "adaptive_<option>".
+ADAPTIVE_FIELDS = tuple(AdaptiveIn.model_fields)
 FIELD_LABELS = {
     "session_name": "Session name",
     "pillar_ids": "Pillars",
@@ -36,6 +44,7 @@ FIELD_LABELS = {
     "criteria": "Criteria",
     "prompt_template": "Prompt template",
     "seed": "Seed",
+    "adaptive": "Adaptive",
     "form": "Form",
 }
 _INT_FIELDS = (
@@ -78,8 +87,12 @@ def session_form(form: Any) -> dict[str, Any]:
         out["criteria"] = list(CRITERIA_SETS[chosen_set].criteria)
     elif criteria := first("criteria"):
         out["criteria"] = [c.strip() for c in criteria.split(",") if c.strip()]
-    if out.get("comparison_mode") == "free_for_all":
+    if out.get("comparison_mode") in ("free_for_all", "adaptive"):
         out.pop("baseline_pillar_id", None)
+    if out.get("comparison_mode") == "adaptive":
+        out["adaptive"] = {
+            name: value for name in ADAPTIVE_FIELDS if (value := first(f"adaptive_{name}"))
+        }
     return out
 
 

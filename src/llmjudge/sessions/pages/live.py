@@ -67,8 +67,36 @@ async def live_page(request: Request, session_id: int, db: DbSession):
         "sessions/live.html",
         running=running.items,
         lane_count=lanes,
+        shown=ADAPTIVE_SHOWN,
         **ctx,
         **await _queue_context(db, s),
+        **await _adaptive_context(db, s),
+    )
+
+
+ADAPTIVE_SHOWN = 100  # ranking rows on the live page (the API twin has them all)
+
+
+async def _adaptive_context(db: AsyncSession, s: SessionOut) -> dict[str, Any]:
+    if s.comparison_mode != "adaptive":
+        return {"adaptive": None}
+    return {"adaptive": await service.adaptive_state(db=db, session_id=s.id)}
+
+
+@router.get("/sessions/{session_id}/partials/adaptive", response_class=HTMLResponse)
+async def adaptive_partial(request: Request, session_id: int, db: DbSession):
+    """The current ranking with its intervals, the stopping rule's progress and the spend.
+    Twin: `GET /api/sessions/{id}/adaptive`."""
+    try:
+        s = await service.get_session(db=db, session_id=session_id)
+    except NotFound as exc:
+        return missing(request, str(exc))
+    return render(
+        request,
+        "sessions/_adaptive.html",
+        s=s,
+        shown=ADAPTIVE_SHOWN,
+        **await _adaptive_context(db, s),
     )
 
 

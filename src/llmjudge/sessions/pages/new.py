@@ -1,6 +1,7 @@
 """The configuration page: the form, its live estimate (with each mode's comparison
 count), and "Create", which starts the session and goes to its live page. Twins:
-`POST /api/sessions/estimate`, `POST /api/sessions/estimate/modes`, `POST /api/sessions`.
+`POST /api/sessions/estimate`, `POST /api/sessions/estimate/modes`,
+`POST /api/sessions/estimate/adaptive`, `POST /api/sessions`.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ async def _judge_models(db: AsyncSession) -> list[ModelOut]:
 async def _estimate_context(db: AsyncSession, values: dict[str, Any]) -> dict[str, Any]:
     """The estimate fragment's context for the form's values. The name is not needed to
     estimate: a blank one is only reported on "Create"."""
-    ctx: dict[str, Any] = {"estimate": None, "errors": {}, "counts": {}}
+    ctx: dict[str, Any] = {"estimate": None, "adaptive": None, "errors": {}, "counts": {}}
     try:
         # the form's own notes (why a default is on) are not session fields
         fields = {k: v for k, v in values.items() if k in SessionIn.model_fields}
@@ -60,12 +61,17 @@ async def _estimate_context(db: AsyncSession, values: dict[str, Any]) -> dict[st
         ctx["errors"] = field_errors(exc)
         return ctx
     try:
-        ctx["estimate"] = await service.estimate_new(db=db, data=data)
+        if data.comparison_mode == "adaptive":
+            ctx["estimate"], ctx["adaptive"] = await service.adaptive_estimates(db=db, data=data)
+        else:
+            ctx["estimate"] = await service.estimate_new(db=db, data=data)
     except Invalid as exc:
         ctx["errors"] = {"form": [str(exc)]}
     chosen = ctx["estimate"].total_comparisons if ctx["estimate"] is not None else None
     counts = await service.estimate_modes(db=db, data=data, chosen_total=chosen)
     ctx["counts"] = {mode: (c.comparisons, c.reason) for mode, c in counts.items()}
+    if chosen is not None and data.comparison_mode == "adaptive":
+        ctx["counts"]["adaptive"] = (chosen, None)  # the estimate's median
     return ctx
 
 

@@ -1,0 +1,108 @@
+"""The database going away (issue 14): the embedded server dies mid-session, the
+supervisor restarts it, API calls meanwhile are JSON 503s with Retry-After, /healthz names
+no error text, and live updates resume: a subscriber gets comparison_complete again."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from llmjudge.app import create_app
+from llmjudge.config import Settings
+from llmjudge.db.embedded import EmbeddedPostgres, Supervisor
+from llmjudge.sessions.worker import session_topic
+from tests.conftest import ADMIN_TOKEN, make_client
+from tests.integration.test_scaleout import (
+    comparison_rows,
+    counting_judge,
+    create_session,
+    poll,
+    seed_marked_threads,
+    wait_ended,
+)
+
+pytestmark = pytest.mark.slow
+
+
+async def test_a_dead_embedded_server_is_restarted_and_live_updates_resume(
+    tmp_path: Path,
+) -> None:
+    server = EmbeddedPostgres(tmp_path / "pgdata")
+    server.start()
+    supervisor = Supervisor(server, interval_s=0.5, max_restarts=2, window_s=60)
+    try:
+        await server.ensure_database()
+        settings = Settings(
+            database_url=server.url(),
+            data_dir=tmp_path / "data",
+            admin_token=ADMIN_TOKEN,
+            lease_seconds=5,
+        )
+        app = create_app(settings)
+        async with (
+            app.router.lifespan_context(app),
+            make_client(app, ADMIN_TOKEN) as client,
+            counting_judge(client, "judge-dies", latency_s=0.05) as judge,
+        ):
+            pillar_ids = await seed_marked_threads(client, "dd", per_pillar=6)  # 216
+            sid = await create_session(
+                client, pillar_ids=pillar_ids, worker_count=8, judge_model_id=judge.model_id
+            )
+            async with app.state.events.subscribe(session_topic(sid)) as events:
+
+                async def mid_run() -> bool:
+                    rows = await comparison_rows(app, sid)
+                    return sum(r["status"] == "completed" for r in rows) >= 30
+
+                await poll(mid_run, 60, "the session to be mid-run")
+                supervisor.start()
+                # A crash, as far as clients can tell: no shutdown checkpoint, all cut off.
+                await asyncio.to_thread(server.stop, "immediate")
+                down = await client.get(f"/api/sessions/{sid}")
+                health = await client.get("/healthz")
+                events.take_all()
+                restarted_at = time.monotonic()
+                await poll(lambda: _true(server.is_running()), 60, "the supervisor to restart")
+                assert len(supervisor.restarts) == 1
+
+                async def complete_after_restart() -> bool:
+                    try:
+                        event = await asyncio.wait_for(events.get(), 1)
+                    except TimeoutError:
+                        return False
+                    return event is not None and event.type == "comparison_complete"
+
+                await poll(complete_after_restart, 60, "comparison_complete after the restart")
+                assert time.monotonic() > restarted_at
+                out = await wait_ended(app, sid, limit_s=120)
+    finally:
+        supervisor.stop()
+        server.stop()
+    assert down.status_code == 503, down.text
+    assert down.headers.get("retry-after") and down.json()["detail"].startswith("the database")
+    assert health.status_code == 503
+    assert health.json() == {"status": "error", "database": "unreachable"}
+    assert (out["status"], out["completed"]) == ("completed", 216)
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+def test_the_supervisor_gives_up_after_its_budget(tmp_path: Path) -> None:
+    class Dead(EmbeddedPostgres):
+        starts = 0
+
+        def is_running(self) -> bool:
+            return False
+
+        def start(self) -> None:
+            Dead.starts += 1
+            raise RuntimeError("cannot start")
+
+    sup = Supervisor(Dead(tmp_path / "none"), max_restarts=3, window_s=60)
+    assert [sup.check_once() for _ in range(5)] == [False] * 5
+    assert Dead.starts == 3 and sup.gave_up

@@ -88,6 +88,14 @@ async def test_threads_filter_by_prompt_key_and_metadata(client, catalog):
     assert page.text.count("<tr>") == 1 + 2
     full = await client.get("/threads")
     assert '<option value="category"' in full.text  # metadata keys are offered
+    # a key alone keeps the threads that carry it; odd input is no server error
+    r = await client.get("/api/threads", params={"meta_key": "question_id"})
+    assert r.json()["total"] == 8
+    for odd in ("\x00", "'; --", "%_\\"):
+        r = await client.get("/api/threads", params={"meta_key": odd, "meta_value": odd})
+        assert r.status_code in (200, 422), r.text
+        page = await client.get("/threads", params={"meta_key": odd, "prompt_key": odd})
+        assert page.status_code in (200, 422), page.text
 
 
 async def test_thread_titles_cut_at_a_word_with_an_ellipsis(client, catalog):

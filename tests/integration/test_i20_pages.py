@@ -325,3 +325,30 @@ async def test_form_keeps_match_by_prompt_off_when_a_thread_has_no_key(client, c
     box = re.search(r'<input type="checkbox" name="match_by_prompt_key"[^>]*>', html)
     assert box is not None and "checked" not in box.group(0)
     assert 'id="prompt-default-why"' not in html
+
+
+async def test_running_count_says_claimed_ahead_beyond_the_workers(app, client, catalog):
+    body = {
+        "session_name": "Ahead",
+        "pillar_ids": list(catalog.values())[:2],
+        "comparison_mode": "round_robin",
+        "worker_count": 2,
+    }
+    r = await client.post("/api/sessions", json=body)
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    async with app.state.sessionmaker() as db:
+        ids = list(
+            await db.scalars(select(Comparison.id).where(Comparison.session_id == sid).limit(3))
+        )
+        await db.execute(update(Comparison).where(Comparison.id.in_(ids)).values(status="running"))
+        await db.commit()
+    html = (await client.get(f"/sessions/{sid}/partials/progress")).text
+    stat = re.search(r'<dd id="stat-running" title="([^"]*)">(.*?)</dd>', html, re.S)
+    assert stat is not None and "claimed ahead" in stat.group(1) and "2 workers" in stat.group(1)
+    assert "(2 judging, 1 claimed ahead)" in stat.group(2)
+    async with app.state.sessionmaker() as db:
+        await db.execute(update(Comparison).where(Comparison.id == ids[0]).values(status="pending"))
+        await db.commit()
+    html = (await client.get(f"/sessions/{sid}/partials/progress")).text
+    assert 'id="claimed-ahead"' not in html  # at or under the worker count: nothing to explain

@@ -141,6 +141,11 @@ async def test_persona_from_template_to_reviewed_iteration(
         answer = await page.locator("#d-answer").text_content() or ""
         correct = await page.locator("#d-correct").text_content() or ""
         label = (await page.locator("#d-label").text_content() or "").strip()
+        # the word diff shows where the suggested answer leaves the correct output
+        if answer and correct and answer.strip() != correct.strip():
+            assert await page.locator("#d-diff del, #d-diff ins").count() > 0
+        elif answer and correct:
+            await expect(page.locator("#d-diff-same")).to_have_count(1)
         agrees = (label == "correct") == (normalise(answer) == normalise(correct))
         await expect(ready).to_have_count(1)
         await page.keyboard.press("a" if agrees else "d")

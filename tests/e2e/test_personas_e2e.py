@@ -98,6 +98,8 @@ async def test_persona_from_template_to_reviewed_iteration(
     await page.wait_for_url(f"**/personas/{pid}/progress")
     review_link = page.locator("#review-link")
     await expect(review_link).to_be_visible()
+    # Start, Pause and Resume land on this tab: it offers Pause (or Resume) itself
+    await expect(page.locator("#progress-pause")).to_be_visible()
     await expect(page.locator("#live-log li").first).not_to_have_text("Waiting for events…")
 
     # A second tab stays on the progress page while the first one reviews.

@@ -424,3 +424,17 @@
   const form = document.getElementById("session-form");
   if (form) setupForm(form);
 })();
+
+// "Start from this" on the new-session page: copy a built-in (read-only) text into the
+// field it seeds, to be edited there.
+document.addEventListener("click", (e) => {
+  const button = e.target.closest("[data-copy-from]");
+  if (!button) return;
+  const from = document.getElementById(button.dataset.copyFrom);
+  const to = document.getElementById(button.dataset.copyTo);
+  if (!from || !to) return;
+  to.value = from.value;
+  to.closest("details.advanced")?.setAttribute("open", "");
+  to.focus();
+  to.dispatchEvent(new Event("change", { bubbles: true }));
+});

@@ -33,6 +33,7 @@ from llmjudge.personas import pages as personas_pages
 from llmjudge.providers import api as providers_api
 from llmjudge.providers import pages as providers_pages
 from llmjudge.providers.service import LLMService, ensure_builtin_simulator
+from llmjudge.references import api as references_api
 from llmjudge.references import review_api as references_review_api
 from llmjudge.references import review_pages as references_review_pages
 from llmjudge.sessions import api as sessions_api
@@ -164,6 +165,8 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         references_review_api.router,
         sessions_api.router,
         sessions_api.threads_router,
+        references_api.router,
+        references_api.agreement_router,
         # before the personas router: /api/personas/compare is not a persona id
         personas_gate_api.router,
         personas_api.router,

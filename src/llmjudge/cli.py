@@ -142,6 +142,16 @@ def cmd_db(args: argparse.Namespace) -> int:
         try:
             if args.db_command == "upgrade":
                 await upgrade(engine)
+            if args.db_command == "cleanup":
+                from llmjudge.providers.retention import cleanup
+
+                done = await cleanup(engine, days=settings.retention_days)
+                print(
+                    f"deleted {done.calls} model calls and {done.cache} cache entries older "
+                    f"than {settings.retention_days} days"
+                    + (" (skipped: another process is cleaning)" if done.skipped else "")
+                )
+                return
             rev, head = await current(engine)
             print(f"database revision: {rev or '(empty)'}; code head: {head}")
         finally:
@@ -318,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_gate)
 
     d = sub.add_parser("db", help="database migrations")
-    d.add_argument("db_command", choices=["upgrade", "current"])
+    d.add_argument("db_command", choices=["upgrade", "current", "cleanup"])
     data_dir_arg(d)
     d.set_defaults(func=cmd_db)
     return p

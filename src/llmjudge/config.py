@@ -82,6 +82,11 @@ class Settings(BaseSettings):
     # A claimed comparison's lease without a heartbeat: how long the items of a dead worker
     # process wait before another worker takes them.
     lease_seconds: float = Field(default=30.0, gt=0)
+    # Identical consecutive provider setup errors (auth, connection, unknown model) that
+    # pause a session instead of burning its queue; 0 turns the breaker off.
+    breaker_errors: int = Field(default=5, ge=0)
+    # llm_calls and llm_cache rows older than this are deleted hourly (0: keep forever).
+    retention_days: int = Field(default=90, ge=0)
     # Access control (see README "Users, roles and tokens").
     admin_token: SecretStr | None = Field(
         default=None,

@@ -8,6 +8,7 @@ be encoded or should not be repeated (API keys, passwords).
 from __future__ import annotations
 
 import email.message
+import html
 import json
 import logging
 import re
@@ -18,7 +19,7 @@ import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy.exc import DBAPIError
 
@@ -241,6 +242,16 @@ def safe_validation_errors(errors: Any) -> list[dict[str, Any]]:
             error["msg"] = str(error.get("msg", "")).encode("utf-8", "backslashreplace").decode()
         out.append(error)
     return out
+
+
+def htmx_error_line(message: str, status_code: int = 403) -> HTMLResponse:
+    """An error answer to an htmx swap: one line in the page's `#flash` region (base.html),
+    never a whole page inside a table cell. HX-Retarget/HX-Reswap move it there."""
+    return HTMLResponse(
+        f'<p class="notice error" role="alert">{html.escape(message)}</p>',
+        status_code=status_code,
+        headers={"HX-Retarget": "#flash", "HX-Reswap": "innerHTML"},
+    )
 
 
 RETRY_AFTER_S = 5

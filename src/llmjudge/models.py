@@ -16,7 +16,7 @@ from llmjudge.personas.models import (
     PersonaPairLabel,
     TaskOutput,
 )
-from llmjudge.providers.models import LLMCacheEntry, LLMCall, LLMModel, Provider
+from llmjudge.providers.models import LLMCacheEntry, LLMCall, LLMModel, LLMProcess, Provider
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.sessions.models import AdaptiveRound, Comparison, JudgeSession
 
@@ -32,6 +32,7 @@ __all__ = [
     "LLMModel",
     "LLMCall",
     "LLMCacheEntry",
+    "LLMProcess",
     "JudgeSession",
     "Comparison",
     "AdaptiveRound",

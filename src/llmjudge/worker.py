@@ -1,9 +1,10 @@
 """Composition root of the workers: which kinds of work a process runs, and the worker
 process without the web app (``llmjudge worker``).
 
-Three kinds are registered: judge comparisons (a ``WorkerPool`` of ``sessions.jobs``),
+Kinds registered: judge comparisons (a ``WorkerPool`` of ``sessions.jobs``),
 persona training (``personas.training.TrainingRunner`` on the advisory-locked runner) and
-the rounds of adaptive sessions (``sessions.rounds.AdaptiveRounds``, advisory-locked too). The
+the rounds of adaptive sessions (``sessions.rounds.AdaptiveRounds``, advisory-locked too),
+plus the provider rate shares (``providers.shares``) and the call-history retention job. The
 worker process runs every kind against the database until SIGINT/SIGTERM, then stops
 gracefully (drain, give back unfinished items).
 """
@@ -23,7 +24,9 @@ from llmjudge.db.engine import make_engine, make_sessionmaker
 from llmjudge.db.migrate import current
 from llmjudge.events.hub import EventHub
 from llmjudge.personas.training import TrainingRunner
+from llmjudge.providers.retention import RetentionJob
 from llmjudge.providers.service import LLMService
+from llmjudge.providers.shares import RateShares
 from llmjudge.queue.locks import LockedRunner
 from llmjudge.queue.pool import DEFAULT_CONCURRENCY, WorkerPool
 from llmjudge.queue.registry import Workers
@@ -34,6 +37,8 @@ __all__ = [
     "ADAPTIVE",
     "COMPARISONS",
     "PERSONAS",
+    "RATE_SHARES",
+    "RETENTION",
     "WorkerStartError",
     "build_workers",
     "run_worker_process",
@@ -43,6 +48,8 @@ log = logging.getLogger(__name__)
 
 COMPARISONS = "comparisons"
 PERSONAS = "personas"
+RETENTION = "retention"
+RATE_SHARES = "rate_shares"
 ADAPTIVE = "adaptive-rounds"
 
 
@@ -67,6 +74,8 @@ def build_workers(
     persona loops' session-level advisory locks."""
     direct = direct_engine or engine
     workers = Workers()
+    # First: provider rate limits are split among the live processes before any call.
+    workers.register(RATE_SHARES, RateShares(engine, llm.gateway.set_rate_share))
     workers.register(
         COMPARISONS,
         comparison_pool(
@@ -75,6 +84,7 @@ def build_workers(
             hub=hub,
             concurrency=concurrency,
             lease_s=settings.lease_seconds,
+            breaker_errors=settings.breaker_errors,
             drain_timeout_s=drain_timeout_s,
             claim_engine=direct,
         ),
@@ -84,6 +94,8 @@ def build_workers(
     workers.register(
         PERSONAS, TrainingRunner(engine=direct, sessionmaker=sessionmaker, llm=llm, hub=hub)
     )
+    # Old call history and cache entries, hourly (an advisory lock: one process at a time).
+    workers.register(RETENTION, RetentionJob(engine, days=settings.retention_days))
     # Adaptive sessions' rounds: one loop per running session, in the process holding its
     # advisory lock; registered after the pool so it stops first.
     workers.register(

@@ -211,6 +211,23 @@ async def test_two_reviewers_label_ten_pairs_with_the_keyboard(
         progress = await _api(page, live_server, "GET", f"/api/sessions/{sid}/review/progress")
         assert (progress["finished"], progress["total"]) == (N_PAIRS, N_PAIRS)
         assert skipped in {f"{a}-{b}" for a, b in expected["e2e-reviewer-1"]}
+
+        # The Agreement tab: the judge (x wins every pair: "A" in canonical order) against
+        # one reviewer, and the two reviewers with each other beside it.
+        first, second = expected["e2e-reviewer-1"], expected["e2e-reviewer-2"]
+        await page.goto(f"/sessions/{sid}/results?tab=agreement")
+        await page.select_option("#agreement-reference", "annotator:e2e-reviewer-1")
+        await page.click("#agreement-form button[type=submit]")
+        judge_right = sum(label == "A" for label, _ in first.values()) / N_PAIRS
+        accuracy = page.locator("#fig-accuracy td").nth(1)
+        await expect(accuracy).to_contain_text(f"{100 * judge_right:.1f}%")
+        await expect(accuracy).to_contain_text(f"n={2 * N_PAIRS}")
+        same = sum(first[k][0] == second[k][0] for k in first) / N_PAIRS
+        await expect(page.locator("#human-percent")).to_contain_text(f"{100 * same:.1f}%")
+        await expect(page.locator("#human-pairwise")).to_contain_text(
+            "e2e-reviewer-1 · e2e-reviewer-2"
+        )
+        await page.screenshot(path=str(ARTIFACTS / "review-agreement.png"), full_page=True)
     finally:
         for context, _ in reviewers:
             await context.close()

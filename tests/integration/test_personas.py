@@ -453,7 +453,9 @@ async def test_budget_cap_pauses_training(
     await client.post(f"/api/personas/{pid}/training/start")
     status = await _wait(client, pid, lambda s: s["status"] == "paused")
     assert status["status_reason"].startswith("budget reached")
-    assert status["spent_usd"] >= 0.01
+    # Calls reserve their estimated cost first: the cap is never overshot (it used to be,
+    # by the calls in flight when the lagging accounting caught up).
+    assert status["spent_usd"] <= 0.01
 
 
 async def _review_with_oracle(client: httpx.AsyncClient, pid: int, number: int) -> None:

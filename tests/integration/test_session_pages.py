@@ -547,6 +547,7 @@ TAB_TEXT = {
     "findings": "Surprise findings",
     "style": "Style control",
     "categories": "Categories",
+    "agreement": "Agreement with reference labels",
 }
 
 

@@ -90,7 +90,11 @@ ROOT_LEVEL_DOMAIN = frozenset({"llmjudge.pages"})
 PUBLIC = frozenset({"service", "schemas", "models", "base", "importing"})
 # A domain whose service is cut into job-named modules declares those here, by name.
 # The analysis domain's read services: other domains' pages show their figures.
-EXTRA_PUBLIC: dict[str, frozenset[str]] = {"analysis": frozenset({"figures", "loading"})}
+EXTRA_PUBLIC: dict[str, frozenset[str]] = {
+    "analysis": frozenset({"figures", "loading"}),
+    # The agreement report, read by the sessions' Results tab.
+    "references": frozenset({"agreement_report"}),
+}
 
 # Libraries that talk to a database, the network or the web: never in the pure core.
 IO_LIBRARIES = frozenset(

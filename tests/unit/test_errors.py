@@ -63,3 +63,13 @@ def test_validation_errors_drop_inputs_that_cannot_be_sent_or_should_not_be() ->
     assert "input" not in safe[0] and "input" not in safe[1] and "input" not in safe[2]
     assert safe[3]["input"] == "seven"  # ordinary inputs still help the caller
     json.dumps(safe, ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+def test_htmx_error_line_is_one_escaped_line_aimed_at_the_flash_region():
+    from llmjudge.errors import htmx_error_line
+
+    r = htmx_error_line("this needs the <admin> role")
+    body = bytes(r.body).decode()
+    assert r.status_code == 403
+    assert body == '<p class="notice error" role="alert">this needs the &lt;admin&gt; role</p>'
+    assert r.headers["HX-Retarget"] == "#flash" and r.headers["HX-Reswap"] == "innerHTML"

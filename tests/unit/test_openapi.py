@@ -58,7 +58,7 @@ def test_uploads_are_binary(spec: dict[str, Any]) -> None:
         errors = op["responses"]["422"]["content"]["application/json"]["schema"]["anyOf"]
         assert {"$ref": "#/components/schemas/RowErrorsOut"} in errors
         assert {"$ref": "#/components/schemas/HTTPValidationError"} in errors
-    assert uploads == 3  # threads, judgments, training pairs
+    assert uploads == 4  # threads, judgments, training pairs, reference labels
 
 
 def test_error_answers_are_declared_with_schemas(spec: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ from llmjudge.auth.policy import (
     SAFE_METHODS,
     Role,
     Rule,
+    can,
     is_api_path,
     match_rule,
     normalise_path,
@@ -341,3 +342,38 @@ def test_write_csv_round_trips_and_never_starts_a_formula(texts: list[str]) -> N
     for cell, text in zip(rows[1], texts, strict=True):
         assert not cell.startswith(FORMULA_PREFIXES)
         assert cell == ("'" + text if text.startswith(FORMULA_PREFIXES) else text)
+
+
+# -- can(): what the pages offer ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("role", "method", "path", "allowed"),
+    [
+        (None, "GET", "/healthz", True),
+        (None, "GET", "/sessions/1", False),
+        (Role.reviewer, "GET", "/sessions/1", True),
+        (Role.reviewer, "POST", "/sessions/1/start", False),
+        (Role.reviewer, "POST", "/sessions/1/review/3", True),
+        (Role.researcher, "POST", "/sessions/1/start", True),
+        (Role.researcher, "POST", "/import", True),
+        (Role.researcher, "PATCH", "/api/providers/1", False),
+        (Role.admin, "PATCH", "/api/providers/1", True),
+    ],
+)
+def test_can_follows_the_policy(role: Role | None, method: str, path: str, allowed: bool):
+    assert can(role, method, path) is allowed
+
+
+@given(
+    st.sampled_from([None, *Role]),
+    st.sampled_from(["GET", "POST", "PATCH", "DELETE"]),
+    st.sampled_from([r.pattern.replace("**", "x").replace("{id}", "1") for r in POLICY]),
+)
+def test_can_is_what_the_middleware_lets_through(role: Role | None, method: str, path: str):
+    needed = required_role(method, path)
+    expected = needed is None or (role is not None and role.covers(needed))
+    assert can(role, method, path) is expected
+    # A higher role can do at least as much.
+    if role is not None and can(role, method, path):
+        assert all(can(r, method, path) for r in Role if r.covers(role))

@@ -217,7 +217,7 @@ async def test_a_template_is_used(threads: ThreadCache) -> None:
 
 
 def test_thread_cache_evicts_the_least_recently_used() -> None:
-    cache = ThreadCache(max_items=2)
+    cache = ThreadCache(max_bytes=2 * (50 + 1))  # two one-character contents
     for i in (1, 2):
         cache.put(ThreadData(i, 1, "", "x", None))
     assert cache.get(1) is not None  # 1 is now more recent than 2

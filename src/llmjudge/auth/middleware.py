@@ -29,6 +29,7 @@ from llmjudge.auth.security import (
     secrets_equal,
 )
 from llmjudge.config import Settings
+from llmjudge.errors import htmx_error_line
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -203,6 +204,8 @@ def _unauthenticated(request: Request, *, bad_token: bool = False) -> Response:
 def _forbidden(request: Request, message: str) -> Response:
     if is_api_path(request.url.path):
         return JSONResponse({"detail": message}, 403)
+    if request.headers.get("hx-request") == "true":
+        return htmx_error_line(message)
     from llmjudge.web import templates  # late: pages register their Jinja globals first
 
     return templates.TemplateResponse(
@@ -381,7 +384,9 @@ def install(app: FastAPI, settings: Settings) -> None:
     # Read by events.sse (infrastructure, which cannot import auth).
     app.state.principal_still_allowed = still_allowed
 
-    async def forbidden(_: Request, exc: Exception) -> JSONResponse:
+    async def forbidden(request: Request, exc: Exception) -> Response:
+        if request.headers.get("hx-request") == "true" and not is_api_path(request.url.path):
+            return htmx_error_line(str(exc))
         return JSONResponse({"detail": str(exc)}, status_code=403)
 
     app.add_exception_handler(service.Forbidden, forbidden)

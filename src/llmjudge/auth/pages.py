@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import pass_context
 from pydantic import ValidationError
 
-from llmjudge.auth import service
+from llmjudge.auth import policy, service
 from llmjudge.auth.api import link_base
 from llmjudge.auth.middleware import CurrentPrincipal
 from llmjudge.auth.models import User
@@ -36,6 +36,8 @@ from llmjudge.web import DbSession, render, templates
 router = APIRouter(include_in_schema=False)
 
 FormText = Annotated[str, Form()]
+# What the new-token form offers: a token that lapses unless someone means it to last.
+DEFAULT_TOKEN_DAYS = 90
 
 
 def _principal_of(ctx: Any) -> Principal | None:
@@ -55,7 +57,20 @@ def current_user(ctx: Any) -> Principal | None:
     return _principal_of(ctx)
 
 
-templates.env.globals.update(csrf_token=csrf_token, current_user=current_user)
+@pass_context
+def can(ctx: Any, method: str, path: str) -> bool:
+    """`{% if can("POST", "/api/sessions") %}`: the central policy, for the signed-in user."""
+    principal = _principal_of(ctx)
+    return policy.can(principal.role if principal is not None else None, method, path)
+
+
+def needs(method: str, path: str) -> str:
+    """The title of a disabled action: "needs the researcher role"."""
+    role = policy.required_role(method, path)
+    return f"needs the {role.value} role" if role is not None else ""
+
+
+templates.env.globals.update(csrf_token=csrf_token, current_user=current_user, can=can, needs=needs)
 
 
 def _errors(exc: ValidationError) -> str:
@@ -188,7 +203,14 @@ async def _account(
     tokens = await service.list_tokens(db=db, actor=principal)
     roles = [r for r in Role if principal.role.covers(r)]
     return render(
-        request, "auth/account.html", status_code=status_code, tokens=tokens, roles=roles, **ctx
+        request,
+        "auth/account.html",
+        status_code=status_code,
+        tokens=tokens,
+        roles=roles,
+        default_token_role=Role.lowest(principal.role, Role.researcher),
+        default_token_days=DEFAULT_TOKEN_DAYS,
+        **ctx,
     )
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "SAFE_METHODS",
     "Role",
     "Rule",
+    "can",
     "is_api_path",
     "match_rule",
     "normalise_path",
@@ -128,6 +129,7 @@ POLICY: tuple[Rule, ...] = tuple(
         ("/api/pillars/**", _DOMAIN),
         ("/api/threads/**", _DOMAIN),
         ("/api/sessions/**", _DOMAIN),
+        ("/api/references/**", _DOMAIN),
         ("/api/personas/**", _DOMAIN),
     )
 )
@@ -158,3 +160,15 @@ def is_api_path(path: str) -> bool:
     """API paths answer 401 JSON; everything else is a page that redirects to /login."""
     path = normalise_path(path)
     return path == "/api" or path.startswith("/api/")
+
+
+def can(role: Role | None, method: str, path: str) -> bool:
+    """Whether a principal of `role` (None: signed out) may send `method` to `path`.
+
+    The pages ask this before offering an action, so a button shows exactly when the
+    middleware would let its request through.
+    """
+    needed = required_role(method, path)
+    if needed is None:
+        return True
+    return role is not None and role.covers(needed)

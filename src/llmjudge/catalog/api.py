@@ -73,9 +73,10 @@ async def import_threads(
     request: Request, db: DbSession, file: Annotated[UploadFile, File(description="CSV or JSONL")]
 ) -> ImportResult:
     """Import threads from CSV (columns pillar, content, optional external_id, title,
-    prompt_key, metadata) or JSONL (same fields; content may be a list of {role, content}).
+    prompt_key, prompt, metadata) or JSONL (same fields; content may be a list of {role, content}).
     All or nothing; re-importing (pillar, external_id) updates the thread."""
     parsed = await parse_upload(file, request.app.state.settings)
+    await service.check_stored_prompts(db=db, parsed=parsed)
     if parsed.errors:
         raise ImportRejected(parsed.errors)
     return await service.store_import(db=db, parsed=parsed)

@@ -21,7 +21,7 @@ from llmjudge.rowfiles import (
     unstorable_value,
 )
 
-CSV_COLUMNS = {"pillar", "external_id", "title", "prompt_key", "content", "metadata"}
+CSV_COLUMNS = {"pillar", "external_id", "title", "prompt_key", "prompt", "content", "metadata"}
 # Metadata is for labels and small scores, not documents: a thread's content is bounded
 # separately (max_field_chars).
 MAX_METADATA_CHARS = 100_000
@@ -60,7 +60,7 @@ def _validate(raw: dict[str, Any], line: int, out: ParsedFile, max_chars: int) -
             loc = ".".join(str(p) for p in err["loc"]) or "row"
             out.errors.append(RowError(line=line, field=loc, message=err["msg"]))
         return
-    size = (
+    size = len(row.prompt or "") + (
         len(row.content)
         if isinstance(row.content, str)
         else sum(len(m.content) for m in row.content)
@@ -89,7 +89,20 @@ def _csv_rows(text: str, out: ParsedFile, max_rows: int, max_chars: int) -> None
     )
     for line, rec in records:
         raw: dict[str, Any] = {k: v for k, v in rec.items() if v not in (None, "")}
-        raw.setdefault("content", "")
+        if "content" not in raw:
+            # A CSV cell cannot tell "the model said nothing" from "nothing was filled in":
+            # an empty cell is an empty answer only on a row that names its prompt.
+            if "prompt" not in raw:
+                out.errors.append(
+                    RowError(
+                        line=line,
+                        field="content",
+                        message="content must not be empty (an empty answer needs its prompt "
+                        "in the prompt column)",
+                    )
+                )
+                continue
+            raw["content"] = ""
         content = raw["content"]
         # A cell holding a JSON list is a conversation; anything else is plain text.
         if content.lstrip().startswith("["):
@@ -153,7 +166,26 @@ def parse_thread_file(filename: str, data: bytes, *, max_rows: int, max_chars: i
             )
         else:
             seen[key] = line
+    _check_shared_prompts(out)
     return out
+
+
+def _check_shared_prompts(out: ParsedFile) -> None:
+    """Threads with one prompt key answer one prompt: their prompt texts must agree."""
+    first: dict[str, tuple[str, int]] = {}
+    for row, line in zip(out.rows, out.lines, strict=True):
+        if row.prompt is None or row.prompt_key is None:
+            continue
+        seen = first.setdefault(row.prompt_key, (row.prompt, line))
+        if seen[0] != row.prompt:
+            out.errors.append(
+                RowError(
+                    line=line,
+                    field="prompt",
+                    message=f"prompt_key {row.prompt_key!r} has another prompt text on line "
+                    f"{seen[1]}; threads with one prompt key must share one prompt",
+                )
+            )
 
 
 def _plain(content: Any) -> Any:

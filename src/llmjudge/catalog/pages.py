@@ -33,6 +33,7 @@ async def import_submit(request: Request, db: DbSession, file: Annotated[UploadF
         return render(
             request, "catalog/_import_result.html", status_code=e.status_code, fatal=e.detail
         )
+    await service.check_stored_prompts(db=db, parsed=parsed)
     if parsed.errors:
         return render(request, "catalog/_import_result.html", status_code=422, errors=parsed.errors)
     result = await service.store_import(db=db, parsed=parsed)

@@ -68,6 +68,8 @@ class ThreadIn(BaseModel):
     external_id: str | None = Field(default=None, max_length=300)
     title: str = Field(default="", max_length=1000)
     prompt_key: str | None = Field(default=None, max_length=300)
+    # The text of the prompt the thread answers (threads sharing a prompt key share it).
+    prompt: str | None = Field(default=None, max_length=200_000)
     content: Content
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -79,8 +81,8 @@ class ThreadIn(BaseModel):
     @field_validator("content")
     @classmethod
     def non_empty(cls, v: Content) -> Content:
-        if isinstance(v, str) and not v.strip():
-            raise ValueError("content must not be empty")
+        # An empty answer ("") is a result to judge (a model that said nothing); a thread
+        # with no content at all (missing, null, no messages) is not.
         if isinstance(v, list) and not v:
             raise ValueError("content must have at least one message")
         return v
@@ -99,6 +101,7 @@ class ThreadSummary(BaseModel):
 
 
 class ThreadOut(ThreadSummary):
+    prompt: str | None = None
     content: str | list[dict[str, Any]]
     metadata: dict[str, Any]
 

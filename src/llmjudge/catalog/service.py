@@ -18,6 +18,7 @@ from llmjudge.catalog.schemas import (
     PillarIn,
     PillarOut,
     PillarPatch,
+    RowError,
     ThreadOut,
     ThreadPage,
     ThreadSummary,
@@ -81,6 +82,37 @@ async def delete_pillar(*, db: AsyncSession, pillar_id: int) -> None:
     await db.commit()
 
 
+async def check_stored_prompts(*, db: AsyncSession, parsed: ParsedFile) -> None:
+    """Line errors for rows whose prompt text differs from the one already stored for their
+    prompt key (threads with one prompt key share one prompt), other than rows the file
+    itself replaces."""
+    keys = sorted({r.prompt_key for r in parsed.rows if r.prompt and r.prompt_key})
+    if not keys:
+        return
+    replaced = {(r.pillar, r.external_id) for r in parsed.rows}
+    rows = await db.execute(
+        select(Thread.prompt_key, Thread.prompt, Pillar.name, Thread.external_id)
+        .join(Pillar, Pillar.id == Thread.pillar_id)
+        .where(Thread.prompt_key.in_(keys), Thread.prompt.is_not(None))
+    )
+    stored: dict[str, str] = {}
+    for key, prompt, pillar, external_id in rows.all():
+        if (pillar, external_id) not in replaced:
+            stored.setdefault(key, prompt)
+    for row, line in zip(parsed.rows, parsed.lines, strict=True):
+        known = stored.get(row.prompt_key or "")
+        if row.prompt is not None and known is not None and known != row.prompt:
+            parsed.errors.append(
+                RowError(
+                    line=line,
+                    field="prompt",
+                    message=f"prompt_key {row.prompt_key!r} already has another prompt text; "
+                    "threads with one prompt key must share one prompt",
+                )
+            )
+    parsed.errors.sort(key=lambda e: e.line)
+
+
 def _thread_values(parsed: ParsedFile, pillar_ids: dict[str, int]) -> list[dict[str, Any]]:
     values: list[dict[str, Any]] = []
     for r in parsed.rows:
@@ -91,6 +123,7 @@ def _thread_values(parsed: ParsedFile, pillar_ids: dict[str, int]) -> list[dict[
                 "external_id": r.external_id,
                 "title": r.title,
                 "prompt_key": r.prompt_key,
+                "prompt": r.prompt,
                 "content": content,
                 "content_hash": content_hash(content),
                 "meta": r.metadata,
@@ -140,6 +173,7 @@ async def store_import(*, db: AsyncSession, parsed: ParsedFile) -> ImportResult:
         set_={
             "title": stmt.excluded.title,
             "prompt_key": stmt.excluded.prompt_key,
+            "prompt": stmt.excluded.prompt,
             "content": stmt.excluded.content,
             "content_hash": stmt.excluded.content_hash,
             "metadata": stmt.excluded.metadata,
@@ -238,7 +272,9 @@ async def get_thread(*, db: AsyncSession, thread_id: int) -> ThreadOut:
     if row is None:
         raise NotFound(f"thread {thread_id} not found")
     t, name = row
-    return ThreadOut(**_summary(t, name).model_dump(), content=t.content, metadata=t.meta)
+    return ThreadOut(
+        **_summary(t, name).model_dump(), prompt=t.prompt, content=t.content, metadata=t.meta
+    )
 
 
 async def threads_by_ids(*, db: AsyncSession, ids: Sequence[int]) -> dict[int, Thread]:

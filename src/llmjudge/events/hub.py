@@ -30,6 +30,7 @@ import asyncpg
 __all__ = [
     "CHANNEL",
     "COALESCED_TYPES",
+    "STREAM_TYPES",
     "DeltaBatcher",
     "Event",
     "EventHub",
@@ -47,6 +48,8 @@ ALL_TOPICS = "*"
 MAX_PAYLOAD_BYTES = 7900
 # Snapshot events: a newer one makes an undelivered older one of the same type worthless.
 COALESCED_TYPES = frozenset({"workers_status"})
+# Token-stream events: delivered only to subscribers following the event's lane (worker).
+STREAM_TYPES = frozenset({"llm_stream"})
 _STRING_LIMITS = (2000, 500, 100, 20)
 
 
@@ -103,10 +106,17 @@ def decode_payload(payload: str) -> Event | None:
 
 
 class Subscription:
-    """A bounded queue of events for one subscriber; iterate it with ``async for``."""
+    """A bounded queue of events for one subscriber; iterate it with ``async for``.
 
-    def __init__(self, topic: str, maxsize: int) -> None:
+    ``lanes``: the worker ids whose token streams (``llm_stream``) this subscriber shows;
+    None follows every lane, an empty set none. Streams are most of a busy session's events
+    (measured: bench/events.py), and a page shows a few lanes, so the rest are dropped here,
+    before they cost a queue slot or a write.
+    """
+
+    def __init__(self, topic: str, maxsize: int, lanes: frozenset[str] | None = None) -> None:
         self.topic = topic
+        self.lanes = lanes
         self.dropped = 0
         self._queue: deque[Event] = deque()
         self._maxsize = maxsize
@@ -116,6 +126,12 @@ class Subscription:
     def put(self, event: Event) -> None:
         """Never blocks: coalesce a snapshot with its undelivered predecessor, else drop
         the oldest event when full."""
+        if (
+            self.lanes is not None
+            and event.type in STREAM_TYPES
+            and str(event.data.get("worker_id")) not in self.lanes
+        ):
+            return
         if event.type in COALESCED_TYPES:
             for i, queued in enumerate(self._queue):
                 if queued.type == event.type and queued.topic == event.topic:
@@ -288,9 +304,12 @@ class EventHub:
             sub.put(event)
 
     @contextlib.asynccontextmanager
-    async def subscribe(self, topic: str) -> AsyncIterator[Subscription]:
-        """``async with hub.subscribe("session:1") as events: async for e in events: ...``"""
-        sub = Subscription(topic, self.subscriber_queue)
+    async def subscribe(
+        self, topic: str, *, lanes: frozenset[str] | None = None
+    ) -> AsyncIterator[Subscription]:
+        """``async with hub.subscribe("session:1") as events: async for e in events: ...``
+        (``lanes``: see ``Subscription``)."""
+        sub = Subscription(topic, self.subscriber_queue, lanes)
         self._subs[topic].add(sub)
         try:
             yield sub

@@ -7,6 +7,14 @@ cannot close the fence early, and the system message tells the judge that
 fenced text is data whose instructions it must ignore. The fences are
 fixed strings, so the same inputs always give the same messages (and hit
 the response cache).
+
+A published judge runs as published: a session may bring its own system
+prompt (``""`` sends none) and a template using ``{prompt}`` (the text of
+the prompt the threads answer), ``{answer_a}`` and ``{answer_b}`` (the
+answers without the prompt, exactly as written: a published prompt must be
+reproduced byte for byte, so these are not fenced) beside the fenced
+``{thread_a}`` / ``{thread_b}``. An empty answer stays empty: the judge sees
+what the model said, which was nothing.
 """
 
 from __future__ import annotations
@@ -28,8 +36,11 @@ __all__ = [
     "Criterion",
     "ThreadContent",
     "build_judge_messages",
+    "builtin_template",
+    "check_template",
     "criterion_label",
     "estimate_tokens",
+    "render_answer",
     "render_criteria",
     "render_thread",
     "verdict_json_schema",
@@ -225,7 +236,7 @@ Give your confidence in that decision as a number from 0 to 1, and a short reaso
 Answer with only this JSON object, no other text:
 {answer_format}"""
 
-_PLACEHOLDERS = ("thread_a", "thread_b", "criteria")
+_PLACEHOLDERS = ("thread_a", "thread_b", "criteria", "prompt", "answer_a", "answer_b")
 
 
 def _answer_format(criteria: Sequence[str]) -> str:
@@ -234,6 +245,13 @@ def _answer_format(criteria: Sequence[str]) -> str:
         '{"winner": "A" | "B" | "TIE", "confidence": 0-1, '
         f'"scores": {{"A": {{{example}}}, "B": {{{example}}}}}, "reasoning": "..."}}'
     )
+
+
+def builtin_template(criteria: Sequence[str] = DEFAULT_CRITERIA) -> str:
+    """The built-in user prompt as an editable template ("start from this"): the answer
+    format written in, its braces doubled, so it gives the built-in messages unchanged."""
+    answer = _answer_format(criteria).replace("{", "{{").replace("}", "}}")
+    return DEFAULT_TEMPLATE.replace("{answer_format}", answer)
 
 
 def _check_template(template: str) -> None:
@@ -251,11 +269,41 @@ def _check_template(template: str) -> None:
                 f"judge template has an unknown placeholder {{{name}}}; use only {allowed} "
                 "and write literal braces as {{ and }}"
             )
-    missing = [p for p in ("thread_a", "thread_b") if p not in {f[1] for f in fields}]
+    names = {f[1] for f in fields}
+    missing = [
+        side
+        for side in ("a", "b")
+        if f"thread_{side}" not in names and f"answer_{side}" not in names
+    ]
     if missing:
-        raise ValueError(
-            "judge template must include " + " and ".join("{" + p + "}" for p in missing)
-        )
+        threads = " and ".join(f"{{thread_{side}}}" for side in missing)
+        answers = " and ".join(f"{{answer_{side}}}" for side in missing)
+        raise ValueError(f"judge template must include {threads} (or {answers})")
+
+
+def check_template(template: str) -> None:
+    """Raise ``ValueError`` (a message for the user) if ``template`` cannot be used."""
+    _check_template(template)
+
+
+def render_answer(content: ThreadContent) -> str:
+    """The answer of a thread without its prompt: a plain text as is; for messages, those
+    after the leading system and user turns (the prompt), rendered as ``role: content``
+    blocks, or the one assistant message's text alone."""
+    if isinstance(content, str):
+        return content
+    messages = list(content)
+    start = 0
+    while start < len(messages) and isinstance(messages[start], Mapping):
+        if messages[start].get("role") not in ("system", "user"):
+            break
+        start += 1
+    rest = messages[start:]
+    if len(rest) == 1 and isinstance(rest[0], Mapping):
+        text = rest[0].get("content")
+        if isinstance(text, str):
+            return text
+    return render_thread(rest)
 
 
 def build_judge_messages(
@@ -266,12 +314,16 @@ def build_judge_messages(
     template: str | None = None,
     title_a: str | None = None,
     title_b: str | None = None,
+    prompt: str | None = None,
+    system_prompt: str | None = None,
 ) -> list[dict[str, str]]:
     """System + user messages asking a judge to compare thread A with thread B.
 
-    ``template`` (user-provided) may use ``{thread_a}``, ``{thread_b}`` and
-    ``{criteria}``; the threads are fenced either way. Raises ``ValueError``
-    on any other placeholder.
+    ``template`` (user-provided) may use ``{thread_a}``, ``{thread_b}`` (fenced),
+    ``{criteria}``, ``{prompt}`` (the prompt text, empty when unknown),
+    ``{answer_a}`` and ``{answer_b}`` (:func:`render_answer`, not fenced).
+    Raises ``ValueError`` on any other placeholder. ``system_prompt`` replaces
+    the built-in system message; ``""`` sends none.
     """
     values = {
         "thread_a": _fence("a", content_a, title_a),
@@ -282,8 +334,15 @@ def build_judge_messages(
         user = DEFAULT_TEMPLATE.format_map(values | {"answer_format": _answer_format(criteria)})
     else:
         _check_template(template)
+        values |= {
+            "prompt": prompt or "",
+            "answer_a": render_answer(content_a),
+            "answer_b": render_answer(content_b),
+        }
         user = template.format_map(values)
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    system = SYSTEM_PROMPT if system_prompt is None else system_prompt
+    messages = [{"role": "system", "content": system}] if system else []
+    return [*messages, {"role": "user", "content": user}]
 
 
 def verdict_json_schema(criteria: Sequence[str] = DEFAULT_CRITERIA) -> dict[str, Any]:

@@ -62,7 +62,7 @@ from llmjudge.personas.similarity import fit_threshold
 from llmjudge.personas.templates import render_judge_prompt, render_task_prompt
 from llmjudge.providers.base import ChatResult, ProviderError
 from llmjudge.providers.models import LLMCall
-from llmjudge.providers.service import totals
+from llmjudge.providers.service import BudgetExceeded, totals
 
 log = logging.getLogger(__name__)
 
@@ -271,10 +271,16 @@ class PersonaLoop:
 
     async def _budget_reached(self, persona: Persona) -> bool:
         if persona.budget_usd is None:
+            self.r.llm.budgets.set_cap(f"persona:{self.pid}", None, 0.0)
             return False
         async with self.db() as db:
             spent = float((await totals(db=db, persona_id=self.pid))["cost_usd"])
-        if spent < persona.budget_usd:
+        # Calls reserve their estimated cost against the cap before they are sent
+        # (providers.budget): the lagging accounting alone let calls in flight overshoot.
+        budgets = self.r.llm.budgets
+        budgets.set_cap(f"persona:{self.pid}", persona.budget_usd, spent)
+        spent = max(spent, budgets.committed(f"persona:{self.pid}"))
+        if spent < persona.budget_usd and not budgets.exhausted(f"persona:{self.pid}"):
             return False
         await self.pause(
             f"budget reached: spent ${spent:.4f} of the ${persona.budget_usd:.4f} cap; "
@@ -336,6 +342,10 @@ class PersonaLoop:
     async def _call(self, what: str, **kwargs: Any) -> ChatResult:
         try:
             return await self.r.llm.chat(**kwargs)
+        except BudgetExceeded as e:  # refused before sending: the cap holds exactly
+            raise StepFailed(
+                f"budget reached: {e.cause}; raise the cap and resume to continue"
+            ) from e
         except ProviderError as e:
             raise StepFailed(f"the {what} model failed: {e.cause}; resume to retry") from e
         except NotFound as e:

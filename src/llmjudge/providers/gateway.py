@@ -141,6 +141,7 @@ class Gateway:
         self.accounting = accounting
         self._make_client = client_factory
         self._providers: dict[int, _Provider] = {}
+        self.rate_share = 1.0  # of every provider's rpm/tpm: see providers.shares
         # Replaced clients may still serve in-flight calls, so they are closed at aclose().
         self._retired: list[ProviderClient] = []
 
@@ -151,9 +152,15 @@ class Gateway:
             return
         if current is not None:
             self._retired.append(current.client)
-        self._providers[cfg.id] = _Provider(
-            cfg, self._make_client(cfg), ProviderLimiter(cfg.rpm, cfg.tpm, cfg.max_concurrency)
-        )
+        limiter = ProviderLimiter(cfg.rpm, cfg.tpm, cfg.max_concurrency)
+        limiter.set_share(self.rate_share)
+        self._providers[cfg.id] = _Provider(cfg, self._make_client(cfg), limiter)
+
+    def set_rate_share(self, share: float) -> None:
+        """This process's share of every provider's per-minute limits (1 / live processes)."""
+        self.rate_share = share
+        for entry in self._providers.values():
+            entry.limiter.set_share(share)
 
     def unregister(self, provider_id: int) -> None:
         current = self._providers.pop(provider_id, None)

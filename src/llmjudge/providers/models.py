@@ -12,6 +12,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
@@ -88,6 +89,7 @@ class LLMCall(Base):
     sessions and personas (cost history), and batched inserts never fail on a deleted parent."""
 
     __tablename__ = "llm_calls"
+    __table_args__ = (Index("ix_llm_calls_created_at", "created_at"),)  # retention
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     created_at: Mapped[datetime] = created_at_column()
@@ -111,8 +113,20 @@ class LLMCall(Base):
 
 class LLMCacheEntry(Base):
     __tablename__ = "llm_cache"
+    __table_args__ = (Index("ix_llm_cache_created_at", "created_at"),)  # retention
 
     key: Mapped[str] = mapped_column(String(64), primary_key=True)  # sha256 hex
     result: Mapped[dict[str, Any]] = mapped_column(JSONB)
     created_at: Mapped[datetime] = created_at_column()
     hits: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+
+class LLMProcess(Base):
+    """A live process making model calls (heartbeat): rate limits are split among them."""
+
+    __tablename__ = "llm_processes"
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    heartbeat_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now()
+    )

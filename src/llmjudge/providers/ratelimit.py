@@ -71,6 +71,14 @@ class TokenBucket:
                     return
                 await self._sleep((need - self._tokens) / self.rate)
 
+    def set_rate(self, rate_per_s: float, capacity: float) -> None:
+        """A new rate (this process's share changed): tokens over the new capacity go."""
+        if rate_per_s <= 0 or capacity <= 0:
+            raise ValueError("rate and capacity must be positive")
+        self._refill()
+        self.rate, self.capacity = rate_per_s, capacity
+        self._tokens = min(self._tokens, capacity)
+
     def adjust(self, delta: float) -> None:
         """Charge ``delta`` more (or refund when negative), e.g. actual minus estimated usage."""
         self._refill()
@@ -101,10 +109,25 @@ class ProviderLimiter:
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
+        self.rpm, self.tpm, self.burst_s = rpm, tpm, burst_s
+        self.share = 1.0
         self.requests = _bucket(rpm, burst_s, clock, sleep)
         self.tokens = _bucket(tpm, burst_s, clock, sleep)
         self._semaphore = asyncio.Semaphore(max(1, max_concurrency))
         self.in_flight = 0
+
+    def set_share(self, share: float) -> None:
+        """Hold this process to ``share`` (0-1] of the configured per-minute limits: the
+        provider's limit is for everyone, and ``providers.shares`` splits it among the live
+        processes."""
+        share = min(1.0, max(share, 1e-6))
+        if share == self.share:
+            return
+        self.share = share
+        for bucket, per_minute in ((self.requests, self.rpm), (self.tokens, self.tpm)):
+            if bucket is not None and per_minute:
+                rate = per_minute * share / 60.0
+                bucket.set_rate(rate, max(1.0, rate * self.burst_s))
 
     @asynccontextmanager
     async def slot(self, estimated_tokens: int = 0) -> AsyncIterator[Slot]:

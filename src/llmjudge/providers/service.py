@@ -28,9 +28,15 @@ from llmjudge.providers.base import (
     DeltaCallback,
     ProviderConfig,
     ProviderError,
+    estimate_tokens,
+    messages_text,
 )
+
+# BudgetExceeded is re-exported: callers in other domains catch it from here.
+from llmjudge.providers.budget import BudgetExceeded as BudgetExceeded
+from llmjudge.providers.budget import Budgets
 from llmjudge.providers.crypto import KeyCipher, SecretKeyError, last4
-from llmjudge.providers.gateway import Gateway, ModelPricing
+from llmjudge.providers.gateway import DEFAULT_OUTPUT_ESTIMATE, Gateway, ModelPricing
 from llmjudge.providers.models import LLMCall, LLMModel, Provider
 from llmjudge.providers.schemas import (
     MAX_API_KEY_CHARS,
@@ -113,6 +119,12 @@ def ema(previous: float | None, sample: float, alpha: float = LATENCY_EMA_ALPHA)
     return sample if previous is None else previous + alpha * (sample - previous)
 
 
+def _budget_key(related: Mapping[str, Any] | None) -> str | None:
+    """The spending cap a call counts against: its persona's training budget, if any."""
+    persona = (related or {}).get("persona_id")
+    return None if persona is None else f"persona:{persona}"
+
+
 class LLMService:
     """Model calls by model id, for every domain. One per process (``app.state.llm``)."""
 
@@ -122,6 +134,8 @@ class LLMService:
         self.cipher = KeyCipher(settings)
         self.accounting = PgAccounting(sessionmaker)
         self.gateway = Gateway(cache=PgCache(sessionmaker), accounting=self.accounting)
+        # Spending caps reserved before each call (persona training budgets).
+        self.budgets = Budgets()
         self._models: dict[int, tuple[float, ModelInfo]] = {}
         self._providers: dict[int, float] = {}  # provider id -> when its config was loaded
         self._keys: dict[str, str] = {}  # ciphertext -> plain key: decrypt once
@@ -254,15 +268,29 @@ class LLMService:
             schema_name=schema_name,
             context=context,
         )
-        result = await self.gateway.chat(
-            info.provider_id,
-            req,
-            pricing=info.pricing,
-            purpose=purpose,
-            related={**(related or {}), "model_id": model_id},
-            on_delta=on_delta,
-            use_cache=use_cache,
-        )
+        reservation = None
+        budget_key = _budget_key(related)
+        if budget_key is not None:
+            estimate = info.pricing.cost(
+                estimate_tokens(messages_text(req.messages)),
+                req.max_tokens or DEFAULT_OUTPUT_ESTIMATE,
+            )
+            reservation = self.budgets.reserve(budget_key, estimate)
+        actual = 0.0
+        try:
+            result = await self.gateway.chat(
+                info.provider_id,
+                req,
+                pricing=info.pricing,
+                purpose=purpose,
+                related={**(related or {}), "model_id": model_id},
+                on_delta=on_delta,
+                use_cache=use_cache,
+            )
+            if not result.cached:
+                actual = info.pricing.cost(result.input_tokens, result.output_tokens)
+        finally:
+            self.budgets.settle(reservation, actual)
         if not result.cached:
             self._observe_latency(model_id, result.latency_s)
         return result

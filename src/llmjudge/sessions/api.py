@@ -4,14 +4,17 @@ judgments made elsewhere; the comparisons of one thread."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, File, Form, Path, Query, Request, UploadFile, status
+from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
 
 from llmjudge.errors import Invalid
 from llmjudge.events.hub import EventHub
-from llmjudge.events.sse import sse_response
+from llmjudge.events.sse import parse_lanes, sse_response
+from llmjudge.judging.formats import VerdictFormat
 from llmjudge.rowfiles import MAX_ERRORS, RowError
 from llmjudge.sessions import converters, judgment_import, reads, service
 from llmjudge.sessions.importing import (
@@ -50,6 +53,14 @@ def get_hub(request: Request) -> EventHub | None:
 
 
 Hub = Annotated[EventHub | None, Depends(get_hub)]
+
+
+def get_tester(request: Request) -> service.ConnectionTester | None:
+    """The LLM service, for the test call before a session first uses a provider."""
+    return getattr(request.app.state, "llm", None)
+
+
+Tester = Annotated[service.ConnectionTester | None, Depends(get_tester)]
 ThreadIds = Annotated[
     str,
     Query(
@@ -91,6 +102,14 @@ async def import_judgments(
     baseline: Annotated[
         str, Form(min_length=1, max_length=200, description="arena_hard: the baseline model")
     ] = converters.ARENA_HARD_BASELINE,
+    verdict_format: Annotated[
+        str | None,
+        Form(
+            max_length=200_000,
+            description="how to read raw `judgment` texts: a verdict format as JSON "
+            '(e.g. {"kind": "labels", "rules": [...]}) or a bare kind; unset = built-in',
+        ),
+    ] = None,
 ) -> JudgmentImportOut:
     """Import judgments made elsewhere as a completed session that every analysis endpoint
     reads. Native lines: `{"thread_a": REF, "thread_b": REF, "verdict": "A"|"B"|"TIE"}` or
@@ -98,7 +117,9 @@ async def import_judgments(
     an unreadable one is stored as a failed comparison with the parse error). REF: a thread
     id or `{"pillar": name, "external_id": id}`. Optional: `reasoning`, `confidence` (0..1),
     `scores_a`/`scores_b` ({criterion: 1..5}), `repetition`, `swap_group`, `group`,
-    `strength` (1 or 2). Swap pairs: lines sharing a `swap_group` (original first, then its
+    `strength` (1 or 2), and the pair's reference label: `label` (A/B/TIE relative to the
+    row's threads), `annotator`, `source` (gold unless it says human), `note`; then
+    `/agreement` scores the judge. Swap pairs: lines sharing a `swap_group` (original first, then its
     mirror); otherwise a line showing (b, a) is the swap of the earliest unpaired (a, b)
     line of the same `group` and `repetition`. All or nothing.
 
@@ -107,6 +128,7 @@ async def import_judgments(
     `baseline`, `A>>B` kept as strength 2. The judge label defaults to the file's judge."""
     if not session_name.strip():
         raise Invalid("session_name must not be blank")
+    fmt = _verdict_format(verdict_format)
     settings = request.app.state.settings
     data = await read_upload(file, settings)
 
@@ -120,7 +142,10 @@ async def import_judgments(
             RowError(line=p.line, field=p.field, message=p.message) for p in converted.problems
         ]
         errors = sorted(errors, key=lambda e: e.line)[:MAX_ERRORS]
-        return parse_judgment_objects(converted.rows, errors), list(converted.judges)
+        return (
+            parse_judgment_objects(converted.rows, errors, verdict_format=fmt),
+            list(converted.judges),
+        )
 
     # Parsing a large file is CPU work: off the event loop.
     parsed, judges = await asyncio.to_thread(parse)
@@ -135,10 +160,24 @@ async def import_judgments(
         raise ImportRejected(e.errors) from None
 
 
+def _verdict_format(text: str | None) -> VerdictFormat | None:
+    if text is None or not text.strip():
+        return None
+    try:
+        raw: object = json.loads(text)
+    except json.JSONDecodeError:
+        raw = text.strip()  # a bare kind: "tags"
+    try:
+        return VerdictFormat.model_validate(raw)
+    except ValidationError as exc:
+        messages = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise Invalid(f"verdict_format: {messages}") from None
+
+
 @router.post("", response_model=SessionOut, status_code=status.HTTP_201_CREATED)
-async def create_session(data: SessionIn, db: DbSession, hub: Hub) -> SessionOut:
+async def create_session(data: SessionIn, db: DbSession, hub: Hub, llm: Tester) -> SessionOut:
     """Create a session and its comparison plan (draft; `auto_start` starts it)."""
-    return await service.create_session(db=db, data=data, hub=hub)
+    return await service.create_session(db=db, data=data, hub=hub, llm=llm)
 
 
 @router.post("/estimate", response_model=EstimateOut)
@@ -179,8 +218,11 @@ async def list_sessions(
 
 @router.get("/{session_id}", response_model=SessionOut)
 async def get_session(session_id: int, db: DbSession) -> SessionOut:
-    """Status, counts per comparison status, tokens and cost so far, judge model."""
-    return await service.get_session(db=db, session_id=session_id)
+    """Status, counts per comparison status, tokens and cost so far, judge model (shared by
+    concurrent pollers; at most a fraction of a second old)."""
+    return await reads.SUMMARY_CACHE.get(
+        session_id, lambda: service.get_session(db=db, session_id=session_id)
+    )
 
 
 @router.get("/{session_id}/adaptive", response_model=AdaptiveOut)
@@ -197,39 +239,63 @@ async def estimate_session(session_id: int, db: DbSession) -> EstimateOut:
 
 
 @router.post("/{session_id}/start", response_model=SessionOut)
-async def start_session(session_id: int, db: DbSession, hub: Hub) -> SessionOut:
-    """draft -> running."""
-    return await service.start_session(db=db, session_id=session_id, hub=hub)
+async def start_session(session_id: int, db: DbSession, hub: Hub, llm: Tester) -> SessionOut:
+    """draft -> running; 422 when the judge's provider has never answered and a test call
+    to it fails (the cause in ``detail``)."""
+    reads.SUMMARY_CACHE.invalidate(session_id)
+    try:
+        return await service.start_session(db=db, session_id=session_id, hub=hub, llm=llm)
+    finally:
+        reads.SUMMARY_CACHE.invalidate(session_id)
 
 
 @router.post("/{session_id}/pause", response_model=SessionOut)
 async def pause_session(session_id: int, db: DbSession, hub: Hub) -> SessionOut:
     """running -> paused: comparisons in flight finish, no new ones start."""
-    return await service.pause_session(db=db, session_id=session_id, hub=hub)
+    reads.SUMMARY_CACHE.invalidate(session_id)
+    try:
+        return await service.pause_session(db=db, session_id=session_id, hub=hub)
+    finally:
+        reads.SUMMARY_CACHE.invalidate(session_id)
 
 
 @router.post("/{session_id}/resume", response_model=SessionOut)
 async def resume_session(session_id: int, db: DbSession, hub: Hub) -> SessionOut:
     """paused -> running."""
-    return await service.resume_session(db=db, session_id=session_id, hub=hub)
+    reads.SUMMARY_CACHE.invalidate(session_id)
+    try:
+        return await service.resume_session(db=db, session_id=session_id, hub=hub)
+    finally:
+        reads.SUMMARY_CACHE.invalidate(session_id)
 
 
 @router.post("/{session_id}/cancel", response_model=SessionOut)
 async def cancel_session(session_id: int, db: DbSession, hub: Hub) -> SessionOut:
     """Pending comparisons are cancelled; those in flight finish and are kept."""
-    return await service.cancel_session(db=db, session_id=session_id, hub=hub)
+    reads.SUMMARY_CACHE.invalidate(session_id)
+    try:
+        return await service.cancel_session(db=db, session_id=session_id, hub=hub)
+    finally:
+        reads.SUMMARY_CACHE.invalidate(session_id)
 
 
 @router.post("/{session_id}/retry-failed", response_model=RetryResult)
 async def retry_failed(session_id: int, db: DbSession, hub: Hub) -> RetryResult:
     """Failed comparisons go back to the queue with fresh attempts."""
-    return await service.retry_failed(db=db, session_id=session_id, hub=hub)
+    reads.SUMMARY_CACHE.invalidate(session_id)
+    try:
+        return await service.retry_failed(db=db, session_id=session_id, hub=hub)
+    finally:
+        reads.SUMMARY_CACHE.invalidate(session_id)
 
 
 @router.delete("/{session_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_session(session_id: int, db: DbSession, hub: Hub) -> None:
     """Delete a session and all its comparisons."""
-    await service.delete_session(db=db, session_id=session_id, hub=hub)
+    try:
+        await service.delete_session(db=db, session_id=session_id, hub=hub)
+    finally:
+        reads.SUMMARY_CACHE.invalidate(session_id)
 
 
 @router.get("/{session_id}/comparisons", response_model=ComparisonPage)
@@ -266,13 +332,28 @@ async def get_comparison(session_id: int, comparison_id: int, db: DbSession) -> 
     response_class=EventSourceResponse,
     responses={200: {"content": {"text/event-stream": {}}}},
 )
-async def session_events(session_id: int, request: Request, db: DbSession) -> EventSourceResponse:
+async def session_events(
+    session_id: int,
+    request: Request,
+    db: DbSession,
+    lanes: Annotated[
+        str | None,
+        Query(
+            max_length=4000,
+            description="the worker lanes whose `llm_stream` events to send: `all` "
+            "(default), `none`, or comma-separated worker ids",
+        ),
+    ] = None,
+) -> EventSourceResponse:
     """Server-sent events: `ready`, `session_status`, `comparison_start`, `llm_stream`
-    (text batches), `comparison_complete`, `comparison_retry`, `workers_status` (about once
-    per second per worker process)."""
+    (text batches, for the `lanes` followed), `comparison_complete`, `comparison_retry`,
+    `workers_status` (about once per second per worker process). Events are written in
+    frames of at most ~4 per second, each with every event since the last."""
     await service.get_session(db=db, session_id=session_id)  # 404 for an unknown session
     await db.close()  # hold no connection for the life of the stream
-    return sse_response(request, request.app.state.events, session_topic(session_id))
+    return sse_response(
+        request, request.app.state.events, session_topic(session_id), lanes=parse_lanes(lanes)
+    )
 
 
 @router.get(

@@ -22,7 +22,16 @@ from typing import Any, Literal
 from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.types import BigInteger, Boolean, DateTime, Float, Integer, String, Text
+from sqlalchemy.types import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    Integer,
+    SmallInteger,
+    String,
+    Text,
+)
 
 __all__ = [
     "WORK_CHANNEL",
@@ -94,6 +103,7 @@ class Finish:
     latency_s: float | None = None
     cache_hit: bool = False
     refund: bool = False  # a release: the attempt does not count
+    strength: int | None = None  # 2 "much better", 1 "better"; None: a tie, or no strengths
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,10 +221,10 @@ _FINISH = text(
             CAST(:raw_response AS text[]), CAST(:parse_error AS text[]), CAST(:error AS text[]),
             CAST(:input_tokens AS int[]), CAST(:output_tokens AS int[]),
             CAST(:cost_usd AS float8[]), CAST(:latency_s AS float8[]),
-            CAST(:cache_hit AS bool[]), CAST(:refund AS bool[])
+            CAST(:cache_hit AS bool[]), CAST(:refund AS bool[]), CAST(:strength AS int2[])
         ) AS f(id, worker_id, attempts, status, started_at, winner, confidence,
                scores_a, scores_b, reasoning, raw_response, parse_error, error,
-               input_tokens, output_tokens, cost_usd, latency_s, cache_hit, refund)
+               input_tokens, output_tokens, cost_usd, latency_s, cache_hit, refund, strength)
     ), done AS (
         UPDATE comparisons c
         -- An item given back to a cancelled session ends cancelled, not pending forever.
@@ -239,7 +249,8 @@ _FINISH = text(
             output_tokens = c.output_tokens + f.output_tokens,
             cost_usd = c.cost_usd + f.cost_usd,
             latency_s = COALESCE(f.latency_s, c.latency_s),
-            cache_hit = f.cache_hit
+            cache_hit = f.cache_hit,
+            strength = f.strength
         FROM f
         WHERE c.id = f.id AND c.status = 'running'
           AND c.worker_id = f.worker_id AND c.attempts = f.attempts
@@ -296,6 +307,7 @@ _FINISH = text(
     bindparam("latency_s", type_=ARRAY(Float)),
     bindparam("cache_hit", type_=ARRAY(Boolean)),
     bindparam("refund", type_=ARRAY(Boolean)),
+    bindparam("strength", type_=ARRAY(SmallInteger)),
 )
 
 
@@ -330,6 +342,7 @@ def _columns(items: Sequence[Finish]) -> dict[str, list[Any]]:
         "latency_s": [f.latency_s for f in items],
         "cache_hit": [f.cache_hit for f in items],
         "refund": [f.refund for f in items],
+        "strength": [f.strength for f in items],
     }
 
 

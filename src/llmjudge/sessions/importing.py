@@ -13,8 +13,14 @@ from ``judgment``), ``repetition`` (>= 0), ``swap_group``, ``group`` and ``stren
 (``"strong"`` or 2 for A>>B, ``"weak"`` or 1 for A>B; read from a ``judgment``'s tag
 such as ``[[A>>B]]`` when not given; never stored for a tie).
 
-A ``judgment`` is read by the same parser as live sessions (`judging.verdicts`); one it
-cannot read becomes a failed comparison that keeps the text and the parse error (a
+A row may carry the reference label of its pair too, so recorded judgments are scored
+without calling any model: ``label`` (A, B or TIE relative to the row's thread_a and
+thread_b), ``annotator``, ``source`` (gold unless it says human) and ``note``. Rows of one
+pair repeating the same label (an original and its swap) store it once; rows of one pair,
+source and annotator that disagree are an error.
+
+A ``judgment`` is read by the same parser as live sessions (`judging.verdicts`), or under
+the verdict format given with the file (a published judge's own rules); one it cannot read becomes a failed comparison that keeps the text and the parse error (a
 verdict is never guessed).
 
 Position swaps:
@@ -42,6 +48,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from llmjudge.catalog.schemas import RowError
+from llmjudge.judging.formats import VerdictFormat, parse_with_format
 from llmjudge.judging.verdicts import VerdictParseError, parse_verdict
 from llmjudge.rowfiles import MAX_ERRORS, decode_text, jsonl_objects
 
@@ -51,6 +58,7 @@ __all__ = [
     "ParsedJudgment",
     "ParsedJudgments",
     "ResolvedJudgment",
+    "RowLabel",
     "ThreadKey",
     "ThreadRefIn",
     "assign_swap_groups",
@@ -99,6 +107,25 @@ class JudgmentIn(BaseModel):
     swap_group: StrictInt | str | None = None
     group: StrictInt | str | None = None
     strength: Literal["strong", "weak", 1, 2] | None = None
+    label: str | None = None
+    annotator: str = Field(default="", max_length=200)
+    source: Literal["human", "gold"] = "gold"
+    note: str = Field(default="", max_length=10_000)
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _source_case(cls, v: object) -> object:
+        return v.strip().lower() if isinstance(v, str) else v
+
+
+@dataclass(frozen=True)
+class RowLabel:
+    """The reference label a judgment row carries, relative to its thread_a, thread_b."""
+
+    label: Winner
+    source: str
+    annotator: str
+    note: str
 
 
 _STRENGTHS = {"strong": 2, "weak": 1, 1: 1, 2: 2}
@@ -120,6 +147,7 @@ class ParsedJudgment:
     swap_label: str | None  # explicit swap_group, as text
     group: str | None
     strength: int | None = None  # 2 strong, 1 weak; None for a tie or without one
+    reference: RowLabel | None = None
 
 
 @dataclass
@@ -136,7 +164,9 @@ def _label(value: int | str | None) -> str | None:
     return None if value is None else str(value)
 
 
-def _judged(row: JudgmentIn, line: int) -> ParsedJudgment | RowError:
+def _judged(
+    row: JudgmentIn, line: int, fmt: VerdictFormat | None = None
+) -> ParsedJudgment | RowError:
     """The verdict of a validated line, or the error that rejects the line."""
     if (row.verdict is None) == (row.judgment is None):
         return RowError(
@@ -144,6 +174,14 @@ def _judged(row: JudgmentIn, line: int) -> ParsedJudgment | RowError:
         )
     winner: Winner | None
     parse_error = raw = None
+    reference = None
+    if row.label is not None:
+        label = _VERDICTS.get(row.label.strip().upper())
+        if label is None:
+            return RowError(
+                line=line, field="label", message=f"unknown label {row.label!r}: use A, B or TIE"
+            )
+        reference = RowLabel(label, row.source, row.annotator.strip(), row.note)
     reasoning, confidence = row.reasoning, row.confidence
     scores_a, scores_b = dict(row.scores_a), dict(row.scores_b)
     strength = None if row.strength is None else _STRENGTHS[row.strength]
@@ -158,7 +196,12 @@ def _judged(row: JudgmentIn, line: int) -> ParsedJudgment | RowError:
     else:
         raw = row.judgment
         try:
-            verdict = parse_verdict(raw or "")
+            if fmt is None:
+                verdict = parse_verdict(raw or "")
+            else:
+                parsed = parse_with_format(raw or "", fmt)
+                verdict = parsed.verdict
+                parse_error = parsed.unparsed  # a tie the format counts, with its reason
         except VerdictParseError as e:
             winner, parse_error = None, str(e)
         else:
@@ -184,6 +227,7 @@ def _judged(row: JudgmentIn, line: int) -> ParsedJudgment | RowError:
         swap_label=_label(row.swap_group),
         group=_label(row.group),
         strength=None if winner in (None, "TIE") else strength,
+        reference=reference,
     )
 
 
@@ -214,17 +258,24 @@ def judgment_file_objects(
     return list(jsonl_objects(text, errors, max_rows=max_rows, max_chars=max_chars))
 
 
-def parse_judgment_file(data: bytes, *, max_rows: int, max_chars: int) -> ParsedJudgments:
+def parse_judgment_file(
+    data: bytes, *, max_rows: int, max_chars: int, verdict_format: VerdictFormat | None = None
+) -> ParsedJudgments:
     """Validate every line and read every verdict; thread references stay unresolved."""
     errors: list[RowError] = []
     objects = judgment_file_objects(data, errors, max_rows=max_rows, max_chars=max_chars)
-    return parse_judgment_objects(objects, errors)
+    return parse_judgment_objects(objects, errors, verdict_format=verdict_format)
 
 
 def parse_judgment_objects(
-    objects: Iterable[tuple[int, Mapping[str, Any]]], errors: Sequence[RowError] = ()
+    objects: Iterable[tuple[int, Mapping[str, Any]]],
+    errors: Sequence[RowError] = (),
+    *,
+    verdict_format: VerdictFormat | None = None,
 ) -> ParsedJudgments:
-    """Validate native rows given as (line, object) (a file's, or a converter's output)."""
+    """Validate native rows given as (line, object) (a file's, or a converter's output).
+    ``verdict_format`` reads raw ``judgment`` texts the way their judge is read (default:
+    the built-in parser)."""
     out = ParsedJudgments(errors=list(errors))
     for line_no, raw in objects:
         try:
@@ -232,7 +283,7 @@ def parse_judgment_objects(
         except ValidationError as e:
             out.errors.extend(_validation_errors(e, raw, line_no))
             continue
-        judged = _judged(row, line_no)
+        judged = _judged(row, line_no, verdict_format)
         if isinstance(judged, RowError):
             out.errors.append(judged)
         else:

@@ -19,6 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from llmjudge.events.hub import EventHub
+from llmjudge.judging.formats import VerdictFormat
 from llmjudge.queue.pool import WorkerPool
 from llmjudge.queue.work import Group, Token, WorkKind, Written
 from llmjudge.rowfiles import storable_text, unstorable_text
@@ -29,6 +30,7 @@ from llmjudge.sessions.claims import (
     FinishedSession,
     claim,
     finish,
+    notify_work,
     renew,
     running_sessions,
 )
@@ -41,7 +43,53 @@ from llmjudge.sessions.worker import (
     session_topic,
 )
 
-__all__ = ["JudgeComparisons", "comparison_pool"]
+__all__ = ["BREAKER_ERRORS", "Breaker", "JudgeComparisons", "comparison_pool", "is_setup_error"]
+
+# Identical consecutive provider errors that pause a session (LLMJUDGE_BREAKER_ERRORS).
+BREAKER_ERRORS = 5
+# Errors no retry can cure: the provider's setup is wrong (clients.py words them so).
+_SETUP_ERRORS = (
+    "invalid api key",
+    "model not found",
+    "connection error",
+    "invalid base url",
+    "http headers cannot carry",
+)
+
+
+def is_setup_error(error: str | None) -> bool:
+    """An authentication, connection or unknown-model error: the same on every call."""
+    return error is not None and any(p in error.lower() for p in _SETUP_ERRORS)
+
+
+class Breaker:
+    """Per session, in this process: how many identical setup errors came in a row.
+
+    Pure bookkeeping (no I/O): `record` says when a session has reached the threshold; a
+    verdict or a different error starts the count again. With several worker processes each
+    counts its own results, so a session pauses after at most N per process.
+    """
+
+    def __init__(self, threshold: int = BREAKER_ERRORS) -> None:
+        self.threshold = threshold
+        self._runs: dict[int, tuple[str, int]] = {}
+
+    def record(self, session_id: int, error: str | None) -> str | None:
+        """The pause reason when this result trips the breaker, else None."""
+        if self.threshold <= 0 or not is_setup_error(error):
+            self._runs.pop(session_id, None)
+            return None
+        assert error is not None
+        last, count = self._runs.get(session_id, ("", 0))
+        count = count + 1 if last == error else 1
+        self._runs[session_id] = (error, count)
+        if count < self.threshold:
+            return None
+        del self._runs[session_id]
+        return (
+            f"paused after {count} identical provider errors in a row: {error[:500]} "
+            "(fix the provider, then resume)"
+        )
 
 
 class Prices(Protocol):
@@ -66,8 +114,10 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
         llm: JudgeLLM,
         hub: EventHub | None = None,
         max_attempts: int = MAX_ATTEMPTS,
+        breaker_errors: int = BREAKER_ERRORS,
     ) -> None:
         self.engine = engine
+        self.breaker = Breaker(breaker_errors)
         self.llm = llm
         self.hub = hub
         self.max_attempts = max_attempts
@@ -91,7 +141,33 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
 
     async def write(self, conn: AsyncConnection, results: Sequence[Finish]) -> Written:
         sessions = await finish(conn, results)
-        return Written(applied={i for s in sessions for i in s.applied}, extra=sessions)
+        by_id = {i: s.id for s in sessions for i in s.applied}
+        for f in results:
+            session_id = by_id.get(f.id)
+            if session_id is None or f.refund:
+                continue
+            reason = self.breaker.record(session_id, f.error if f.status != "completed" else None)
+            if reason is not None:
+                await self._trip(conn, session_id, reason)
+        return Written(applied=set(by_id), extra=sessions)
+
+    async def _trip(self, conn: AsyncConnection, session_id: int, reason: str) -> None:
+        """Pause a running session with the reason (only if still running: a person may
+        have paused or cancelled it meanwhile); the pools give back what they hold."""
+        paused = await conn.execute(
+            text(
+                "UPDATE judge_sessions SET status = 'paused', error = :reason "
+                "WHERE id = :id AND status = 'running' RETURNING id"
+            ),
+            {"id": session_id, "reason": reason},
+        )
+        if paused.first() is None:
+            return
+        await notify_work(conn, session_id)
+        if self.hub is not None:
+            self.hub.publish_nowait(
+                session_topic(session_id), "session_status", {"status": "paused", "error": reason}
+            )
 
     def give_back(self, item: Claimed) -> Finish:
         return Finish(
@@ -107,6 +183,9 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
     async def prepare(self, group_id: int, items: Sequence[Claimed]) -> None:
         await self._config(group_id)
         thread_ids = [t for i in items for t in (i.thread_a_id, i.thread_b_id)]
+        if self._threads.due():  # re-imported threads: every few seconds, one small query
+            async with self.engine.connect() as conn:
+                await self._threads.revalidate(conn)
         if any(self._threads.get(t) is None for t in thread_ids):
             async with self.engine.connect() as conn:
                 await self._threads.load(conn, thread_ids)
@@ -119,19 +198,28 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
             row = (
                 await conn.execute(
                     text(
-                        "SELECT criteria, prompt_template, judge_model_id "
-                        "FROM judge_sessions WHERE id = :id"
+                        "SELECT criteria, prompt_template, judge_model_id, system_prompt, "
+                        "verdict_format FROM judge_sessions WHERE id = :id"
                     ),
                     {"id": session_id},
                 )
             ).one()
-        criteria, template, model_id = row
+        criteria, template, model_id, system_prompt, verdict_format = row
         prices = (0.0, 0.0)
         if model_id is not None:
             with contextlib.suppress(LookupError):  # deleted: judge_comparison says so
                 info = await self.llm.model_info(model_id)
                 prices = (info.input_price_per_million, info.output_price_per_million)
-        config = SessionConfig(session_id, tuple(criteria), template, model_id, *prices)
+        config = SessionConfig(
+            session_id,
+            tuple(criteria),
+            template,
+            model_id,
+            *prices,
+            system_prompt=system_prompt,
+            # Validated when the session was created; None is the built-in JSON reading.
+            verdict_format=VerdictFormat.model_validate(verdict_format or {}),
+        )
         self._configs[session_id] = config
         return config
 
@@ -252,8 +340,15 @@ def comparison_pool(
     llm: JudgeLLM,
     hub: EventHub | None = None,
     max_attempts: int = MAX_ATTEMPTS,
+    breaker_errors: int = BREAKER_ERRORS,
     **options: Any,
 ) -> WorkerPool[Claimed, Finish]:
     """A worker pool that judges comparisons (options: ``WorkerPool``'s)."""
-    kind = JudgeComparisons(engine=engine, llm=llm, hub=hub, max_attempts=max_attempts)
+    kind = JudgeComparisons(
+        engine=engine,
+        llm=llm,
+        hub=hub,
+        max_attempts=max_attempts,
+        breaker_errors=breaker_errors,
+    )
     return WorkerPool(engine=engine, kind=kind, **options)

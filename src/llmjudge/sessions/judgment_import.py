@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from llmjudge.catalog.models import Pillar, Thread
 from llmjudge.catalog.schemas import RowError
 from llmjudge.errors import Invalid
+from llmjudge.references import service as references
 from llmjudge.sessions.importing import (
     KnownThread,
     ParsedJudgments,
@@ -110,6 +111,49 @@ def stored_results(resolved: Sequence[ResolvedJudgment], at: datetime) -> list[S
     ]
 
 
+def row_labels(
+    resolved: Sequence[ResolvedJudgment],
+) -> tuple[list[references.LabelRow], list[RowError]]:
+    """The reference labels the rows carry, one per (pair, source, annotator): rows of one
+    pair repeating a label (an original and its swap) give it once; disagreeing ones are an
+    error on the later line."""
+    first: dict[tuple[int, int, str, str], tuple[str, int]] = {}
+    out: list[references.LabelRow] = []
+    errors: list[RowError] = []
+    for r in resolved:
+        ref = r.judgment.reference
+        if ref is None:
+            continue
+        a, b, label = r.thread_a.id, r.thread_b.id, ref.label
+        if a > b:  # compare in the pair's canonical order
+            a, b, label = b, a, {"A": "B", "B": "A"}.get(label, label)
+        key = (a, b, ref.source, ref.annotator)
+        seen = first.get(key)
+        if seen is None:
+            first[key] = (label, r.judgment.line)
+            out.append(
+                references.LabelRow(
+                    line=r.judgment.line,
+                    thread_a=a,
+                    thread_b=b,
+                    label=label,
+                    source=ref.source,
+                    annotator=ref.annotator,
+                    note=ref.note,
+                )
+            )
+        elif seen[0] != label:
+            errors.append(
+                RowError(
+                    line=r.judgment.line,
+                    field="label",
+                    message=f"this pair's {ref.source} label by "
+                    f"{ref.annotator or '(no annotator)'!r} differs from line {seen[1]}",
+                )
+            )
+    return out, errors
+
+
 async def import_judgments(
     *,
     db: AsyncSession,
@@ -126,6 +170,9 @@ async def import_judgments(
         raise JudgmentsRejected(parsed.errors)
     keys = [k for r in parsed.rows for k in (r.thread_a, r.thread_b)]
     resolved, errors = resolve_judgments(parsed.rows, await _known_threads(db, keys))
+    if errors:
+        raise JudgmentsRejected(errors)
+    labels, errors = row_labels(resolved)
     if errors:
         raise JudgmentsRejected(errors)
     criteria = list(
@@ -160,6 +207,8 @@ async def import_judgments(
     db.add(session)
     await db.flush()
     await insert_plan(db, session.id, judged_plan(resolved), results=stored_results(resolved, now))
+    # Labels belong to the pair, not to the session: not tied to it (session_id stays None).
+    await references.store_labels(db, labels)
     await db.commit()
     failures = [r.judgment for r in resolved if r.judgment.winner is None]
     return JudgmentImportOut(
@@ -169,6 +218,7 @@ async def import_judgments(
         completed=completed,
         failed=len(failures),
         swap_pairs=sum(r.is_swap for r in resolved),
+        labels=len(labels),
         criteria=criteria,
         parse_failures=[
             RowError(line=j.line, field="judgment", message=j.parse_error or "")

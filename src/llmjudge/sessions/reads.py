@@ -5,7 +5,9 @@ and thread labels for the live page. Reads only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Select, case, func, or_, select, text
@@ -33,6 +35,8 @@ from llmjudge.sessions.schemas import (
 __all__ = [
     "COMPARISON_FLAGS",
     "LOW_CONFIDENCE",
+    "SUMMARY_CACHE",
+    "SummaryCache",
     "reference_labels",
     "get_comparison",
     "get_session",
@@ -139,11 +143,79 @@ async def get_session(*, db: AsyncSession, session_id: int) -> SessionOut:
         options=s.options,
         criteria=list(s.criteria),
         prompt_template=s.prompt_template,
+        system_prompt=s.system_prompt,
+        verdict_format=s.verdict_format,
         error=s.error,
         counts=Counts(total=sum(counts.values()), **counts),
         input_tokens=s.input_tokens,
         output_tokens=s.output_tokens,
     )
+
+
+class SummaryCache:
+    """Single-flight, short-lived copies of ``get_session`` for concurrent pollers.
+
+    200 clients polling one running session each ran the counting query (measured:
+    bench/events.py, load mix); now the requests that arrive while one is in flight share
+    its answer, and an answer that was shared (there are concurrent pollers) serves for
+    ``ttl_s`` more. A lone client never gets a kept answer, so it reads its own writes and
+    the workers' at once; a session changed through this process's API is invalidated.
+    """
+
+    def __init__(self, ttl_s: float = 0.25, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl_s = ttl_s
+        self.queries = 0
+        self._clock = clock
+        self._done: dict[int, tuple[float, SessionOut]] = {}
+        self._flying: dict[int, asyncio.Future[SessionOut]] = {}
+        self._joined: dict[int, int] = {}  # followers of the query in flight
+
+    def invalidate(self, session_id: int) -> None:
+        self._done.pop(session_id, None)
+        # A query already in flight may predate the change: later callers start afresh.
+        self._flying.pop(session_id, None)
+
+    async def get(self, session_id: int, load: Callable[[], Awaitable[SessionOut]]) -> SessionOut:
+        hit = self._done.get(session_id)
+        if hit is not None and self._clock() - hit[0] < self.ttl_s:
+            return hit[1]
+        flying = self._flying.get(session_id)
+        if flying is not None:
+            self._joined[session_id] = self._joined.get(session_id, 0) + 1
+            try:
+                return await asyncio.shield(flying)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not flying.cancelled() or (task is not None and task.cancelling()):
+                    raise
+            except Exception:
+                pass  # the leader's failure is its own: query for ourselves
+        future: asyncio.Future[SessionOut] = asyncio.get_running_loop().create_future()
+        self._flying[session_id] = future
+        self._joined[session_id] = 0
+        try:
+            self.queries += 1
+            out = await load()
+        except BaseException as exc:
+            if self._flying.get(session_id) is future:
+                del self._flying[session_id]
+            if isinstance(exc, asyncio.CancelledError):
+                future.cancel()
+            else:
+                future.set_exception(exc)
+                future.exception()  # retrieved here: waiters re-query, none must log it
+            raise
+        if self._flying.get(session_id) is future:
+            del self._flying[session_id]
+            if self._joined.pop(session_id, 0) > 0:
+                self._done[session_id] = (self._clock(), out)
+            if len(self._done) > 1000:  # sessions polled once stay no longer than needed
+                self._done.pop(next(iter(self._done)))
+        future.set_result(out)
+        return out
+
+
+SUMMARY_CACHE = SummaryCache()
 
 
 def _comparison_query(session_id: int) -> Select[Any]:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from llmjudge.catalog.schemas import RowError
+from llmjudge.judging.formats import VerdictFormat
 from llmjudge.judging.prompts import DEFAULT_CRITERIA, build_judge_messages
 from llmjudge.sessions.models import MAX_WORKERS
 
@@ -87,8 +88,20 @@ class SessionIn(BaseModel):
     prompt_template: str | None = Field(
         default=None,
         max_length=20_000,
-        description="user prompt with {thread_a}, {thread_b} and optionally {criteria}; "
-        "unset = the built-in prompt",
+        description="user prompt with {thread_a}, {thread_b} (fenced) or {answer_a}, "
+        "{answer_b} (the answers as written), and optionally {criteria} and {prompt} (the "
+        "prompt the threads answer); unset = the built-in prompt",
+    )
+    system_prompt: str | None = Field(
+        default=None,
+        max_length=20_000,
+        description='the judge\'s system message; unset = the built-in one, "" = none',
+    )
+    verdict_format: VerdictFormat | None = Field(
+        default=None,
+        description="how the judge's answers are read: json (built-in), tags, or labels "
+        "rules {pattern, winner, strength, ignore_case} with a match policy; on_unparsed "
+        "fail or tie. Unset = json",
     )
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1, description="unset = random")
     auto_start: bool = False
@@ -198,6 +211,8 @@ class SessionOut(SessionSummary):
     options: dict[str, Any]
     criteria: list[str]
     prompt_template: str | None
+    system_prompt: str | None = None
+    verdict_format: dict[str, Any] | None = None
     error: str | None
     counts: Counts = Field(description="from the comparison rows")
     input_tokens: int
@@ -286,6 +301,7 @@ class JudgmentImportOut(BaseModel):
     swap_pairs: int = Field(description="comparisons stored as the swapped twin of another")
     criteria: list[str]
     parse_failures: list[RowError] = Field(description="first 200 unreadable judgments")
+    labels: int = Field(default=0, description="reference labels the rows carried, stored")
 
 
 class ThreadComparison(BaseModel):

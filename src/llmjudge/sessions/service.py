@@ -13,7 +13,7 @@ import json
 import math
 import secrets
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from pydantic import ValidationError
@@ -25,7 +25,7 @@ from llmjudge.config import get_settings
 from llmjudge.errors import Conflict, Invalid, NotFound
 from llmjudge.events.hub import EventHub
 from llmjudge.judging.prompts import build_judge_messages, estimate_tokens
-from llmjudge.providers.models import LLMModel, Provider
+from llmjudge.providers.models import LLMCall, LLMModel, Provider
 from llmjudge.providers.service import configured_latency_s
 from llmjudge.sessions import rounds
 from llmjudge.sessions.adaptive import AdaptiveState, check_stop, fit_state
@@ -118,6 +118,8 @@ def _session_in(s: JudgeSession) -> SessionIn:
         match_by_prompt_key=o.get("match_by_prompt_key", False),
         criteria=list(s.criteria),
         prompt_template=s.prompt_template,
+        system_prompt=s.system_prompt,
+        verdict_format=s.verdict_format,
         seed=o.get("seed", 0),
         adaptive=o.get("adaptive") if s.comparison_mode == "adaptive" else None,
     )
@@ -134,6 +136,35 @@ async def _judge_model(db: AsyncSession, model_id: int | None) -> tuple[LLMModel
         if row is None:
             raise Invalid(f"judge model {model_id} does not exist")
     return row[0], row[1]
+
+
+class ConnectionTester(Protocol):
+    """What the start flow needs of the LLM service (`POST /api/providers/{id}/test`)."""
+
+    async def test_connection(self, provider_id: int, *, model: str | None = None) -> Any: ...
+
+
+async def check_connection(
+    db: AsyncSession, llm: ConnectionTester | None, m: LLMModel, p: Provider
+) -> None:
+    """Fail fast: before a session starts on a provider that has never answered, make one
+    tiny test call; a wrong key, URL or model stops the start here (422 with the cause)
+    instead of failing every comparison. The simulator needs no test."""
+    if llm is None or p.kind == "simulator":
+        return
+    answered = await db.scalar(
+        select(LLMCall.id)
+        .where(LLMCall.provider_id == p.id, LLMCall.status == "ok", LLMCall.cache_hit.is_(False))
+        .limit(1)
+    )
+    if answered is not None:
+        return
+    result = await llm.test_connection(p.id, model=m.model)
+    if not result.ok:
+        raise Invalid(
+            f"test connection to provider {p.name} (model {m.model}) failed: {result.error}. "
+            "Fix the provider in Settings → Providers; the session was not started"
+        )
 
 
 def _latency(m: LLMModel, p: Provider) -> float:
@@ -237,7 +268,11 @@ def check_plan_size(sizes: dict[int, int], options: PlanOptions) -> None:
 def _prompt_tokens(data: SessionIn) -> int:
     """Tokens of the judge prompt around two empty threads."""
     messages = build_judge_messages(
-        content_a="", content_b="", criteria=data.criteria, template=data.prompt_template
+        content_a="",
+        content_b="",
+        criteria=data.criteria,
+        template=data.prompt_template,
+        system_prompt=data.system_prompt,
     )
     return sum(estimate_tokens(m["content"]) for m in messages)
 
@@ -314,11 +349,17 @@ async def _mode_estimate(
 
 
 async def create_session(
-    *, db: AsyncSession, data: SessionIn, hub: EventHub | None = None
+    *,
+    db: AsyncSession,
+    data: SessionIn,
+    hub: EventHub | None = None,
+    llm: ConnectionTester | None = None,
 ) -> SessionOut:
     """Validate, build the plan, store the session and its comparisons in one transaction;
-    start it at once with ``auto_start``."""
+    start it at once with ``auto_start`` (after `check_connection`, given ``llm``)."""
     m, p = await _judge_model(db, data.judge_model_id)
+    if data.auto_start:
+        await check_connection(db, llm, m, p)
     seed = data.seed if data.seed is not None else secrets.randbelow(2**31)
     if data.comparison_mode == "adaptive":
         return await _create_adaptive(db, data, m, p, seed, hub)
@@ -340,6 +381,10 @@ async def create_session(
         judge_model_id=m.id,
         criteria=list(data.criteria),
         prompt_template=data.prompt_template,
+        system_prompt=data.system_prompt,
+        verdict_format=(
+            data.verdict_format.model_dump(mode="json") if data.verdict_format else None
+        ),
         total=len(plan),
     )
     db.add(s)
@@ -589,9 +634,19 @@ async def _transition(
 
 
 async def start_session(
-    *, db: AsyncSession, session_id: int, hub: EventHub | None = None
+    *,
+    db: AsyncSession,
+    session_id: int,
+    hub: EventHub | None = None,
+    llm: ConnectionTester | None = None,
 ) -> SessionOut:
-    """draft -> running: its comparisons become claimable."""
+    """draft -> running: its comparisons become claimable (after `check_connection`)."""
+    current = await session_row(db, session_id)
+    if llm is not None and current.status == "draft" and current.judge_model_id is not None:
+        # Tested before the row is locked: the call may take seconds.
+        m, provider = await _judge_model(db, current.judge_model_id)
+        await check_connection(db, llm, m, provider)
+        await db.commit()  # end the read transaction before locking
     s = await _transition(db, session_id, ("draft",), "started")
     await _set_running(db, s)
     await db.commit()
@@ -615,8 +670,9 @@ async def pause_session(
 async def resume_session(
     *, db: AsyncSession, session_id: int, hub: EventHub | None = None
 ) -> SessionOut:
-    """paused -> running."""
+    """paused -> running (clearing the reason a circuit breaker gave for the pause)."""
     s = await _transition(db, session_id, ("paused",), "resumed")
+    s.error = None
     await _set_running(db, s)
     await db.commit()
     _publish_status(hub, session_id, "running")

@@ -9,6 +9,8 @@ recorded (raw response and parse error) and the comparison goes back to the queu
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -20,8 +22,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from llmjudge.catalog.models import Thread
 from llmjudge.events.hub import DeltaBatcher
+from llmjudge.judging.formats import VerdictFormat, parse_with_format
 from llmjudge.judging.prompts import build_judge_messages, verdict_json_schema
-from llmjudge.judging.verdicts import VerdictParseError, parse_verdict
+from llmjudge.judging.verdicts import Verdict, VerdictParseError
 from llmjudge.providers.base import ChatResult, DeltaCallback, ProviderError
 from llmjudge.sessions.claims import Claimed, Finish
 
@@ -72,6 +75,8 @@ class SessionConfig:
     judge_model_id: int | None
     input_price_per_million: float = 0.0
     output_price_per_million: float = 0.0
+    system_prompt: str | None = None  # None: the built-in one; "": none
+    verdict_format: VerdictFormat = VerdictFormat()
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         return (
@@ -87,6 +92,7 @@ class ThreadData:
     title: str
     content: Any  # a string, or a list of {"role", "content"} messages
     quality: float | None  # metadata "quality": the simulator's latent truth, if given
+    prompt: str | None = None  # the text of the prompt the thread answers
 
 
 def _quality(meta: Mapping[str, Any] | None) -> float | None:
@@ -96,24 +102,73 @@ def _quality(meta: Mapping[str, Any] | None) -> float | None:
     return None
 
 
-class ThreadCache:
-    """Thread contents by id, least recently used evicted; shared by a pool's workers."""
+def _size(value: Any) -> int:
+    """Bytes a thread's content holds, roughly: its characters plus a little per object."""
+    if isinstance(value, str):
+        return len(value) + 50
+    if isinstance(value, dict):
+        return 100 + sum(_size(k) + _size(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return 60 + sum(_size(v) for v in value)
+    return 30
 
-    def __init__(self, max_items: int = 20_000) -> None:
-        self.max_items = max_items
-        self._items: OrderedDict[int, ThreadData] = OrderedDict()
+
+class ThreadCache:
+    """Thread contents by id, least recently used evicted beyond ``max_bytes``; shared by a
+    pool's workers.
+
+    Contents are held once per content hash (threads with the same text share it) and
+    counted in bytes, not items: 20,000 long conversations used to be held as readily as
+    20,000 one-liners. A thread re-imported under the same id gets a new hash: ``revalidate``
+    (run by the pool every ``revalidate_s``, one small query) drops every entry whose stored
+    hash changed, so a re-import is judged with its new text.
+    """
+
+    def __init__(
+        self,
+        max_bytes: int = 256 * 1024 * 1024,
+        *,
+        revalidate_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_bytes = max_bytes
+        self.revalidate_s = revalidate_s
+        self.bytes = 0
+        self._clock = clock
+        self._checked = clock()
+        self._items: OrderedDict[int, tuple[str, ThreadData]] = OrderedDict()
+        self._contents: dict[str, list[Any]] = {}  # hash -> [content, bytes, threads using it]
 
     def get(self, thread_id: int) -> ThreadData | None:
-        item = self._items.get(thread_id)
-        if item is not None:
-            self._items.move_to_end(thread_id)
-        return item
+        entry = self._items.get(thread_id)
+        if entry is None:
+            return None
+        self._items.move_to_end(thread_id)
+        return entry[1]
 
-    def put(self, item: ThreadData) -> None:
-        self._items[item.id] = item
-        self._items.move_to_end(item.id)
-        while len(self._items) > self.max_items:
-            self._items.popitem(last=False)
+    def put(self, item: ThreadData, content_hash: str | None = None) -> None:
+        """Cache ``item``; without its stored hash it shares its content with no other."""
+        content_hash = content_hash or f"thread:{item.id}"
+        self.drop(item.id)
+        shared = self._contents.get(content_hash)
+        if shared is None:
+            shared = self._contents[content_hash] = [item.content, _size(item.content), 0]
+            self.bytes += shared[1]
+        shared[2] += 1
+        data = dataclasses.replace(item, content=shared[0])
+        self._items[item.id] = (content_hash, data)
+        while self.bytes > self.max_bytes and len(self._items) > 1:
+            self.drop(next(iter(self._items)))
+
+    def drop(self, thread_id: int) -> None:
+        entry = self._items.pop(thread_id, None)
+        if entry is None:
+            return
+        shared = self._contents[entry[0]]
+        shared[2] -= 1
+        if shared[2] == 0:
+            del self._contents[entry[0]]
+            self.bytes -= shared[1]
 
     async def load(self, conn: AsyncConnection, ids: Iterable[int]) -> None:
         """Fetch the missing ones of ``ids`` in one query (deleted threads stay missing)."""
@@ -121,12 +176,37 @@ class ThreadCache:
         if not missing:
             return
         rows = await conn.execute(
-            select(Thread.id, Thread.pillar_id, Thread.title, Thread.content, Thread.meta).where(
-                Thread.id.in_(missing)
-            )
+            select(
+                Thread.id,
+                Thread.pillar_id,
+                Thread.title,
+                Thread.content,
+                Thread.meta,
+                Thread.prompt,
+                Thread.content_hash,
+            ).where(Thread.id.in_(missing))
         )
-        for tid, pillar_id, title, content, meta in rows.all():
-            self.put(ThreadData(tid, pillar_id, title or "", content, _quality(meta)))
+        for tid, pillar_id, title, content, meta, prompt, digest in rows.all():
+            item = ThreadData(tid, pillar_id, title or "", content, _quality(meta), prompt)
+            self.put(item, digest)
+
+    def due(self) -> bool:
+        return bool(self._items) and self._clock() - self._checked >= self.revalidate_s
+
+    async def revalidate(self, conn: AsyncConnection) -> int:
+        """Drop the entries whose thread was re-imported (new hash) or deleted; how many."""
+        self._checked = self._clock()
+        cached = {tid: digest for tid, (digest, _) in self._items.items()}
+        if not cached:
+            return 0
+        rows = await conn.execute(
+            select(Thread.id, Thread.content_hash).where(Thread.id.in_(list(cached)))
+        )
+        current = {tid: digest for tid, digest in rows.all()}
+        stale = [tid for tid, digest in cached.items() if current.get(tid) != digest]
+        for tid in stale:
+            self.drop(tid)
+        return len(stale)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -169,6 +249,9 @@ async def judge_comparison(
             template=config.prompt_template,
             title_a=a.title or None,
             title_b=b.title or None,
+            # Threads of one prompt key share one prompt text; A's is as good as B's.
+            prompt=a.prompt if a.prompt is not None else b.prompt,
+            system_prompt=config.system_prompt,
         )
     except ValueError as exc:  # a malformed stored thread
         return Finish(**base, status="failed", error=f"cannot build the judge prompt: {exc}")
@@ -202,7 +285,11 @@ async def judge_comparison(
         result = await llm.chat(
             model_id=config.judge_model_id,
             messages=messages,
-            json_schema=verdict_json_schema(config.criteria),
+            # Structured output only for the built-in JSON verdict: a published judge answers
+            # in its own words, and forcing JSON on it would change what it says.
+            json_schema=verdict_json_schema(config.criteria)
+            if config.verdict_format.kind == "json"
+            else None,
             context={
                 "task": "pairwise",
                 "thread_a": _thread_context(a),
@@ -241,10 +328,14 @@ async def judge_comparison(
         "raw_response": result.text[:RAW_RESPONSE_LIMIT],
     }
     try:
-        verdict = parse_verdict(result.text, config.criteria)
+        parsed = parse_with_format(result.text, config.verdict_format, config.criteria)
     except VerdictParseError as exc:
         status = _retry_or_fail(item, max_attempts)
         return Finish(**base, **usage, status=status, parse_error=str(exc)[:2000])
+    verdict = parsed.verdict
+    # The verdict is in the order the pair was shown (item.thread_a first): the comparison
+    # row stores it that way and readers map swaps back. An unreadable answer the format
+    # counts as a tie keeps its reason in parse_error, so it is never mistaken for a read.
     return Finish(
         **base,
         **usage,
@@ -254,4 +345,14 @@ async def judge_comparison(
         scores_a=verdict.scores_a,
         scores_b=verdict.scores_b,
         reasoning=verdict.reasoning,
+        parse_error=parsed.unparsed[:2000] if parsed.unparsed is not None else None,
+        strength=_strength(verdict),
     )
+
+
+def _strength(verdict: Verdict) -> int | None:
+    """2 for "much better", 1 for "better"; None for a tie or a format without strengths
+    (the built-in JSON verdict says only who won)."""
+    if verdict.winner == "TIE" or verdict.strength is None:
+        return None
+    return 2 if verdict.strength == "strong" else 1

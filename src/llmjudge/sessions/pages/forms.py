@@ -4,6 +4,7 @@ errors by field, its starting values. Pure: no I/O.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -43,6 +44,8 @@ FIELD_LABELS = {
     "match_by_prompt_key": "Match by prompt",
     "criteria": "Criteria",
     "prompt_template": "Prompt template",
+    "system_prompt": "System prompt",
+    "verdict_format": "Verdict format",
     "seed": "Seed",
     "adaptive": "Adaptive",
     "form": "Form",
@@ -56,7 +59,13 @@ _INT_FIELDS = (
     "baseline_pillar_id",
     "seed",
 )
-_TEXT_FIELDS = ("session_name", "comparison_mode", "sampling", "prompt_template")
+_TEXT_FIELDS = (
+    "session_name",
+    "comparison_mode",
+    "sampling",
+    "prompt_template",
+    "system_prompt",
+)
 _CHECKBOXES = ("position_swap", "calculate_elo", "match_by_prompt_key")
 Errors = dict[str, list[str]]
 
@@ -82,6 +91,13 @@ def session_form(form: Any) -> dict[str, Any]:
         out["session_name"] = ""
     for name in _CHECKBOXES:
         out[name] = bool(first(name))
+    if verdict_format := first("verdict_format"):
+        # JSON ({"kind": "labels", "rules": [...]}) or a bare kind ("tags"); what is neither
+        # is left as text for SessionIn to refuse with a message.
+        try:
+            out["verdict_format"] = json.loads(verdict_format)
+        except json.JSONDecodeError:
+            out["verdict_format"] = verdict_format
     # a named set wins over the text box, which holds the user's own list ("custom")
     if (chosen_set := first("criteria_set")) in CRITERIA_SETS:
         out["criteria"] = list(CRITERIA_SETS[chosen_set].criteria)

@@ -14,9 +14,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.errors import Conflict, NotFound
+from llmjudge.errors import Conflict, Invalid, NotFound
 from llmjudge.sessions import reads, service
-from llmjudge.sessions.api import parse_ids
+from llmjudge.sessions.api import get_tester, parse_ids
 from llmjudge.sessions.pages.common import hub, missing
 from llmjudge.sessions.pages.formatting import eta_seconds
 from llmjudge.sessions.schemas import SessionOut
@@ -154,10 +154,13 @@ async def session_action(request: Request, session_id: int, action: str, db: DbS
     if run is None:
         return missing(request, f"unknown action {action!r}")
     notice, status_code = None, 200
+    extra = {"llm": get_tester(request)} if action == "start" else {}
     try:
-        result = await run(db=db, session_id=session_id, hub=hub(request))
+        result = await run(db=db, session_id=session_id, hub=hub(request), **extra)
     except Conflict as exc:
         notice, status_code = str(exc), 409
+    except Invalid as exc:  # the test connection before the first start failed
+        notice, status_code = str(exc), 422
     else:
         if action == "retry-failed":
             notice = f"{result.requeued} failed comparison(s) queued again."

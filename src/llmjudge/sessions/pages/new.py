@@ -6,6 +6,7 @@ count), and "Create", which starts the session and goes to its live page. Twins:
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,10 +17,18 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import service as catalog
 from llmjudge.errors import Invalid
-from llmjudge.judging.prompts import CRITERIA_SETS, criteria_set_of
+from llmjudge.judging.formats import VerdictFormat
+from llmjudge.judging.prompts import (
+    CRITERIA_SETS,
+    DEFAULT_CRITERIA,
+    SYSTEM_PROMPT,
+    builtin_template,
+    criteria_set_of,
+)
 from llmjudge.providers import service as providers
 from llmjudge.providers.schemas import ModelOut
 from llmjudge.sessions import service
+from llmjudge.sessions.api import get_tester
 from llmjudge.sessions.pages.common import hub
 from llmjudge.sessions.pages.forms import (
     FIELD_LABELS,
@@ -98,6 +107,10 @@ async def _form_page(
         field_labels=FIELD_LABELS,
         criteria_sets=CRITERIA_SETS,
         criteria_set=values.get("criteria_set") or criteria_set_of(values.get("criteria") or []),
+        # What the judge is told when nothing is changed, shown read-only beside the fields.
+        builtin_system=SYSTEM_PROMPT,
+        builtin_template=builtin_template(values.get("criteria") or DEFAULT_CRITERIA),
+        builtin_format=json.dumps(VerdictFormat().model_dump(mode="json"), indent=2),
         **await _estimate_context(db, values),
     )
 
@@ -148,7 +161,9 @@ async def create_session_submit(request: Request, db: DbSession):
         errors = field_errors(exc)
     else:
         try:
-            created = await service.create_session(db=db, data=data, hub=hub(request))
+            created = await service.create_session(
+                db=db, data=data, hub=hub(request), llm=get_tester(request)
+            )
         except Invalid as exc:
             errors = {"form": [str(exc)]}
         else:

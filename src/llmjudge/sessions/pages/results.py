@@ -25,6 +25,8 @@ from llmjudge.analysis.figures import AnalysisCache, RatingOptions, get_cache
 from llmjudge.analysis.loading import get_analysis_session
 from llmjudge.analysis.schemas import AnalysisSession, ThreadLeaderboardOut
 from llmjudge.errors import Conflict, Invalid, NotFound
+from llmjudge.references import agreement_report
+from llmjudge.references import service as references
 from llmjudge.sessions import service
 from llmjudge.sessions.pages.common import missing
 from llmjudge.sessions.pages.formatting import (
@@ -48,6 +50,7 @@ TABS: tuple[tuple[str, str], ...] = (
     ("findings", "Findings"),
     ("style", "Style control"),
     ("categories", "Categories"),
+    ("agreement", "Agreement"),
 )
 TAB_NAMES = tuple(name for name, _ in TABS)
 CHART_TOP = 20  # threads in the leaderboard chart
@@ -132,10 +135,13 @@ async def _tab_context(
     maker = request.app.state.sessionmaker
     build = _TAB_BUILDERS[tab]
     try:
-        options = analysis.rating_options(**extra.rating)
-        wanted = _builder_params(build)
-        more = {k: v for k, v in (("options", options), ("extra", extra)) if k in wanted}
-        ctx |= await build(cache=cache, maker=maker, session=session, **more)
+        if tab == "agreement":  # reads reference labels, not the analysis cache
+            ctx |= await _agreement(request, maker, session_id)
+        else:
+            options = analysis.rating_options(**extra.rating)
+            wanted = _builder_params(build)
+            more = {k: v for k, v in (("options", options), ("extra", extra)) if k in wanted}
+            ctx |= await build(cache=cache, maker=maker, session=session, **more)
     except (Invalid, Conflict) as exc:  # the analysis refuses: say why, keep the page
         ctx["tab_error"] = str(exc)
     if tab == "leaderboard" and "board" in ctx:
@@ -443,6 +449,19 @@ async def _categories(
     }
 
 
+async def _agreement(request: Request, maker: Maker, session_id: int) -> dict[str, Any]:
+    """The judge against reference labels, as ``/api/sessions/{id}/agreement`` gives it."""
+    reference = request.query_params.get("reference") or "gold"
+    group_by = (request.query_params.get("group_by") or "").strip()[:100] or None
+    async with maker() as db:
+        report = await agreement_report.session_agreement(
+            db=db, session_id=session_id, reference=reference[:220], group_by=group_by
+        )
+        annotators = await references.session_annotators(db=db, session_id=session_id)
+    query = {"reference": report.reference, "group_by": report.group_by or ""}
+    return {"agreement": report, "annotators": annotators, "tab_qs": urlencode(query)}
+
+
 _TAB_BUILDERS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "overview": _overview,
     "leaderboard": _leaderboard_tab,
@@ -453,4 +472,5 @@ _TAB_BUILDERS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "findings": _findings,
     "style": _style,
     "categories": _categories,
+    "agreement": _agreement,
 }

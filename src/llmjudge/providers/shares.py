@@ -1,0 +1,96 @@
+"""Provider rate limits across processes: each process that makes model calls keeps a
+heartbeat row in ``llm_processes`` and holds itself to 1 / (live processes) of every
+provider's configured rpm and tpm.
+
+This splits the rate, it does not pool it: N processes together never send more than the
+configured rate (give or take one heartbeat interval after a process starts or dies), but a
+busy process cannot borrow an idle one's share. A process that stops deletes its row; one
+that dies stops counting after ``ttl_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+__all__ = ["RateShares"]
+
+log = logging.getLogger(__name__)
+
+_BEAT = text(
+    "INSERT INTO llm_processes (id, heartbeat_at) VALUES (:id, now()) "
+    "ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()"
+)
+_LIVE = text(
+    "SELECT count(*) FROM llm_processes WHERE heartbeat_at > now() - make_interval(secs => :ttl)"
+)
+_FORGET_DEAD = text(
+    "DELETE FROM llm_processes WHERE heartbeat_at < now() - make_interval(secs => :ttl * 10)"
+)
+_LEAVE = text("DELETE FROM llm_processes WHERE id = :id")
+
+
+class RateShares:
+    """A runner (``queue.registry.Runner``): heartbeat every ``interval_s``, then
+    ``apply(1 / live processes)`` (e.g. ``Gateway.set_rate_share``)."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        apply: Callable[[float], None],
+        *,
+        interval_s: float = 5.0,
+        ttl_s: float = 15.0,
+    ) -> None:
+        self.engine = engine
+        self.apply = apply
+        self.interval_s = interval_s
+        self.ttl_s = ttl_s
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.live = 1
+        self._task: asyncio.Task[None] | None = None
+
+    async def beat(self) -> int:
+        """One heartbeat; returns (and applies) the live process count."""
+        async with self.engine.begin() as conn:
+            await conn.execute(_BEAT, {"id": self.id})
+            await conn.execute(_FORGET_DEAD, {"ttl": self.ttl_s})
+            live = int(await conn.scalar(_LIVE, {"ttl": self.ttl_s}) or 1)
+        self.live = max(1, live)
+        self.apply(1.0 / self.live)
+        return self.live
+
+    async def start(self) -> None:
+        # The first share before the first call: a new process must not start at 100%.
+        with contextlib.suppress(Exception):
+            await self.beat()
+        self._task = asyncio.create_task(self._run(), name="llm-rate-shares")
+
+    def wake(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        with contextlib.suppress(Exception):
+            async with self.engine.begin() as conn:
+                await conn.execute(_LEAVE, {"id": self.id})
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                await self.beat()
+            except Exception as exc:  # database away: keep the last share, retry
+                log.warning("rate share heartbeat failed: %s", exc)

@@ -115,6 +115,7 @@
     const byWorker = new Map(); // worker id -> lane
     const free = []; // placeholder lanes no worker has taken yet
     const labels = new Map(); // thread id -> { title, pillar } (null while asked for)
+    const startTitles = new Map(); // thread id -> title from comparison_start, until labels
     const wanted = new Set();
     const dirty = new Set();
     let frame = 0;
@@ -251,7 +252,8 @@
 
     function side(id, nameNode, pillarNode) {
       const label = id ? labels.get(id) : null;
-      setText(nameNode, label ? label.title : id ? "thread " + id : "–");
+      const early = id ? startTitles.get(id) : null;
+      setText(nameNode, label ? label.title : early ? early : id ? "thread " + id : "–");
       setText(pillarNode, label ? label.pillar : "");
     }
 
@@ -353,6 +355,8 @@
           begin(lane, d.comparison_id);
           lane.a = d.thread_a_id;
           lane.b = d.thread_b_id;
+          if (d.thread_a_title) startTitles.set(d.thread_a_id, d.thread_a_title);
+          if (d.thread_b_title) startTitles.set(d.thread_b_id, d.thread_b_title);
           need(lane.a);
           need(lane.b);
           mark(lane);
@@ -416,6 +420,14 @@
       });
     }
     syncModes(form);
+    // Typing one's own criteria picks "Your own": a named set would otherwise win.
+    const criteria = form.querySelector("#criteria");
+    const criteriaSet = form.querySelector("#criteria_set");
+    if (criteria && criteriaSet) {
+      criteria.addEventListener("input", function () {
+        criteriaSet.value = "custom";
+      });
+    }
     // Capture phase: fields are enabled or disabled before htmx reads the form on "change".
     document.addEventListener(
       "change",

@@ -6,6 +6,7 @@ Create Date: 2026-12-01
 """
 
 import sqlalchemy as sa
+
 from alembic import op
 
 revision = "0011"

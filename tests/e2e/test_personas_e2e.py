@@ -98,6 +98,8 @@ async def test_persona_from_template_to_reviewed_iteration(
     await page.wait_for_url(f"**/personas/{pid}/progress")
     review_link = page.locator("#review-link")
     await expect(review_link).to_be_visible()
+    # Start, Pause and Resume land on this tab: it offers Pause (or Resume) itself
+    await expect(page.locator("#progress-pause")).to_be_visible()
     await expect(page.locator("#live-log li").first).not_to_have_text("Waiting for events…")
 
     # A second tab stays on the progress page while the first one reviews.
@@ -141,6 +143,11 @@ async def test_persona_from_template_to_reviewed_iteration(
         answer = await page.locator("#d-answer").text_content() or ""
         correct = await page.locator("#d-correct").text_content() or ""
         label = (await page.locator("#d-label").text_content() or "").strip()
+        # the word diff shows where the suggested answer leaves the correct output
+        if answer and correct and answer.strip() != correct.strip():
+            assert await page.locator("#d-diff del, #d-diff ins").count() > 0
+        elif answer and correct:
+            await expect(page.locator("#d-diff-same")).to_have_count(1)
         agrees = (label == "correct") == (normalise(answer) == normalise(correct))
         await expect(ready).to_have_count(1)
         await page.keyboard.press("a" if agrees else "d")

@@ -72,6 +72,11 @@ async def test_tournament_from_form_to_results(
     total = page.locator("#sum-total")
     await page.fill("#session_name", "E2E free for all")
     await page.fill("#max_threads_per_pillar", "2")
+    # Every demo thread has a prompt key: match by prompt is on by default, and says why.
+    # This test counts pairings across prompts, so it turns it off.
+    await expect(page.locator("input[name=match_by_prompt_key]")).to_be_checked()
+    await expect(page.locator("#prompt-default-why")).to_be_visible()
+    await page.uncheck("input[name=match_by_prompt_key]")
     await expect(total).to_have_text(PILLAR_SAMPLE_TOTAL)
     await expect(page.locator("#mode-count-free_for_all")).to_have_text("132 comparisons")
     await page.check("input[name=comparison_mode][value=free_for_all]")
@@ -111,6 +116,16 @@ async def test_tournament_from_form_to_results(
     await expect(count).to_have_text("132 / 132", timeout=30_000)
     await expect(page.locator("#progress-pct")).to_have_text("100%")
     await expect(page.locator(".lane .lane-result").first).to_be_visible()
+    # both score columns fit inside the lane (the B column used to be clipped), also when
+    # lanes are narrow
+    await page.set_viewport_size({"width": 560, "height": 800})
+    lane = page.locator(".lane:has(table.likert)").first
+    lane_box = await lane.bounding_box()
+    b_cell = lane.locator("table.likert tr").first.locator("td.dots").nth(1)
+    b_box = await b_cell.bounding_box()
+    assert lane_box and b_box and b_box["x"] + b_box["width"] <= lane_box["x"] + lane_box["width"]
+    assert await b_cell.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
+    await page.set_viewport_size({"width": 1280, "height": 800})
     await expect(page.locator("#results-link")).to_be_visible()
     assert await page.evaluate(READ_MARKER_JS) == "still-here"  # no reload
     assert await page.locator(".status-completed").count() >= 1

@@ -69,6 +69,7 @@ CORE = frozenset(
         "llmjudge.references.review_rules",
         "llmjudge.charts",
         "llmjudge.csvsafe",
+        "llmjudge.textview",
     }
 )
 

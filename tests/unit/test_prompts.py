@@ -11,11 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmjudge.judging.prompts import (
+    ANSWER_QUALITY_CRITERIA,
     CRITERIA,
+    CRITERIA_SETS,
     DEFAULT_CRITERIA,
     build_judge_messages,
+    criteria_set_of,
     criterion_label,
     estimate_tokens,
+    render_criteria,
     render_thread,
     verdict_json_schema,
 )
@@ -171,7 +175,26 @@ def test_bad_templates_raise(template: str, message: str) -> None:
 def test_criterion_labels() -> None:
     assert criterion_label("solution_orientation") == "Solution orientation"
     assert criterion_label("tone_match") == "Tone match"
-    assert set(CRITERIA) == set(DEFAULT_CRITERIA)
+    # every built-in criterion belongs to a named set, the counselling set is the default
+    assert set(CRITERIA) == {c for s in CRITERIA_SETS.values() for c in s.criteria}
+    assert CRITERIA_SETS["counselling"].criteria == DEFAULT_CRITERIA
+
+
+def test_criteria_sets() -> None:
+    assert CRITERIA_SETS["answer_quality"].criteria == (
+        "helpfulness",
+        "relevance",
+        "accuracy",
+        "depth",
+        "creativity",
+        "detail",
+    )
+    assert criteria_set_of(list(reversed(ANSWER_QUALITY_CRITERIA))) == "answer_quality"
+    assert criteria_set_of(DEFAULT_CRITERIA) == "counselling"
+    assert criteria_set_of(["helpfulness", "tone"]) is None
+    assert criteria_set_of([*DEFAULT_CRITERIA, "empathy"]) is None
+    assert criterion_label("detail") == "Level of detail"
+    assert "correct" in render_criteria(["accuracy"])
 
 
 def test_schema_is_valid_and_matches_the_parser() -> None:

@@ -108,6 +108,13 @@ async def test_a_verdict_completes_with_usage_and_cost(threads: ThreadCache) -> 
     types = [e[1] for e in events]
     assert types[0] == "comparison_start" and "llm_stream" in types
     assert all(e[0] == "session:7" for e in events)
+    # the lanes name the threads from the start event: the title, or none when untitled
+    start = events[0][2]
+    titles = {
+        start["thread_a_id"]: start["thread_a_title"],
+        start["thread_b_id"]: start["thread_b_title"],
+    }
+    assert titles == {1: "first", 2: None}
     streamed = "".join(e[2]["text"] for e in events if e[1] == "llm_stream")
     assert streamed == GOOD
 

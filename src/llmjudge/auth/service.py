@@ -427,16 +427,28 @@ async def ensure_first_admin(*, db: AsyncSession, base: str) -> str | None:
     return link.url
 
 
-async def announce_first_admin(*, db: AsyncSession, settings: Settings) -> str | None:
-    """At start: print the first admin's one-time login link on the console, if needed."""
+def login_banner(url: str) -> str:
+    """The first admin's sign-in link in a frame, so it stands out of the server's log."""
+    lines = [
+        "No admin has a password yet. Sign in once with this link",
+        f"(valid once, for {LOGIN_LINK_HOURS} h):",
+        "",
+        url,
+    ]
+    width = max(len(line) for line in lines)
+    rule = "+" + "-" * (width + 2) + "+"
+    body = [f"| {line.ljust(width)} |" for line in lines]
+    return "\n".join(["", rule, *body, rule, ""])
+
+
+async def announce_first_admin(
+    *, db: AsyncSession, settings: Settings, echo: bool = True
+) -> str | None:
+    """At start: the first admin's one-time login link, if needed, printed on the console
+    (``echo``) or returned for the caller to print later (the CLI prints it last)."""
     url = await ensure_first_admin(db=db, base=base_url(settings))
-    if url is not None:
-        print(
-            "\n    No admin has a password yet. Sign in once with this link "
-            f"(valid once, for {LOGIN_LINK_HOURS} h):\n\n    {url}\n",
-            file=sys.stderr,
-            flush=True,
-        )
+    if url is not None and echo:
+        print(login_banner(url), file=sys.stderr, flush=True)
     return url
 
 

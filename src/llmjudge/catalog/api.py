@@ -89,8 +89,22 @@ async def list_threads(
     q: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
+    prompt_key: Annotated[str | None, Query(max_length=300)] = None,
+    meta_key: Annotated[str | None, Query(max_length=100)] = None,
+    meta_value: Annotated[str | None, Query(max_length=200)] = None,
 ) -> ThreadPage:
-    return await service.list_threads(db=db, pillar_id=pillar_id, q=q, limit=limit, offset=offset)
+    """Threads, optionally of one pillar, matching a search (`q`), a prompt key, or a
+    metadata key (`meta_key`, with `meta_value` for its value as text)."""
+    return await service.list_threads(
+        db=db,
+        pillar_id=pillar_id,
+        q=q,
+        limit=limit,
+        offset=offset,
+        prompt_key=prompt_key,
+        meta_key=meta_key,
+        meta_value=meta_value,
+    )
 
 
 @router.get("/threads/{thread_id}", response_model=ThreadOut)

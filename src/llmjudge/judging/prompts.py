@@ -27,8 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "ANSWER_QUALITY_CRITERIA",
     "CRITERIA",
+    "CRITERIA_SETS",
     "DEFAULT_CRITERIA",
+    "CriteriaSet",
+    "criteria_set_of",
     "Criterion",
     "ThreadContent",
     "build_judge_messages",
@@ -59,6 +63,17 @@ DEFAULT_CRITERIA: tuple[str, ...] = (
     "empathy",
     "authenticity",
     "solution_orientation",
+)
+
+# MT-Bench's single-answer grading asks for helpfulness, relevance, accuracy, depth,
+# creativity and level of detail: the set for answers to a prompt (benchmarks, the demo).
+ANSWER_QUALITY_CRITERIA: tuple[str, ...] = (
+    "helpfulness",
+    "relevance",
+    "accuracy",
+    "depth",
+    "creativity",
+    "detail",
 )
 
 CRITERIA: Mapping[str, Criterion] = {
@@ -94,8 +109,55 @@ CRITERIA: Mapping[str, Criterion] = {
             "Solution orientation",
             "The conversation moves towards concrete, realistic next steps for the client.",
         ),
+        Criterion("helpfulness", "Helpfulness", "The answer does what the user asked for."),
+        Criterion("relevance", "Relevance", "The answer stays on the question, without padding."),
+        Criterion(
+            "accuracy",
+            "Accuracy",
+            "Facts, reasoning, code and arithmetic in the answer are correct.",
+        ),
+        Criterion(
+            "depth", "Depth", "The answer goes beyond the obvious where the question needs it."
+        ),
+        Criterion(
+            "creativity",
+            "Creativity",
+            "The answer is original where the task calls for it (stories, ideas, roleplay).",
+        ),
+        Criterion(
+            "detail",
+            "Level of detail",
+            "The answer gives enough specifics, examples or steps, and no more than useful.",
+        ),
     )
 }
+
+
+@dataclass(frozen=True)
+class CriteriaSet:
+    name: str
+    label: str
+    criteria: tuple[str, ...]
+
+
+# Named sets the new-session form offers; anything else is the user's own list.
+CRITERIA_SETS: Mapping[str, CriteriaSet] = {
+    s.name: s
+    for s in (
+        CriteriaSet("answer_quality", "Answer quality (MT-Bench style)", ANSWER_QUALITY_CRITERIA),
+        CriteriaSet("counselling", "Counselling conversations", DEFAULT_CRITERIA),
+    )
+}
+
+
+def criteria_set_of(criteria: Sequence[str]) -> str | None:
+    """The name of the set that is exactly ``criteria`` (in any order), None for the user's
+    own list."""
+    chosen = set(criteria)
+    for s in CRITERIA_SETS.values():
+        if set(s.criteria) == chosen and len(s.criteria) == len(criteria):
+            return s.name
+    return None
 
 
 def criterion_label(name: str) -> str:

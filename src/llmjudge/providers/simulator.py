@@ -182,6 +182,11 @@ def simulate_pairwise(params: SimulatorParams, ctx: Mapping[str, Any]) -> dict[s
     }
 
 
+def _number_int(value: float) -> str:
+    """A Likert score in prose: 4, or 3.5 when it is not whole."""
+    return f"{round(float(value), 1):g}"
+
+
 def _pairwise_reasoning(
     winner: str, scores: Mapping[str, Mapping[str, int]], criteria: list[str]
 ) -> str:
@@ -194,7 +199,8 @@ def _pairwise_reasoning(
     best = criteria[int(np.argmax(gaps))]
     return (
         f"Response {winner} is better overall. The clearest difference is {best} "
-        f"({scores[winner][best]} vs {scores[loser][best]}); Response {loser} falls short there."
+        f"({_number_int(scores[winner][best])} vs {_number_int(scores[loser][best])}); "
+        f"Response {loser} falls short there."
     )
 
 
@@ -356,6 +362,14 @@ def rule_for(failure: Mapping[str, Any]) -> str:
     return f"{rule} Reviewer note: {notes}" if notes else rule
 
 
+def _number(value: Any) -> str:
+    """A metric for prose: two decimals for a fraction, as is for anything else."""
+    try:
+        return f"{float(value):.2f}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
 def simulate_prompt_engineer(params: SimulatorParams, ctx: Mapping[str, Any]) -> dict[str, Any]:
     prompt = str(ctx.get("judge_prompt", ""))
     failures: Sequence[Mapping[str, Any]] = ctx.get("failures") or []
@@ -382,7 +396,8 @@ def simulate_prompt_engineer(params: SimulatorParams, ctx: Mapping[str, Any]) ->
     rationale = f"Added one rule learned from {len(failures)} failure(s)"
     if named:
         rationale += f", for the most common kind of failure ({named.group(1)})"
-    rationale += f" (F1 was {f1})." if f1 is not None else "."
+    # the metric arrives unrounded (0.6666666666666666): show it as a person would
+    rationale += f" (F1 was {_number(f1)})." if f1 is not None else "."
     # The cases of the tag its rule names (1-based, as the cases were numbered).
     chosen = named.group(1).lower() if named else None
     addressed = [i for i, t in enumerate(tags, start=1) if t == chosen]

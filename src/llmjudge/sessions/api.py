@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, File, Form, Path, Query, Request, UploadFile, status
 from pydantic import ValidationError
@@ -342,10 +342,19 @@ async def list_comparisons(
     status: ComparisonStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
+    flag: Annotated[
+        Literal["disagree", "swap_flip", "low_confidence", "failed"] | None,
+        Query(
+            description="only disagreements with a reference label of the pair, verdicts "
+            "whose swapped twin favours the other thread, verdicts below 60 % confidence, "
+            "or failures"
+        ),
+    ] = None,
 ) -> ComparisonPage:
-    """Comparisons in queue order, with thread titles and pillar names."""
+    """Comparisons in queue order, with thread titles and pillar names (twin of the page
+    `/sessions/{id}/comparisons`)."""
     return await service.list_comparisons(
-        db=db, session_id=session_id, status=status, limit=limit, offset=offset
+        db=db, session_id=session_id, status=status, limit=limit, offset=offset, flag=flag
     )
 
 

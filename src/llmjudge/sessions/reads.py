@@ -17,6 +17,7 @@ from sqlalchemy.orm import aliased
 from llmjudge.catalog.models import Pillar, Thread
 from llmjudge.errors import NotFound
 from llmjudge.providers.models import LLMModel, Provider
+from llmjudge.references.models import ReferenceLabel
 from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
 from llmjudge.sessions.schemas import (
     ComparisonDetail,
@@ -33,8 +34,11 @@ from llmjudge.sessions.schemas import (
 )
 
 __all__ = [
+    "COMPARISON_FLAGS",
+    "LOW_CONFIDENCE",
     "SUMMARY_CACHE",
     "SummaryCache",
+    "reference_labels",
     "get_comparison",
     "get_session",
     "list_comparisons",
@@ -240,6 +244,66 @@ def _comparison_fields(row: Sequence[Any]) -> dict[str, Any]:
     }
 
 
+COMPARISON_FLAGS = ("disagree", "swap_flip", "low_confidence", "failed")
+LOW_CONFIDENCE = 0.6  # below this a verdict is listed as low confidence
+
+
+def _winning_thread(c: Any) -> Any:
+    """The id of the thread the verdict favours, 0 for a tie (NULL when there is none)."""
+    return case(
+        (c.winner == "A", c.thread_a_id), (c.winner == "B", c.thread_b_id), (c.winner == "TIE", 0)
+    )
+
+
+def _flag_clause(flag: str, low_confidence: float) -> Any:
+    """SQL for one list filter over ``Comparison``.
+
+    - ``failed``: the comparison failed.
+    - ``low_confidence``: a verdict with confidence below ``low_confidence``.
+    - ``swap_flip``: a verdict whose swapped twin (same swap group) favours another thread.
+    - ``disagree``: a verdict that differs from a reference label of the pair. Labels are
+      stored in canonical order (thread_a_id < thread_b_id): flipped here to this order.
+    """
+    done = Comparison.status == "completed"
+    if flag == "failed":
+        return Comparison.status == "failed"
+    if flag == "low_confidence":
+        return done & (Comparison.confidence < low_confidence)
+    if flag == "swap_flip":
+        twin = aliased(Comparison)
+        return done & (
+            select(twin.id)
+            .where(
+                twin.session_id == Comparison.session_id,
+                twin.swap_group == Comparison.swap_group,
+                twin.id != Comparison.id,
+                twin.status == "completed",
+                _winning_thread(twin).is_distinct_from(_winning_thread(Comparison)),
+            )
+            .exists()
+        )
+    if flag == "disagree":
+        canonical = Comparison.thread_a_id < Comparison.thread_b_id
+        in_order = case(
+            (canonical, ReferenceLabel.label),
+            (ReferenceLabel.label == "A", "B"),
+            (ReferenceLabel.label == "B", "A"),
+            else_="TIE",
+        )
+        return done & (
+            select(ReferenceLabel.id)
+            .where(
+                ReferenceLabel.thread_a_id
+                == func.least(Comparison.thread_a_id, Comparison.thread_b_id),
+                ReferenceLabel.thread_b_id
+                == func.greatest(Comparison.thread_a_id, Comparison.thread_b_id),
+                in_order != Comparison.winner,
+            )
+            .exists()
+        )
+    raise ValueError(f"unknown comparison filter {flag!r}")
+
+
 async def list_comparisons(
     *,
     db: AsyncSession,
@@ -247,14 +311,21 @@ async def list_comparisons(
     status: str | None = None,
     limit: int = 50,
     offset: int = 0,
+    flag: str | None = None,
+    low_confidence: float = LOW_CONFIDENCE,
 ) -> ComparisonPage:
-    """A page of comparisons in queue order, with thread titles and pillar names."""
+    """A page of comparisons in queue order, with thread titles and pillar names; ``flag``
+    keeps one kind of comparison worth a look (see ``_flag_clause``)."""
     await session_row(db, session_id)
-    count = select(func.count()).where(Comparison.session_id == session_id)
+    count = select(func.count()).select_from(Comparison).where(Comparison.session_id == session_id)
     stmt = _comparison_query(session_id)
     if status is not None:
         count = count.where(Comparison.status == status)
         stmt = stmt.where(Comparison.status == status)
+    if flag is not None:
+        clause = _flag_clause(flag, low_confidence)
+        count = count.where(clause)
+        stmt = stmt.where(clause)
     total = await db.scalar(count)
     rows = (
         await db.execute(stmt.order_by(Comparison.queue_position).limit(limit).offset(offset))
@@ -392,3 +463,28 @@ async def thread_labels(*, db: AsyncSession, ids: Sequence[int]) -> dict[int, Th
         t: ThreadLabelOut(title=thread_name(title, ext, t), pillar=pillar or f"pillar {pillar_id}")
         for t, title, ext, pillar_id, pillar in rows.all()
     }
+
+
+async def reference_labels(
+    *, db: AsyncSession, thread_a_id: int, thread_b_id: int
+) -> list[dict[str, Any]]:
+    """The reference labels of a pair, mapped to the order (A, B) given: label, source,
+    annotator, note."""
+    lo, hi = sorted((thread_a_id, thread_b_id))
+    rows = await db.scalars(
+        select(ReferenceLabel)
+        .where(ReferenceLabel.thread_a_id == lo, ReferenceLabel.thread_b_id == hi)
+        .order_by(ReferenceLabel.id)
+    )
+    flip = thread_a_id > thread_b_id
+    swapped = {"A": "B", "B": "A", "TIE": "TIE"}
+    return [
+        {
+            "label": swapped[r.label] if flip else r.label,
+            "source": r.source,
+            "annotator": r.annotator,
+            "note": r.note,
+            "both_bad": r.both_bad,
+        }
+        for r in rows
+    ]

@@ -266,6 +266,10 @@ async def judge_comparison(
                 "worker_id": item.worker_id,
                 "thread_a_id": item.thread_a_id,
                 "thread_b_id": item.thread_b_id,
+                # titles ride along so the live lanes name the threads at once, before the
+                # labels fetch answers
+                "thread_a_title": a.title or None,
+                "thread_b_title": b.title or None,
                 "pillar_a_id": item.pillar_a_id,
                 "pillar_b_id": item.pillar_b_id,
                 "attempt": item.attempts,

@@ -1,6 +1,7 @@
 """Tournament pages, one module per screen: the sessions list (`listing`), configure a
 session with a live estimate (`new`), watch it run (`live`), explore its results
-(`results`); and the comparisons of one thread (`threads`). Form reading is in `forms`,
+(`results`), list and inspect its comparisons (`comparisons`); and the comparisons of one
+thread (`threads`). Form reading is in `forms`,
 template formatting in `formatting`.
 
 Each page is paired with partial routes (``/sessions/{id}/partials/<x>``) that HTMX swaps
@@ -16,9 +17,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from llmjudge.sessions.pages import listing, live, new, results, threads
+from llmjudge.sessions.pages import comparisons, listing, live, new, results, threads
 
 router = APIRouter(include_in_schema=False)
 # Order matters: /sessions/new and /sessions/new/estimate before /sessions/{session_id}/...
-for screen in (listing, new, live, results, threads):
+for screen in (listing, new, live, results, threads, comparisons):
     router.include_router(screen.router)

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmjudge.catalog.schemas import PillarOut
+from llmjudge.judging.prompts import CRITERIA_SETS
 from llmjudge.sessions.schemas import AdaptiveIn, CreateMode, SessionIn
 
 MODES: tuple[tuple[CreateMode, str, str], ...] = (
@@ -100,7 +101,10 @@ def session_form(form: Any) -> dict[str, Any]:
             out["verdict_format"] = json.loads(verdict_format)
         except json.JSONDecodeError:
             out["verdict_format"] = verdict_format
-    if criteria := first("criteria"):
+    # a named set wins over the text box, which holds the user's own list ("custom")
+    if (chosen_set := first("criteria_set")) in CRITERIA_SETS:
+        out["criteria"] = list(CRITERIA_SETS[chosen_set].criteria)
+    elif criteria := first("criteria"):
         out["criteria"] = [c.strip() for c in criteria.split(",") if c.strip()]
     if out.get("comparison_mode") in ("free_for_all", "adaptive"):
         out.pop("baseline_pillar_id", None)

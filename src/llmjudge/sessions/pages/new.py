@@ -18,7 +18,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from llmjudge.catalog import service as catalog
 from llmjudge.errors import Invalid
 from llmjudge.judging.formats import VerdictFormat
-from llmjudge.judging.prompts import DEFAULT_CRITERIA, SYSTEM_PROMPT, builtin_template
+from llmjudge.judging.prompts import (
+    CRITERIA_SETS,
+    DEFAULT_CRITERIA,
+    SYSTEM_PROMPT,
+    builtin_template,
+    criteria_set_of,
+)
 from llmjudge.providers import service as providers
 from llmjudge.providers.schemas import ModelOut
 from llmjudge.sessions import service
@@ -38,9 +44,17 @@ from llmjudge.web import DbSession, is_htmx, render
 router = APIRouter(include_in_schema=False)
 
 
+# The built-in simulator's other roles (task model, prompt engineer) are no judges.
+_NOT_JUDGES = frozenset(role for _, role in providers.BUILTIN_SIMULATED_MODELS if role != "judge")
+
+
+def judge_capable(m: ModelOut) -> bool:
+    return not (m.simulated and m.model in _NOT_JUDGES)
+
+
 async def _judge_models(db: AsyncSession) -> list[ModelOut]:
-    """Judge choices: the built-in simulated judge first."""
-    models = await providers.list_models(db=db)
+    """Judge choices: the built-in simulated judge first; simulators of other roles left out."""
+    models = [m for m in await providers.list_models(db=db) if judge_capable(m)]
     return sorted(models, key=lambda m: (m.name != service.BUILTIN_JUDGE, m.provider_name, m.name))
 
 
@@ -49,7 +63,9 @@ async def _estimate_context(db: AsyncSession, values: dict[str, Any]) -> dict[st
     estimate: a blank one is only reported on "Create"."""
     ctx: dict[str, Any] = {"estimate": None, "adaptive": None, "errors": {}, "counts": {}}
     try:
-        data = SessionIn.model_validate(values | {"session_name": "estimate"})
+        # the form's own notes (why a default is on) are not session fields
+        fields = {k: v for k, v in values.items() if k in SessionIn.model_fields}
+        data = SessionIn.model_validate(fields | {"session_name": "estimate"})
     except ValidationError as exc:
         ctx["errors"] = field_errors(exc)
         return ctx
@@ -89,6 +105,8 @@ async def _form_page(
         models=await _judge_models(db),
         create_errors=create_errors or {},
         field_labels=FIELD_LABELS,
+        criteria_sets=CRITERIA_SETS,
+        criteria_set=values.get("criteria_set") or criteria_set_of(values.get("criteria") or []),
         # What the judge is told when nothing is changed, shown read-only beside the fields.
         builtin_system=SYSTEM_PROMPT,
         builtin_template=builtin_template(values.get("criteria") or DEFAULT_CRITERIA),
@@ -100,7 +118,18 @@ async def _form_page(
 @router.get("/sessions/new", response_class=HTMLResponse)
 async def new_session_page(request: Request, db: DbSession):
     pillars = await catalog.list_pillars(db=db)
-    return await _form_page(request, db, default_values(pillars, datetime.now(UTC)))
+    values = default_values(pillars, datetime.now(UTC))
+    keyed, total = await catalog.prompt_key_coverage(db=db, pillar_ids=values["pillar_ids"])
+    if total and keyed == total:
+        # Answers to prompts (a benchmark, the demo): compare answers to the same question,
+        # as every public benchmark does, on answer-quality criteria.
+        values |= {
+            "match_by_prompt_key": True,
+            "prompt_default": True,
+            "criteria_set": "answer_quality",
+            "criteria": list(CRITERIA_SETS["answer_quality"].criteria),
+        }
+    return await _form_page(request, db, values)
 
 
 @router.post("/sessions/new/estimate", response_class=HTMLResponse)

@@ -29,6 +29,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import text
 
+from llmjudge.providers.service import TEST_PROMPT
 from llmjudge.sessions.jobs import comparison_pool
 from tests.conftest import REPO
 from tests.fakes.servers import FakeOpenAI, FakeState
@@ -63,6 +64,8 @@ class CountingJudge:
     calls: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def respond(self, body: dict[str, Any]) -> str:
+        if body["messages"][-1]["content"] == TEST_PROMPT:
+            return "OK"
         marks = dict(_MARK.findall(body["messages"][-1]["content"]))
         pair = (marks["a"], marks["b"])
         self.calls[pair] += 1
@@ -95,6 +98,12 @@ async def counting_judge(
         )
         assert r.status_code == 201, r.text
         judge.model_id = r.json()["id"]
+        # A provider that has answered before, as in production: sessions start without the
+        # fail-fast test call, so the faults a test injects all reach judge calls.
+        r = await client.post(f"/api/providers/{judge.provider_id}/test", json={})
+        assert r.status_code == 200 and r.json()["ok"], r.text
+        fake.state.count = 0
+        fake.state.requests.clear()
         yield judge
     finally:
         await fake.stop()

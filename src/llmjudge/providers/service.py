@@ -395,6 +395,8 @@ class LLMService:
             )
         finally:
             await gateway.aclose()
+        # Stored at once: a provider that just answered is not tested again at session start.
+        await self.accounting.flush()
         return ConnectionTestOut(
             ok=True,
             provider=p.name,

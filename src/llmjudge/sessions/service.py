@@ -33,6 +33,7 @@ from llmjudge.sessions.adaptive import AdaptiveState, check_stop, fit_state
 from llmjudge.sessions.adaptive_sim import estimate_comparisons
 from llmjudge.sessions.claims import notify_work
 from llmjudge.sessions.estimate import ModelCost, estimate_plan, over_limit_message
+from llmjudge.sessions.jobs import is_setup_error
 from llmjudge.sessions.models import AdaptiveRound, Comparison, JudgeSession
 from llmjudge.sessions.pairing import PlanOptions, plan_size_bound
 from llmjudge.sessions.panels import learn_weights
@@ -171,8 +172,8 @@ async def check_connection(
     db: AsyncSession, llm: ConnectionTester | None, m: LLMModel, p: Provider
 ) -> None:
     """Fail fast: before a session starts on a provider that has never answered, make one
-    tiny test call; a wrong key, URL or model stops the start here (422 with the cause)
-    instead of failing every comparison. The simulator needs no test."""
+    tiny test call; a wrong key, URL or model, or no connection at all, stops the start here
+    (422 with the cause) instead of failing every comparison. The simulator needs no test."""
     if llm is None or p.kind == "simulator":
         return
     answered = await db.scalar(
@@ -183,7 +184,9 @@ async def check_connection(
     if answered is not None:
         return
     result = await llm.test_connection(p.id, model=m.model)
-    if not result.ok:
+    # Only what no retry can cure stops the start (a wrong key, URL or model, no connection);
+    # a 429 or a 5xx now is what the session's retries are for.
+    if not result.ok and is_setup_error(result.error):
         raise Invalid(
             f"test connection to provider {p.name} (model {m.model}) failed: {result.error}. "
             "Fix the provider in Settings → Providers; the session was not started"

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["FORMULA_PREFIXES", "safe_cell", "write_csv"]
+__all__ = ["FORMULA_PREFIXES", "provenance_lines", "safe_cell", "write_csv"]
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
@@ -35,3 +36,17 @@ def write_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
     writer.writerow([safe_cell(c) for c in columns])
     writer.writerows([safe_cell(row.get(c)) for c in columns] for row in rows)
     return out.getvalue()
+
+
+def provenance_lines(provenance: Mapping[str, Any]) -> str:
+    """The provenance block of a CSV export: `# key: <JSON value>` lines."""
+    intro = (
+        "# llmjudge export. Lines starting with # say what produced it; the CSV header "
+        "follows (pandas: read_csv(path, comment='#'))."
+    )
+    lines = [intro] + [
+        "# " + key + ": " + json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+        for key, value in provenance.items()
+    ]
+    # One line per key: a newline inside a value is already escaped by json.dumps.
+    return "\r\n".join(lines) + "\r\n"

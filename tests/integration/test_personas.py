@@ -391,7 +391,14 @@ async def test_report_and_export(client: httpx.AsyncClient, persona: dict[str, A
 
     r = await client.get(f"/api/personas/{pid}/export?format=csv")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
-    rows = list(csv.DictReader(io.StringIO(r.text)))
+    # Provenance first, as `# key: <JSON>` lines (the same block as session exports).
+    head = [ln for ln in r.text.splitlines() if ln.startswith("#")]
+    provenance = {ln[2:].split(": ", 1)[0]: json.loads(ln[2:].split(": ", 1)[1]) for ln in head[1:]}
+    assert provenance["product"] == "llmjudge" and provenance["persona"]["id"] == pid
+    assert provenance["models"]["judge"]["simulated"] is True and provenance["simulated"]
+    assert len(provenance["judge_prompt"]["sha256"]) == 64
+    body = "\n".join(ln for ln in r.text.splitlines() if not ln.startswith("#"))
+    rows = list(csv.DictReader(io.StringIO(body)))
     pairs = (await client.get(f"/api/personas/{pid}/training-pairs")).json()
     assert len(rows) == 2 * len(pairs)
     formula = [row for row in rows if "1+1" in row["input"]]
@@ -400,6 +407,7 @@ async def test_report_and_export(client: httpx.AsyncClient, persona: dict[str, A
     assert all(row["human_label"] in ("correct", "incorrect") for row in reviewed)
 
     data = (await client.get(f"/api/personas/{pid}/export?format=json")).json()
+    assert next(iter(data)) == "provenance" and data["provenance"]["judge_kind"] == "llm"
     assert len(data["pairs"]) == len(pairs) and len(data["outputs"]) == len(pairs)
     assert len(data["decisions"]) == 2 * len(pairs)
     assert data["iterations"][0]["metrics_selection"]["n"] > 0

@@ -38,7 +38,7 @@ from sqlalchemy.orm import aliased
 from llmjudge import __version__
 from llmjudge.analysis.schemas import AnalysisSession, ThreadLeaderboardOut
 from llmjudge.catalog.models import Pillar, Thread
-from llmjudge.csvsafe import safe_cell
+from llmjudge.csvsafe import provenance_lines, safe_cell
 from llmjudge.judging.prompts import DEFAULT_TEMPLATE, SYSTEM_PROMPT
 from llmjudge.providers.models import LLMModel, Provider
 from llmjudge.sessions.models import Comparison, JudgeSession
@@ -222,20 +222,6 @@ def _csv_lines(rows: Iterable[Sequence[Any]], columns: Sequence[str]) -> str:
     return out.getvalue()
 
 
-def provenance_lines(provenance: Mapping[str, Any]) -> str:
-    """The provenance block of a CSV export: `# key: <JSON value>` lines."""
-    intro = (
-        "# llmjudge export. Lines starting with # say what produced it; the CSV header "
-        "follows (pandas: read_csv(path, comment='#'))."
-    )
-    lines = [intro] + [
-        "# " + key + ": " + json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
-        for key, value in provenance.items()
-    ]
-    # One line per key: a newline inside a value is already escaped by json.dumps.
-    return "\r\n".join(lines) + "\r\n"
-
-
 async def export_comparisons_csv(
     *,
     sessionmaker: async_sessionmaker[AsyncSession],
@@ -369,8 +355,8 @@ def _digest(text: str) -> str:
 def _judge_ids(s: JudgeSession) -> list[int]:
     """The session's judge model and, where a panel judged it, every panel member."""
     ids = [s.judge_model_id] if s.judge_model_id is not None else []
-    panel = (s.options or {}).get("judge_model_ids") or []
-    ids += [i for i in panel if isinstance(i, int) and i not in ids]
+    members = [m.get("model_id") for m in (s.panel or {}).get("members", [])]
+    ids += [i for i in members if isinstance(i, int) and i not in ids]
     return ids
 
 

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.csvsafe import write_csv
+from llmjudge import __version__
+from llmjudge.csvsafe import provenance_lines, write_csv
 from llmjudge.personas.iterations import list_iterations, metrics_out, spent_usd
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import PersonaDecision, PersonaIteration, PersonaPair, TaskOutput
@@ -18,6 +21,7 @@ from llmjudge.personas.prompt_versions import list_versions
 from llmjudge.personas.replies import human_label
 from llmjudge.personas.schemas import MetricsRow, PairOut, ReportDecision, ReportOut
 from llmjudge.personas.service import get_persona
+from llmjudge.providers.models import LLMModel, Provider
 
 
 async def metrics(*, db: AsyncSession, persona_id: int) -> list[MetricsRow]:
@@ -171,11 +175,11 @@ async def export_data(*, db: AsyncSession, persona_id: int) -> dict[str, Any]:
             .order_by(PersonaDecision.iteration, PersonaDecision.pair_id)
         )
     ).all()
+    prompts = await list_versions(db=db, persona_id=persona_id)
     return {
+        "provenance": await _provenance(db, persona.model_dump(mode="json"), prompts),
         "persona": persona.model_dump(mode="json"),
-        "prompts": [
-            v.model_dump(mode="json") for v in await list_versions(db=db, persona_id=persona_id)
-        ],
+        "prompts": [v.model_dump(mode="json") for v in prompts],
         "pairs": [
             PairOut.model_validate(pair).model_dump(mode="json")
             | {
@@ -218,6 +222,70 @@ async def export_data(*, db: AsyncSession, persona_id: int) -> dict[str, Any]:
         "iterations": [
             it.model_dump(mode="json") for it in await list_iterations(db=db, persona_id=persona_id)
         ],
+    }
+
+
+async def _provenance(
+    db: AsyncSession, persona: dict[str, Any], prompts: list[Any]
+) -> dict[str, Any]:
+    """What produced a persona export: product version and time, the persona's models with
+    their provider kinds and the simulated flag, its judge kind, current judge prompt (hash),
+    target, split seed and evidence rule."""
+    roles = {
+        role: persona.get(f"{role}_model_id") for role in ("task", "judge", "engineer", "embedding")
+    }
+    ids = [i for i in roles.values() if isinstance(i, int)]
+    rows = {
+        r[0]: r
+        for r in (
+            await db.execute(
+                select(LLMModel.id, LLMModel.name, LLMModel.model, Provider.kind)
+                .join(Provider, Provider.id == LLMModel.provider_id)
+                .where(LLMModel.id.in_(ids))
+            )
+        ).all()
+    }
+    models = {
+        role: None
+        if i is None
+        else {"model_id": i, "deleted": True}
+        if i not in rows
+        else {
+            "model_id": i,
+            "name": rows[i][1],
+            "model": rows[i][2],
+            "provider_kind": rows[i][3],
+            "simulated": rows[i][3] == "simulator",
+        }
+        for role, i in roles.items()
+    }
+    current = next((v for v in prompts if v.version == persona.get("current_version")), None)
+    return {
+        "product": "llmjudge",
+        "version": __version__,
+        "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "persona": {"id": persona.get("id"), "name": persona.get("name")},
+        "models": models,
+        "simulated": any(m and m.get("simulated") for m in models.values()),
+        "judge_kind": persona.get("judge_kind"),
+        "judge_prompt": None
+        if current is None
+        else {
+            "version": current.version,
+            "sha256": hashlib.sha256(current.text.encode()).hexdigest(),
+        },
+        "settings": {
+            k: persona.get(k)
+            for k in (
+                "target_f1",
+                "split_seed",
+                "holdout_fraction",
+                "max_iterations",
+                "min_per_class",
+                "convergence_basis",
+            )
+            if k in persona
+        },
     }
 
 
@@ -265,7 +333,7 @@ def export_csv(data: dict[str, Any]) -> str:
             row = {k: pair.get(k) for k in ("input", "input_b", "correct_output", "split")}
             row["pair_id"] = pair["id"]
             rows.append(row)
-    return write_csv(rows, EXPORT_COLUMNS)
+    return provenance_lines(data["provenance"]) + write_csv(rows, EXPORT_COLUMNS)
 
 
 def export_json(data: dict[str, Any]) -> str:

@@ -5,6 +5,9 @@ and cached. Reads only.
 Figures are cached per (figure, session, completed count, parameters): nothing changes
 between two completions, and pages poll while a session runs. CPU work runs in
 `asyncio.to_thread`, so the event loop never waits on a bootstrap.
+
+About 720 lines as one piece: every figure is a short cached wrapper over a pure function,
+and they share the cache, its keys and the session loading.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ them in order, cheapest first, until one is confident enough (a **cascade**).
 
 Verdicts are coded A = +1, B = -1, TIE = 0 where a signed value is needed, and 0, 1, 2
 (A, B, TIE) as class codes; missing is -1.
+
+About 500 lines as one piece: the aggregation rules, the cascade and its calibration, and the
+panel report's maths share the vote and member types and are read together.
 """
 
 from __future__ import annotations

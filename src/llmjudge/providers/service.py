@@ -4,6 +4,10 @@ Every domain calls models through ``LLMService.chat(model_id=...)``: it resolves
 its provider from the database (cached in memory for ``CONFIG_TTL_S``, and dropped at once by
 ``refresh`` after a change in this process), decrypts the key once, and sends the call through
 the ``Gateway`` (cache in ``llm_cache``, limits, retries, accounting in ``llm_calls``).
+
+About 700 lines as one piece: provider CRUD and ``LLMService`` share the cached
+resolution of a model to its provider and decrypted key; the call paths (chat, embed, test,
+budget) differ only in the request they build.
 """
 
 from __future__ import annotations

@@ -49,6 +49,9 @@ with a different ``call_key``, gets independent noise. Latency (uniform in
 ``fail_500_rate``: raised as ``ProviderError`` through the shared retry loop; ``malformed_rate``:
 a 200 whose JSON is cut in half) are drawn from a per-client stream seeded with ``seed``,
 so a retried call can succeed.
+
+One piece (about 500 lines): the simulated judge, task model, prompt engineer and embedder
+share one seeded parameter set, documented in one place.
 """
 
 from __future__ import annotations

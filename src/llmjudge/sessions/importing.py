@@ -35,6 +35,9 @@ Position swaps:
   later).
 
 All or nothing: the caller stores the rows only when there are no errors.
+
+About 530 lines as one piece: the judgment row model, its validation and the mapping of
+rows to threads are one parser, shared by the native, FastChat and Arena-Hard paths.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ a USD budget becomes calls through the estimated cost per call stored at creatio
 ``stop_reason`` marks a stopped session: the last comparisons finish and the queue
 completes it (``claims.finish``); until then a drained adaptive session waits for its
 next round.
+
+About 550 lines as one piece: the adaptive round planner is one state machine (lock,
+refit, check the rule, append the round) whose steps share its transaction.
 """
 
 from __future__ import annotations

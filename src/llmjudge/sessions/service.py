@@ -4,6 +4,11 @@
 A session's comparisons are inserted when it is created (so its size and estimate are
 exact) with PostgreSQL COPY (`plans.insert_plan`), a million-row plan in seconds. Starting a
 session makes its comparisons claimable; workers (see ``sessions.jobs``) do the rest.
+
+About 890 lines: estimate, create and control share the helpers that resolve a session's
+judge(s), plan size and cost; adaptive and panel sessions add their own create/estimate
+branches here. The next cut is control (start/pause/resume/cancel/retry/delete) and the
+adaptive branches into modules of their own.
 """
 
 from __future__ import annotations

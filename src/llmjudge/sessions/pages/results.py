@@ -3,6 +3,9 @@ distribution, pillar matrix, position bias, thread performance, findings, style 
 categories), the others as partials, with their charts. Every figure comes from `analysis.figures`, the same
 functions as its `/api/sessions/{id}/<figure>` twin, with the API's default parameters so
 both share one cached computation.
+
+About 500 lines: one builder per results tab, each short; they share the page's
+option parsing and cache.
 """
 
 from __future__ import annotations

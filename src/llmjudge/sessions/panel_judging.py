@@ -25,13 +25,13 @@ from llmjudge.providers.base import ProviderError
 from llmjudge.sessions.claims import Claimed, Finish, MemberVote
 from llmjudge.sessions.worker import (
     MAX_ATTEMPTS,
-    RAW_RESPONSE_LIMIT,
     ChatService,
     Publish,
     SessionConfig,
     ThreadCache,
+    call_usage,
     session_topic,
-    verdict_strength,
+    verdict_fields,
 )
 
 __all__ = ["MemberConfig", "PanelConfig", "judge_panel", "panel_config"]
@@ -110,16 +110,7 @@ async def _ask(
         raise
     except Exception as exc:  # a bug or an unknown model must not kill the worker
         return MemberVote(**base, status="missing", error=f"{type(exc).__name__}: {exc}"[:2000])
-    usage: dict[str, Any] = {
-        "input_tokens": result.input_tokens,
-        "output_tokens": result.output_tokens,
-        "cost_usd": 0.0
-        if result.cached
-        else member.cost(result.input_tokens, result.output_tokens),
-        "latency_s": result.latency_s,
-        "cache_hit": result.cached,
-        "raw_response": result.text[:RAW_RESPONSE_LIMIT],
-    }
+    usage = call_usage(result, member.cost)
     try:
         parsed = parse_with_format(result.text, fmt, criteria)
     except VerdictParseError as exc:
@@ -128,13 +119,8 @@ async def _ask(
     return MemberVote(
         **base,
         **usage,
+        **verdict_fields(verdict),
         status="voted",
-        winner=verdict.winner,
-        confidence=verdict.confidence,
-        scores_a=verdict.scores_a,
-        scores_b=verdict.scores_b,
-        reasoning=verdict.reasoning,
-        strength=verdict_strength(verdict),
         # An answer the format counts as a tie is a vote, its reason kept.
         error=None if parsed.unparsed is None else f"unparsed, a tie: {parsed.unparsed}"[:2000],
     )

@@ -317,17 +317,7 @@ async def judge_comparison(
         if batcher is not None:
             await batcher.flush()
 
-    usage = {
-        "input_tokens": result.input_tokens,
-        "output_tokens": result.output_tokens,
-        "cost_usd": 0.0
-        if result.cached
-        else config.cost(result.input_tokens, result.output_tokens),
-        "latency_s": result.latency_s,
-        "cache_hit": result.cached,
-        "started_at": started,
-        "raw_response": result.text[:RAW_RESPONSE_LIMIT],
-    }
+    usage = call_usage(result, config.cost) | {"started_at": started}
     try:
         parsed = parse_with_format(result.text, config.verdict_format, config.criteria)
     except VerdictParseError as exc:
@@ -340,15 +330,35 @@ async def judge_comparison(
     return Finish(
         **base,
         **usage,
+        **verdict_fields(verdict),
         status="completed",
-        winner=verdict.winner,
-        confidence=verdict.confidence,
-        scores_a=verdict.scores_a,
-        scores_b=verdict.scores_b,
-        reasoning=verdict.reasoning,
         parse_error=parsed.unparsed[:2000] if parsed.unparsed is not None else None,
-        strength=verdict_strength(verdict),
     )
+
+
+def call_usage(result: ChatResult, cost: Callable[[int, int], float]) -> dict[str, Any]:
+    """What one judge call used, as stored on a comparison or a panel vote (a cache hit
+    costs nothing)."""
+    return {
+        "input_tokens": result.input_tokens,
+        "output_tokens": result.output_tokens,
+        "cost_usd": 0.0 if result.cached else cost(result.input_tokens, result.output_tokens),
+        "latency_s": result.latency_s,
+        "cache_hit": result.cached,
+        "raw_response": result.text[:RAW_RESPONSE_LIMIT],
+    }
+
+
+def verdict_fields(verdict: Verdict) -> dict[str, Any]:
+    """A read verdict's stored fields, in the order the pair was shown."""
+    return {
+        "winner": verdict.winner,
+        "confidence": verdict.confidence,
+        "scores_a": verdict.scores_a,
+        "scores_b": verdict.scores_b,
+        "reasoning": verdict.reasoning,
+        "strength": verdict_strength(verdict),
+    }
 
 
 def verdict_strength(verdict: Verdict) -> int | None:

@@ -209,29 +209,8 @@ async def import_judgments(
     )
     completed = sum(r.judgment.winner is not None for r in resolved)
     now = datetime.now(UTC)
-    session = JudgeSession(
-        name=session_name,
-        status="completed" if completed else "failed",
-        comparison_mode=IMPORTED_MODE,
-        pillar_ids=sorted(
-            {p for r in resolved for p in (r.thread_a.pillar_id, r.thread_b.pillar_id)}
-        ),
-        options={
-            "source": "import",
-            "judge_label": judge_label,
-            "position_swap": any(r.is_swap for r in resolved),
-            "repetitions_per_pair": 1 + max(r.judgment.repetition for r in resolved),
-            "calculate_elo": True,
-            "seed": 0,
-        },
-        worker_count=1,
-        judge_model_id=None,
-        criteria=criteria,
-        total=len(resolved),
-        completed=completed,
-        failed=len(resolved) - completed,
-        started_at=now,
-        finished_at=now,
+    session = _finished_session(
+        session_name, resolved, judge_label, criteria, len(resolved), completed, now
     )
     db.add(session)
     await db.flush()
@@ -336,42 +315,27 @@ async def _import_panel(
             c for row in grouped.votes for j in row if j for c in (*j.scores_a, *j.scores_b)
         )
     )
-    session = JudgeSession(
-        name=session_name,
-        status="completed" if completed else "failed",
-        comparison_mode=IMPORTED_MODE,
-        pillar_ids=sorted(
-            {p for r in grouped.comparisons for p in (r.thread_a.pillar_id, r.thread_b.pillar_id)}
-        ),
-        options={
-            "source": "import",
-            "judge_label": " + ".join(judges),
-            "position_swap": any(r.is_swap for r in grouped.comparisons),
-            "repetitions_per_pair": 1 + max(r.judgment.repetition for r in grouped.comparisons),
-            "calculate_elo": True,
-            "seed": 0,
-        },
-        panel={
-            "rule": aggregation,
-            "members": [
-                {
-                    "model_id": None,
-                    "label": judge,
-                    "weight": None if member_weights is None else member_weights[k],
-                }
-                for k, judge in enumerate(judges)
-            ],
-            "weights_from_labels": labelled if aggregation == "calibrated" else None,
-        },
-        worker_count=1,
-        judge_model_id=None,
-        criteria=criteria,
-        total=len(aggregates),
-        completed=completed,
-        failed=len(aggregates) - completed,
-        started_at=now,
-        finished_at=now,
+    session = _finished_session(
+        session_name,
+        grouped.comparisons,
+        " + ".join(judges),
+        criteria,
+        len(aggregates),
+        completed,
+        now,
     )
+    session.panel = {
+        "rule": aggregation,
+        "members": [
+            {
+                "model_id": None,
+                "label": judge,
+                "weight": None if member_weights is None else member_weights[k],
+            }
+            for k, judge in enumerate(judges)
+        ],
+        "weights_from_labels": labelled if aggregation == "calibrated" else None,
+    }
     db.add(session)
     await db.flush()
     results = [
@@ -465,4 +429,40 @@ async def _set_votes_cast(db: AsyncSession, ids: Sequence[int], cast_: Sequence[
             "FROM unnest(CAST(:ids AS bigint[]), CAST(:n AS int[])) AS v(id, n) WHERE c.id = v.id"
         ),
         {"ids": list(ids), "n": list(cast_)},
+    )
+
+
+def _finished_session(
+    name: str,
+    comparisons: Sequence[ResolvedJudgment],
+    judge_label: str | None,
+    criteria: list[str],
+    total: int,
+    completed: int,
+    now: datetime,
+) -> JudgeSession:
+    """The session an import becomes: already finished, mode ``imported``, never run."""
+    return JudgeSession(
+        name=name,
+        status="completed" if completed else "failed",
+        comparison_mode=IMPORTED_MODE,
+        pillar_ids=sorted(
+            {p for r in comparisons for p in (r.thread_a.pillar_id, r.thread_b.pillar_id)}
+        ),
+        options={
+            "source": "import",
+            "judge_label": judge_label,
+            "position_swap": any(r.is_swap for r in comparisons),
+            "repetitions_per_pair": 1 + max(r.judgment.repetition for r in comparisons),
+            "calculate_elo": True,
+            "seed": 0,
+        },
+        worker_count=1,
+        judge_model_id=None,
+        criteria=criteria,
+        total=total,
+        completed=completed,
+        failed=total - completed,
+        started_at=now,
+        finished_at=now,
     )

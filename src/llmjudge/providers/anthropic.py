@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from llmjudge.providers.base import ChatRequest, DeltaCallback
-from llmjudge.providers.clients import HttpCall, HttpChatClient, Parsed, SseEvent
+from llmjudge.providers.clients import HttpCall, HttpChatClient, Parsed, SseEvent, drain
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 1024
@@ -123,6 +123,7 @@ class AnthropicClient(HttpChatClient):
                 input_tokens = usage.get("input_tokens", input_tokens)
             elif kind == "message_stop":
                 stopped = True
+                await drain(events)
                 break
             elif kind == "error":
                 err = data.get("error") or {}

@@ -8,6 +8,8 @@ estimation) lives here once.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 from abc import ABC, abstractmethod
@@ -33,6 +35,8 @@ from llmjudge.providers.base import (
 )
 
 _MAX_MESSAGE_CHARS = 300
+# How long a stream may stay open after its final event before it is closed unread.
+DRAIN_AFTER_END_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,24 @@ async def iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[SseEvent]:
         yield SseEvent(event or "message", "\n".join(data))
 
 
+async def drain(events: AsyncIterator[SseEvent], limit_s: float = DRAIN_AFTER_END_S) -> None:
+    """Read what follows a stream's final event (``[DONE]``, ``message_stop``) to its end,
+    ignoring it, for at most ``limit_s``.
+
+    A server ends the response right after its final event, so this costs one read at most.
+    Leaving the stream unread instead was measured at about 0.1 ms per call: each unfinished
+    async generator of the read chain (``iter_sse``, httpx's line, text and byte iterators,
+    the transport's) is closed later by the event loop's finalizer hook, one scheduled task
+    and self-pipe write apiece, and an unfinished response closes its keep-alive connection.
+    A server that keeps the stream open, or drops it, after its final event costs at most
+    ``limit_s``: the answer is already complete, so errors here are ignored.
+    """
+    with contextlib.suppress(TimeoutError, httpx.HTTPError, aiohttp.ClientError, OSError):
+        async with asyncio.timeout(limit_s):
+            async for _ in events:
+                pass
+
+
 def error_message(body: str) -> str:
     """The human message inside a provider's JSON error body, else the (trimmed) body."""
     try:
@@ -97,6 +119,12 @@ def error_message(body: str) -> str:
         if isinstance(err, str):
             return err[:_MAX_MESSAGE_CHARS]
     return body.strip()[:_MAX_MESSAGE_CHARS]
+
+
+def _params(call: HttpCall) -> dict[str, str] | None:
+    """The call's query parameters; None without any (httpx re-parses the URL to merge even
+    an empty set: measurable per call at hundreds of calls a second)."""
+    return dict(call.params) if call.params else None
 
 
 def _origin(exc: BaseException) -> BaseException:
@@ -182,7 +210,7 @@ class HttpChatClient(ABC):
 
     async def _send_plain(self, call: HttpCall, req: ChatRequest) -> Parsed:
         resp = await self._http.post(
-            call.url, json=dict(call.body), headers=dict(call.headers), params=dict(call.params)
+            call.url, json=dict(call.body), headers=dict(call.headers), params=_params(call)
         )
         if resp.status_code >= 400:
             self.raise_for_status(resp.status_code, resp.text, resp.headers, req)
@@ -203,7 +231,7 @@ class HttpChatClient(ABC):
             call.url,
             json=dict(call.body),
             headers=dict(call.headers),
-            params=dict(call.params),
+            params=_params(call),
         ) as resp:
             if resp.status_code >= 400:
                 body = (await resp.aread()).decode("utf-8", errors="replace")
@@ -319,7 +347,7 @@ class HttpChatClient(ABC):
                     call.url,
                     json=dict(call.body),
                     headers=dict(call.headers),
-                    params=dict(call.params),
+                    params=_params(call),
                 )
             except (httpx.RequestError, aiohttp.ClientError) as exc:
                 if is_timeout(exc):

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from llmjudge.providers.base import ChatRequest, ChatResult, DeltaCallback, ProviderError
-from llmjudge.providers.clients import HttpCall, HttpChatClient, Parsed, SseEvent
+from llmjudge.providers.clients import HttpCall, HttpChatClient, Parsed, SseEvent, drain
 
 
 def schema_instruction(schema: Mapping[str, Any]) -> str:
@@ -139,6 +139,7 @@ class OpenAIClient(HttpChatClient):
         async for ev in events:
             if ev.data.strip() == "[DONE]":
                 done = True
+                await drain(events)
                 break
             chunk = self.load_event(ev.data)
             if not isinstance(chunk, dict):

@@ -48,6 +48,7 @@ winner makes the answer ambiguous.
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import math
 import re
@@ -132,9 +133,14 @@ def _last_json_verdict(text: str) -> tuple[dict[str, Any], int] | None:
             obj, end = _DECODER.raw_decode(text, start)
         except (ValueError, RecursionError):  # ValueError covers JSONDecodeError
             continue
-        if isinstance(obj, dict) and "winner" in _lower_keys(obj):
+        if isinstance(obj, dict) and _has_winner(obj):
             return obj, end
     return None
+
+
+def _has_winner(obj: Mapping[Any, Any]) -> bool:
+    """``"winner" in _lower_keys(obj)``, without building the dict for every object tried."""
+    return "winner" in obj or any(str(k).strip().lower() == "winner" for k in obj)
 
 
 def _lower_keys(obj: Mapping[Any, Any]) -> dict[str, Any]:
@@ -156,6 +162,14 @@ def _side(value: Any) -> Winner | None:
     """Normalise "a", "Assistant A", "thread_b", "tie", "C" ...; None if not a side."""
     if not isinstance(value, str):
         return None
+    return _side_word(value)
+
+
+# Pure functions of short strings that every verdict repeats (its sides, the session's
+# criteria): cached, as a verdict is read at hundreds a second. Bounded, since a judge may
+# answer with any key.
+@functools.lru_cache(maxsize=4096)
+def _side_word(value: str) -> Winner | None:
     word = _SIDE_PREFIX.sub("", value.strip().strip("\"'").strip()).upper()
     return _WINNER_WORDS.get(word)
 
@@ -204,8 +218,18 @@ def _read_confidence(value: Any) -> float | None:
     return number
 
 
+_CRITERION_SEPARATORS = re.compile(r"[\s\-]+")
+
+
+@functools.lru_cache(maxsize=4096)
 def _criterion_key(name: str) -> str:
-    return re.sub(r"[\s\-]+", "_", name.strip().lower())
+    return _CRITERION_SEPARATORS.sub("_", name.strip().lower())
+
+
+@functools.lru_cache(maxsize=256)
+def _wanted(criteria: tuple[str, ...]) -> dict[str, str]:
+    """Requested criteria by their matching key (shared: callers only read it)."""
+    return {_criterion_key(c): c for c in criteria}
 
 
 def _read_scores(value: Any, criteria: Sequence[str]) -> tuple[dict[str, float], dict[str, float]]:
@@ -229,7 +253,7 @@ def _read_scores(value: Any, criteria: Sequence[str]) -> tuple[dict[str, float],
                 if side not in ("A", "B"):
                     raise VerdictParseError(f"scores for {crit!r} name an unknown thread {key!r}")
                 by_side[side][str(crit)] = score
-    wanted = {_criterion_key(c): c for c in criteria}
+    wanted = _wanted(tuple(criteria))
     return _likert(by_side["A"], wanted, "A"), _likert(by_side["B"], wanted, "B")
 
 

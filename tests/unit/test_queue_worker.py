@@ -223,3 +223,32 @@ def test_thread_cache_evicts_the_least_recently_used() -> None:
     assert cache.get(1) is not None  # 1 is now more recent than 2
     cache.put(ThreadData(3, 1, "", "x", None))
     assert cache.get(2) is None and cache.get(1) is not None and len(cache) == 2
+
+
+async def test_streams_nobody_follows_are_not_published(threads: ThreadCache) -> None:
+    """The answer is still streamed and read; only its unwatched text batches are skipped,
+    and the question is asked per batch (a viewer may arrive mid-answer)."""
+    events: list[tuple[str, str, dict]] = []
+    asked: list[tuple[str, str]] = []
+    watched = iter([False, False, True])
+
+    def wants(topic: str, lane: str) -> bool:
+        asked.append((topic, lane))
+        return next(watched, True)
+
+    llm = FakeLLM(GOOD)
+    f = await judge_comparison(
+        llm=llm,
+        item=item(),
+        config=CONFIG,
+        threads=threads,
+        publish=lambda *e: events.append(e),
+        stream_interval_s=0,
+        wants_stream=wants,
+    )
+    assert f.status == "completed" and f.winner == "B" and f.raw_response == GOOD
+    batches = [e[2]["text"] for e in events if e[1] == "llm_stream"]
+    assert len(asked) == len(batches) + 2 and set(asked) == {("session:7", "host:1:0")}
+    assert "".join(batches) == GOOD[10:]  # the first two 5-character batches went unwatched
+    assert [e[1] for e in events][0] == "comparison_start"
+    assert [e[1] for e in events if e[1] != "llm_stream"] == ["comparison_start"]

@@ -9,6 +9,12 @@ queues: a slow subscriber loses its oldest events (``workers_status`` snapshots 
 first), and never slows the listener, the publisher or a worker.
 
 Topics name what changed (``session:12``, ``persona:3``); ``*`` subscribes to all of them.
+
+Token streams (``llm_stream``) are most of a busy session's events, and usually nobody
+watches them: a web process announces the lanes its subscribers follow (``stream_interest``,
+on subscribing and every ``INTEREST_EVERY_S``), and ``wants_stream`` lets a publisher skip
+a stream nobody follows, here or in another listening process. A process that hears no
+announcements (``listen=False``, its listener down or just started) publishes every stream.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import asyncpg
 __all__ = [
     "CHANNEL",
     "COALESCED_TYPES",
+    "STREAM_INTEREST",
     "STREAM_TYPES",
     "DeltaBatcher",
     "Event",
@@ -50,6 +57,15 @@ MAX_PAYLOAD_BYTES = 7900
 COALESCED_TYPES = frozenset({"workers_status"})
 # Token-stream events: delivered only to subscribers following the event's lane (worker).
 STREAM_TYPES = frozenset({"llm_stream"})
+# Internal: "this process has subscribers following these lanes of this topic"; heard by
+# every listening hub, never handed to a subscriber.
+STREAM_INTEREST = "stream_interest"
+_INTEREST_MARK = f'"y":"{STREAM_INTEREST}"'  # as encode_payload writes the type
+INTEREST_EVERY_S = 2.0
+INTEREST_TTL_S = 3 * INTEREST_EVERY_S  # an announcement holds this long
+# A process listening for less than this may not have heard every follower yet: it
+# publishes every stream until then.
+INTEREST_GRACE_S = 1.5 * INTEREST_EVERY_S
 _STRING_LIMITS = (2000, 500, 100, 20)
 
 
@@ -189,6 +205,7 @@ class EventHub:
         outbox_size: int = 50_000,
         batch_size: int = 500,
         reconnect_max_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.dsn = asyncpg_dsn(dsn)
         self.listen = listen
@@ -206,6 +223,10 @@ class EventHub:
         self._tasks: list[asyncio.Task[None]] = []
         self._listener_ready = asyncio.Event()
         self._stopping = False
+        self._clock = clock
+        self._listening_since: float | None = None  # None: not listening now
+        # topic -> origin -> (expires, lanes followed there; None: every lane)
+        self._interest: dict[str, dict[str, tuple[float, frozenset[str] | None]]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -215,6 +236,7 @@ class EventHub:
         self._tasks.append(asyncio.create_task(self._run_publisher(), name="events-publisher"))
         if self.listen:
             self._tasks.append(asyncio.create_task(self._run_listener(), name="events-listener"))
+            self._tasks.append(asyncio.create_task(self._announce_loop(), name="events-interest"))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._listener_ready.wait(), 10)
 
@@ -291,12 +313,80 @@ class EventHub:
             self._on_notify,
             ready=self._listener_ready,
             reconnect_max_s=self.reconnect_max_s,
+            on_state=self.listening,
         )
 
+    def listening(self, up: bool) -> None:
+        """The listener's state: LISTENing now, or its connection lost."""
+        self._listening_since = self._clock() if up else None
+        if not up:
+            self._interest.clear()  # announcements may be missed until it is back
+
     def _on_notify(self, payload: str) -> None:
+        # Without a subscriber here only announcements matter: nothing else is decoded.
+        if not self._subs and _INTEREST_MARK not in payload:
+            return
         event = decode_payload(payload)
-        if event is not None:
+        if event is None:
+            return
+        if event.type == STREAM_INTEREST:
+            self._heard_interest(event)
+        else:
             self.dispatch(event)
+
+    # -- who follows token streams ------------------------------------------------------
+
+    def wants_stream(self, topic: str, lane: str) -> bool:
+        """Whether an ``llm_stream`` event of ``lane`` (a worker id) on ``topic`` may reach a
+        subscriber, in this process or in another that listens. True whenever this process
+        cannot know (see the module docstring)."""
+        since = self._listening_since
+        if not self.listen or since is None or self._clock() - since < INTEREST_GRACE_S:
+            return True
+        for t in (topic, ALL_TOPICS):
+            for sub in self._subs.get(t, ()):
+                if sub.lanes is None or lane in sub.lanes:
+                    return True
+        now = self._clock()
+        for t in (topic, ALL_TOPICS):
+            for expires, lanes in self._interest.get(t, {}).values():
+                if expires > now and (lanes is None or lane in lanes):
+                    return True
+        return False
+
+    def _followed(self, topic: str) -> tuple[bool, frozenset[str] | None]:
+        """Whether this process's subscribers of ``topic`` follow any lane, and which (None:
+        every lane)."""
+        lanes: set[str] = set()
+        for sub in self._subs.get(topic, ()):
+            if sub.lanes is None:
+                return True, None
+            lanes |= sub.lanes
+        return bool(lanes), frozenset(lanes)
+
+    def announce(self, topic: str) -> None:
+        """Tell every listening process which lanes of ``topic`` are followed here."""
+        follows, lanes = self._followed(topic)
+        if follows:
+            data = {"origin": self._origin, "lanes": None if lanes is None else sorted(lanes)}
+            self.publish_nowait(topic, STREAM_INTEREST, data)
+
+    async def _announce_loop(self) -> None:
+        while True:
+            await asyncio.sleep(INTEREST_EVERY_S)
+            for topic in list(self._subs):
+                self.announce(topic)
+
+    def _heard_interest(self, event: Event) -> None:
+        origin, lanes = event.data.get("origin"), event.data.get("lanes")
+        if not isinstance(origin, str) or origin == self._origin:
+            return
+        followed = None if lanes is None else frozenset(str(lane) for lane in lanes)
+        now = self._clock()
+        by_origin = self._interest.setdefault(event.topic, {})
+        for o in [o for o, (expires, _) in by_origin.items() if expires <= now]:
+            del by_origin[o]
+        by_origin[origin] = (now + INTEREST_TTL_S, followed)
 
     def dispatch(self, event: Event) -> None:
         """Hand ``event`` to this process's subscribers of its topic (and of ``*``)."""
@@ -311,6 +401,8 @@ class EventHub:
         (``lanes``: see ``Subscription``)."""
         sub = Subscription(topic, self.subscriber_queue, lanes)
         self._subs[topic].add(sub)
+        if lanes is None or lanes:
+            self.announce(topic)  # other processes' workers stream this lane from now on
         try:
             yield sub
         finally:
@@ -331,9 +423,11 @@ async def listen_forever(
     *,
     ready: asyncio.Event | None = None,
     reconnect_max_s: float = 5.0,
+    on_state: Callable[[bool], None] | None = None,
 ) -> None:
     """LISTEN on ``channel`` on a dedicated connection until cancelled, reconnecting with
-    backoff when the connection is lost; ``ready`` is set once listening."""
+    backoff when the connection is lost; ``ready`` is set once listening, and ``on_state``
+    hears True whenever listening starts and False whenever it stops."""
     delay = 0.1
     while True:
         conn: asyncpg.Connection | None = None
@@ -344,6 +438,8 @@ async def listen_forever(
             await conn.add_listener(channel, lambda _c, _pid, _ch, payload: on_payload(payload))
             if ready is not None:
                 ready.set()
+            if on_state is not None:
+                on_state(True)
             delay = 0.1
             while not lost.is_set():
                 # A dead peer may not close the socket: probe it now and then.
@@ -359,6 +455,8 @@ async def listen_forever(
             await asyncio.sleep(delay)
             delay = min(delay * 2, reconnect_max_s)
         finally:
+            if on_state is not None:
+                on_state(False)
             await _close_quietly(conn)
 
 

@@ -259,6 +259,7 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
             threads=self._threads,
             publish=self.hub.publish_nowait if self.hub is not None else None,
             max_attempts=self.max_attempts,
+            wants_stream=self.hub.wants_stream if self.hub is not None else None,
         )
         return storable_finish(finish)
 

@@ -34,6 +34,7 @@ __all__ = [
     "SessionConfig",
     "ThreadCache",
     "ThreadData",
+    "WantsStream",
     "judge_comparison",
     "session_topic",
     "verdict_strength",
@@ -45,6 +46,8 @@ MAX_ATTEMPTS = 3
 RAW_RESPONSE_LIMIT = 100_000
 
 Publish = Callable[[str, str, dict[str, Any]], None]
+# (topic, lane) -> whether anyone may follow that lane's token stream (EventHub.wants_stream)
+WantsStream = Callable[[str, str], bool]
 
 
 def session_topic(session_id: int) -> str:
@@ -230,8 +233,13 @@ async def judge_comparison(
     publish: Publish | None = None,
     max_attempts: int = MAX_ATTEMPTS,
     stream_interval_s: float = 0.1,
+    wants_stream: WantsStream | None = None,
 ) -> Finish:
-    """Judge ``item`` once and say how it ended. Raises only ``CancelledError``."""
+    """Judge ``item`` once and say how it ended. Raises only ``CancelledError``.
+
+    With ``publish``, the answer is streamed and its text published in batches
+    (``llm_stream``), except the batches ``wants_stream`` says nobody follows (asked at each
+    batch: a viewer may arrive mid-answer)."""
     started = datetime.now(UTC)
     base = {"id": item.id, "worker_id": item.worker_id, "attempts": item.attempts}
     topic = session_topic(item.session_id)
@@ -278,10 +286,12 @@ async def judge_comparison(
     batcher: DeltaBatcher | None = None
     if publish is not None:
         stream = {"comparison_id": item.id, "worker_id": item.worker_id}
-        batcher = DeltaBatcher(
-            lambda text: publish(topic, "llm_stream", {**stream, "text": text}),
-            interval_s=stream_interval_s,
-        )
+
+        def publish_text(text: str) -> None:
+            if wants_stream is None or wants_stream(topic, item.worker_id):
+                publish(topic, "llm_stream", {**stream, "text": text})
+
+        batcher = DeltaBatcher(publish_text, interval_s=stream_interval_s)
     try:
         result = await llm.chat(
             model_id=config.judge_model_id,

@@ -21,6 +21,7 @@ from llmjudge.judging.prompts import (
     estimate_tokens,
     render_criteria,
     render_thread,
+    thread_body,
     verdict_json_schema,
 )
 from llmjudge.judging.verdicts import parse_verdict
@@ -255,3 +256,45 @@ def test_estimate_tokens(text: str, tokens: int) -> None:
 
 def test_estimate_tokens_scales_with_length() -> None:
     assert estimate_tokens("x" * 4000) == 1000
+
+
+_PIECES = st.sampled_from(["<thread_a>", "</thread_b >", "{thread_a}", "{{", "}", "\n", "é", "x"])
+_TEXTS = st.lists(_PIECES | st.text(max_size=4), max_size=12).map("".join)
+_CONTENTS = _TEXTS | st.lists(
+    st.fixed_dictionaries({"role": st.sampled_from(["user", " assistant "]), "content": _TEXTS}),
+    max_size=3,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    content_a=_CONTENTS,
+    content_b=_CONTENTS,
+    title_a=st.none() | _TEXTS,
+    title_b=st.none() | _TEXTS,
+    template=st.sampled_from(
+        [None, "{criteria}|{thread_a}|{thread_b}", "{prompt} {answer_a} vs {answer_b}"]
+    ),
+    criteria=st.lists(st.sampled_from(list(CRITERIA) + ["own_one"]), max_size=3, unique=True),
+)
+def test_prerendered_bodies_give_the_same_messages(
+    content_a: object,
+    content_b: object,
+    title_a: str | None,
+    title_b: str | None,
+    template: str | None,
+    criteria: list[str],
+) -> None:
+    """The worker renders each thread once (``bodies``); the messages must not change."""
+    kwargs = {
+        "content_a": content_a,
+        "content_b": content_b,
+        "title_a": title_a,
+        "title_b": title_b,
+        "template": template,
+        "criteria": criteria,
+        "prompt": "the prompt",
+    }
+    bodies = (thread_body(content_a, title_a), thread_body(content_b, title_b))  # type: ignore[arg-type]
+    assert build_judge_messages(**kwargs, bodies=bodies) == build_judge_messages(**kwargs)  # type: ignore[arg-type]
+    assert render_criteria(criteria) == render_criteria(list(criteria))  # cached by value

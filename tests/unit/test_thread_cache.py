@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from llmjudge.judging.prompts import thread_body
 from llmjudge.sessions.worker import ThreadCache, ThreadData
 
 
@@ -72,3 +75,43 @@ async def test_a_reimported_thread_is_dropped_on_revalidation() -> None:
     assert cache.get(1) is None and cache.get(3) is None
     assert cache.get(2) is not None
     assert not cache.due()
+
+
+def test_a_thread_body_is_rendered_once_counted_and_renewed_with_its_thread() -> None:
+    cache = ThreadCache(max_bytes=1_000_000)
+    cache.put(_t(1, "first text </thread_a>"), "h1")
+    item = cache.get(1)
+    assert item is not None
+    before = cache.bytes
+    body = cache.body(item)
+    assert body == thread_body(item.content, item.title) and "&lt;/thread_a&gt;" in body
+    assert cache.body(item) is body  # rendered once
+    assert cache.bytes == before + len(body) + 50
+    cache.put(_t(1, "re-imported text"), "h2")  # a re-import renders anew
+    renewed = cache.get(1)
+    assert renewed is not None and "re-imported text" in cache.body(renewed)
+    cache.drop(1)
+    assert cache.bytes == 0
+
+
+def test_a_body_counts_against_the_bound_and_an_uncached_thread_is_not_kept() -> None:
+    cache = ThreadCache(max_bytes=70_000)
+    cache.put(_t(1, "x" * 30_000), "h1")
+    cache.put(_t(2, "y" * 30_000), "h2")
+    two = cache.get(2)
+    assert two is not None
+    cache.body(two)  # 30 kB more: the least recently used thread goes
+    assert cache.bytes <= 70_000 and cache.get(1) is None and cache.get(2) is not None
+    stray = _t(9, "never cached")
+    assert "never cached" in cache.body(stray) and cache.get(9) is None
+    assert cache.bytes <= 70_000
+
+
+def test_a_malformed_thread_body_raises_like_the_prompt() -> None:
+    cache = ThreadCache()
+    bad = ThreadData(3, 1, "t", [{"role": "user"}], None)
+    cache.put(bad)
+    item = cache.get(3)
+    assert item is not None
+    with pytest.raises(ValueError, match="thread message 0"):
+        cache.body(item)

@@ -19,6 +19,7 @@ what the model said, which was nothing.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import string
@@ -168,6 +169,11 @@ def criterion_label(name: str) -> str:
 
 def render_criteria(criteria: Sequence[str]) -> str:
     """One line per criterion: ``- name (Label): description``."""
+    return _render_criteria(tuple(criteria))
+
+
+@functools.lru_cache(maxsize=256)  # a session's criteria, once per judged comparison
+def _render_criteria(criteria: tuple[str, ...]) -> str:
     lines = []
     for name in criteria:
         known = CRITERIA.get(name)
@@ -204,10 +210,17 @@ def _neutralise(text: str) -> str:
     return _FENCE_TAG.sub(lambda m: f"&lt;{m.group(0)[1:-1]}&gt;", text)
 
 
-def _fence(side: str, content: ThreadContent, title: str | None) -> str:
+def thread_body(content: ThreadContent, title: str | None = None) -> str:
+    """A thread as it stands between its fence tags: titled, rendered, and with anything
+    that looks like a fence tag neutralised. The same for either side, so a caller judging
+    a thread many times may render it once (``build_judge_messages(bodies=...)``)."""
     body = _neutralise(render_thread(content))
     if title:
         body = f"Title: {_neutralise(title)}\n\n{body}"
+    return body
+
+
+def _fence(side: str, body: str) -> str:
     return f"<thread_{side}>\n{body}\n</thread_{side}>"
 
 
@@ -316,8 +329,12 @@ def build_judge_messages(
     title_b: str | None = None,
     prompt: str | None = None,
     system_prompt: str | None = None,
+    bodies: tuple[str, str] | None = None,
 ) -> list[dict[str, str]]:
     """System + user messages asking a judge to compare thread A with thread B.
+
+    ``bodies``: ``thread_body`` of A and of B (with their titles), already rendered;
+    the messages are the same as without them.
 
     ``template`` (user-provided) may use ``{thread_a}``, ``{thread_b}`` (fenced),
     ``{criteria}``, ``{prompt}`` (the prompt text, empty when unknown),
@@ -325,9 +342,10 @@ def build_judge_messages(
     Raises ``ValueError`` on any other placeholder. ``system_prompt`` replaces
     the built-in system message; ``""`` sends none.
     """
+    body_a, body_b = bodies or (thread_body(content_a, title_a), thread_body(content_b, title_b))
     values = {
-        "thread_a": _fence("a", content_a, title_a),
-        "thread_b": _fence("b", content_b, title_b),
+        "thread_a": _fence("a", body_a),
+        "thread_b": _fence("b", body_b),
         "criteria": render_criteria(criteria),
     }
     if template is None:

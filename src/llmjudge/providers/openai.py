@@ -137,7 +137,9 @@ class OpenAIClient(HttpChatClient):
         model: str | None = None
         done = False
         async for ev in events:
-            if ev.data.strip() == "[DONE]":
+            # A chunk is a JSON object: only other data can be the end mark (no strip per
+            # chunk: hundreds of chunks a second).
+            if not ev.data.startswith("{") and ev.data.strip() == "[DONE]":
                 done = True
                 await drain(events)
                 break

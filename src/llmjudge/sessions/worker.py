@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from llmjudge.catalog.models import Thread
 from llmjudge.events.hub import DeltaBatcher
 from llmjudge.judging.formats import VerdictFormat, parse_with_format
-from llmjudge.judging.prompts import build_judge_messages, verdict_json_schema
+from llmjudge.judging.prompts import build_judge_messages, thread_body, verdict_json_schema
 from llmjudge.judging.verdicts import Verdict, VerdictParseError
 from llmjudge.providers.base import ChatResult, DeltaCallback, ProviderError
 from llmjudge.sessions.claims import Claimed, Finish
@@ -142,6 +142,7 @@ class ThreadCache:
         self._checked = clock()
         self._items: OrderedDict[int, tuple[str, ThreadData]] = OrderedDict()
         self._contents: dict[str, list[Any]] = {}  # hash -> [content, bytes, threads using it]
+        self._bodies: dict[int, tuple[ThreadData, str]] = {}  # id -> (item, its prompt body)
 
     def get(self, thread_id: int) -> ThreadData | None:
         entry = self._items.get(thread_id)
@@ -164,10 +165,28 @@ class ThreadCache:
         while self.bytes > self.max_bytes and len(self._items) > 1:
             self.drop(next(iter(self._items)))
 
+    def body(self, item: ThreadData) -> str:
+        """``item`` as the judge prompt shows it (``prompts.thread_body``), rendered once per
+        cached thread: a thread is judged many times. Raises ``ValueError`` for a malformed
+        stored thread, as the rendering does."""
+        memo = self._bodies.get(item.id)
+        if memo is not None and memo[0] is item:
+            return memo[1]
+        body = thread_body(item.content, item.title or None)
+        if self._items.get(item.id, ("", None))[1] is item:  # only for what is cached
+            self._bodies[item.id] = (item, body)
+            self.bytes += len(body) + 50
+            while self.bytes > self.max_bytes and len(self._items) > 1:
+                self.drop(next(iter(self._items)))
+        return body
+
     def drop(self, thread_id: int) -> None:
         entry = self._items.pop(thread_id, None)
         if entry is None:
             return
+        memo = self._bodies.pop(thread_id, None)
+        if memo is not None:
+            self.bytes -= len(memo[1]) + 50
         shared = self._contents[entry[0]]
         shared[2] -= 1
         if shared[2] == 0:
@@ -261,6 +280,7 @@ async def judge_comparison(
             # Threads of one prompt key share one prompt text; A's is as good as B's.
             prompt=a.prompt if a.prompt is not None else b.prompt,
             system_prompt=config.system_prompt,
+            bodies=(threads.body(a), threads.body(b)),
         )
     except ValueError as exc:  # a malformed stored thread
         return Finish(**base, status="failed", error=f"cannot build the judge prompt: {exc}")

@@ -343,6 +343,8 @@ class EventHub:
         since = self._listening_since
         if not self.listen or since is None or self._clock() - since < INTEREST_GRACE_S:
             return True
+        if not self._subs and not self._interest:  # the usual case: nobody watches
+            return False
         for t in (topic, ALL_TOPICS):
             for sub in self._subs.get(t, ()):
                 if sub.lanes is None or lane in sub.lanes:
@@ -387,6 +389,8 @@ class EventHub:
         for o in [o for o, (expires, _) in by_origin.items() if expires <= now]:
             del by_origin[o]
         by_origin[origin] = (now + INTEREST_TTL_S, followed)
+        for t in [t for t, by in self._interest.items() if all(e <= now for e, _ in by.values())]:
+            del self._interest[t]  # topics nobody follows any more: the fast "no" above
 
     def dispatch(self, event: Event) -> None:
         """Hand ``event`` to this process's subscribers of its topic (and of ``*``)."""

@@ -305,53 +305,30 @@ class WorkerPool(Generic[I, R]):
             self._start(n, item)
 
     def _start(self, slot: int, item: I) -> None:
-        self._occupy(slot, item)
+        s = self.slots[slot]
+        s.item_id, s.group_id = item.id, item.group_id
+        self._busy[item.group_id] += 1
         task = asyncio.create_task(self._run(slot, item))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _occupy(self, slot: int, item: I) -> None:
-        s = self.slots[slot]
-        s.item_id, s.group_id = item.id, item.group_id
-        self._busy[item.group_id] += 1
-
     async def _run(self, slot: int, item: I) -> None:
-        """Run ``item``, then the slot's next items in this same task, as long as there are.
+        result: R | None = None
+        try:
+            result = await self.kind.run(item)
+        finally:
+            self._done(slot, item, result if result is not None else self.kind.give_back(item))
 
-        The next item starts in the same step as the end of the last, as a bare loop of calls
-        does: in a task of its own it would wait behind everything already queued, and when
-        hundreds of answers arrive at once that is the whole wave of their reading (measured
-        at 256 in flight: tens of milliseconds per comparison).
-        """
-        current: I | None = item
-        while current is not None:
-            result: R | None = None
-            try:
-                result = await self.kind.run(current)
-            except BaseException:
-                # Cancelled (stop) or a bug in the kind: end this item, and let _done start
-                # the next in a task of its own (stopping: give it back) as it always did.
-                self._done(slot, current, self.kind.give_back(current))
-                raise
-            ended = result if result is not None else self.kind.give_back(current)
-            current = self._done(slot, current, ended, inline=True)
-
-    def _done(self, slot: int, item: I, result: R, *, inline: bool = False) -> I | None:
+    def _done(self, slot: int, item: I, result: R) -> None:
         """Queue the result for the completer and start the slot's next item, or free the
-        slot (never blocks). ``inline``: the next item is returned for the caller to run
-        (its slot already occupied), not started in a new task."""
+        slot (never blocks)."""
         s = self.slots[slot]
         self._busy[item.group_id] -= 1
         self._active[item.group_id] = time.monotonic()
         self._outbox.append(result)
         nxt, s.next = s.next, None
-        go_on: I | None = None
         if nxt is not None and not self._stopping and nxt.group_id in self._live:
-            if inline:
-                self._occupy(slot, nxt)
-                go_on = nxt
-            else:
-                self._start(slot, nxt)
+            self._start(slot, nxt)
         else:
             if nxt is not None:
                 self._outbox.append(self.kind.give_back(nxt))
@@ -359,7 +336,6 @@ class WorkerPool(Generic[I, R]):
             self._free.append(slot)
         self._outbox_ready.set()
         self.wake()
-        return go_on
 
     # -- completing -----------------------------------------------------------------------
 

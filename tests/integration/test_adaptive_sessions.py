@@ -142,19 +142,20 @@ async def test_adaptive_stops_by_rule_within_budget_and_beats_random(
 ) -> None:
     budget = 1500
     async with workers(app):
-        sid = await create(client, body(pillars, rule="ranking", budget_comparisons=budget))
+        sid = await create(
+            client,
+            body(pillars, rule="ranking", tolerance=0.015, budget_comparisons=budget),
+        )
         s = await wait_status(client, sid)
     assert s["status"] == "completed"
     row, rows, info = await stored(app, sid)
     check_rounds(row, rows, info)
-    # The ranking rule's "intervals stopped changing" test depends on how many results each
-    # round's fit saw, which depends on worker timing: on this close field it fires anywhere
-    # from ~500 comparisons to past the budget (seen: 513, 923, >3,000). Either stop is
-    # asserted exactly; the rule's reliability is an open point of the adaptive issue.
-    assert row.stop_reason in ("rule", "budget"), [r.progress for r in rows]
-    assert row.total <= budget
-    if row.stop_reason == "budget":
-        assert row.total == budget
+    # The rule reads refits of prefixes of the results in queue order, not of whatever had
+    # come back when a round was planned, so worker timing does not move it: simulated
+    # runs of this field stop by the rule at 290-650 comparisons, far inside the budget.
+    assert row.stop_reason == "rule", [r.progress for r in rows]
+    assert row.total < budget
+    assert "stable for 2 of 2 checks" in rows[-1].progress or "39 of 39" in rows[-1].progress
     assert len(rows) >= 3  # it did adapt: several rounds
     tau, state = await tau_of(client, sid)
     assert state["stop_reason"] == row.stop_reason and state["spent"] == row.total

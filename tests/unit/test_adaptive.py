@@ -23,6 +23,7 @@ from llmjudge.sessions.adaptive import (
     pillar_prompt_keys,
     rank_width,
     select_batch,
+    stability_widths,
 )
 from llmjudge.sessions.adaptive_sim import (
     JudgeModel,
@@ -288,17 +289,42 @@ def test_ranking_rule_adjacent_separation_and_stability() -> None:
     rule = StopRule(kind="ranking", stable_rounds=2, tolerance=0.01)
     separated = check_stop(_state([9, 6, 3, 0, -3], sd=0.2), rule, spent=50)
     assert separated.stop and separated.done == separated.total == 4
-    overlapping = _state(np.linspace(1, -1, 20), sd=0.5)  # 19 ranks: moves below 0.19 count
-    moving = check_stop(overlapping, rule, spent=50, width_history=[8.0, 6.0, 5.0])
+    overlapping = _state(np.linspace(6, -6, 20), sd=0.5)  # 19 ranks: moves below 0.19 count
+    w = rank_width(overlapping)  # the current width ends the history
+    assert w < 9.5
+    moving = check_stop(overlapping, rule, spent=50, width_history=[w + 3.0, w + 1.0])
     assert not moving.stop and "stable for 0 of 2" in moving.progress
-    once = check_stop(overlapping, rule, spent=50, width_history=[8.0, 5.1, 5.0])
+    once = check_stop(overlapping, rule, spent=50, width_history=[w + 1.0, w + 0.1])
     assert not once.stop and "stable for 1 of 2" in once.progress
-    stable = check_stop(overlapping, rule, spent=50, width_history=[6.0, 5.2, 5.1, 5.0])
+    stable = check_stop(overlapping, rule, spent=50, width_history=[w + 0.25, w + 0.15])
     assert stable.stop and stable.reason == "rule"
-    assert "stable for 2 of 2 rounds" in stable.progress
+    assert "stable for 2 of 2 checks" in stable.progress
+    # no history: nothing to compare, not stable
+    assert not check_stop(overlapping, rule, spent=50).stop
     # saturated intervals (over half the field wide) are not stability
-    saturated = check_stop(overlapping, rule, spent=50, width_history=[19.0, 19.0, 19.0])
+    wide = _state(np.linspace(1, -1, 20), sd=5.0)
+    assert rank_width(wide) >= 9.5
+    saturated = check_stop(wide, rule, spent=50, width_history=[rank_width(wide)] * 2)
     assert not saturated.stop
+
+
+def test_stability_widths_are_prefix_fits_independent_of_rounds() -> None:
+    n = 15
+    a, b, s = _random_outcomes(n, 900, seed=4)
+    rule = StopRule(kind="ranking", stable_rounds=2)
+    widths = stability_widths(n, a, b, s, rule)
+    expected = [
+        rank_width(fit_state(n, a[:cut], b[:cut], s[:cut]))
+        for cut in (int(900 * (8 / 9) ** 2), int(900 * 8 / 9))
+    ]
+    np.testing.assert_allclose(widths, expected, rtol=1e-6)
+    # more data, narrower intervals: the history falls towards the current width
+    assert widths[0] >= widths[1] >= rank_width(fit_state(n, a, b, s)) - 0.5
+    # a function of the results alone: the same results give the same history, whatever
+    # rounds they came in (there is no round argument), and a warm start changes nothing
+    warm = stability_widths(n, a, b, s, rule, init=fit_state(n, a, b, s).theta)
+    np.testing.assert_allclose(warm, widths, rtol=1e-6)
+    assert len(stability_widths(n, a, b, s, StopRule(kind="ranking", stable_rounds=3))) == 3
 
 
 def test_rules_fail_closed_below_min_games() -> None:

@@ -67,6 +67,7 @@ __all__ = [
     "pillar_prompt_keys",
     "rank_width",
     "select_batch",
+    "stability_widths",
 ]
 
 Strategy = Literal["information", "swiss", "random"]
@@ -246,8 +247,9 @@ class Budget:
 class StopRule:
     """What the session watches. ``ranking``: every adjacent pair separated at
     ``confidence``, or the mean rank-interval width (:func:`rank_width`) moved by less than
-    ``tolerance * (n - 1)`` ranks in each of the last ``stable_rounds`` rounds. ``top_k``: the current top ``k``
-    each separated from every other player at ``confidence``. ``budget``: spend it all.
+    ``tolerance * (n - 1)`` ranks in each of the last ``stable_rounds`` steps of
+    :func:`stability_widths` (each step the last ninth of the results). ``top_k``: the
+    current top ``k`` each separated from every other player at ``confidence``. ``budget``: spend it all.
     The budget always applies. ``min_games``: no rule but ``budget`` stops while a player
     has fewer comparisons (fail closed)."""
 
@@ -294,6 +296,37 @@ def rank_width(state: AdaptiveState, confidence: float = 0.95) -> float:
     return float(np.mean(worst - best))
 
 
+STABILITY_STEP = 8 / 9  # each earlier width is of the first 8/9 of the results before it
+
+
+def stability_widths(
+    n: int,
+    a: np.ndarray,
+    b: np.ndarray,
+    score_a: np.ndarray,
+    rule: StopRule,
+    *,
+    init: np.ndarray | None = None,
+    dense_limit: int = DENSE_LIMIT,
+) -> list[float]:
+    """The ``ranking`` rule's history: :func:`rank_width` of the fits on the first
+    ``m * (8/9)^k`` of the ``m`` results, ``k = stable_rounds .. 1``, oldest first (the
+    current fit's width is the last point; :func:`check_stop` adds it).
+
+    A function of the results and their order only (judging order: queue position), not
+    of how they were cut into rounds or of how many had come back when a round was
+    planned, so a live session stops where its simulation (the estimate) does. The step
+    matches :func:`~llmjudge.sessions.adaptive_sim.default_batch_size`'s growth (an
+    eighth of the spend), so a check costs ``stable_rounds`` extra warm-started fits."""
+    m = int(np.asarray(a).size)
+    widths = []
+    for k in range(rule.stable_rounds, 0, -1):
+        cut = int(math.floor(m * STABILITY_STEP**k))
+        state = fit_state(n, a[:cut], b[:cut], score_a[:cut], init=init, dense_limit=dense_limit)
+        widths.append(rank_width(state, rule.confidence))
+    return widths
+
+
 def _separated_adjacent(state: AdaptiveState, confidence: float) -> int:
     order = state.order()
     i, j = order[:-1], order[1:]
@@ -324,10 +357,8 @@ def check_stop(
     width_history: Sequence[float] = (),
 ) -> StopDecision:
     """Whether to stop now. ``spent``: judge calls made (finished or not: they are paid
-    for). ``width_history``: :func:`rank_width` after each earlier round, oldest first,
-    the latest last (the ``ranking`` rule compares the latest ``stable_rounds + 1``).
-    The rule's pace depends on round sizes: use the same batch schedule as the estimate
-    (:func:`~llmjudge.sessions.adaptive_sim.default_batch_size`)."""
+    for). ``width_history``: :func:`stability_widths` of the results ``state`` was fitted
+    on, oldest first; the rule compares them and the current width."""
     remaining = rule.budget.remaining(spent)
     spent_text = rule.budget.describe(spent)
     out_of_budget = remaining is not None and remaining <= 0
@@ -354,19 +385,19 @@ def check_stop(
     else:
         total = state.n - 1
         done = _separated_adjacent(state, rule.confidence)
-        widths = list(width_history)
+        widths = [*width_history, rank_width(state, rule.confidence)]
         stable_for = 0
-        # rounds in a row, counted back from now, in which the mean width moved by less
+        # steps in a row, counted back from now, in which the mean width moved by less
         # than tolerance * (n - 1) ranks; intervals spanning half the field say nothing
         # yet (they saturate at n - 1 early on, and saturated widths do not move)
-        if widths and widths[-1] < 0.5 * (state.n - 1):
+        if len(widths) > 1 and widths[-1] < 0.5 * (state.n - 1):
             step = np.abs(np.diff(widths[-(rule.stable_rounds + 1) :]))[::-1]
             moved = step > rule.tolerance * (state.n - 1)
             stable_for = int(np.argmax(moved)) if moved.any() else int(step.size)
         met = done == total or stable_for >= rule.stable_rounds
         progress = (
             f"adjacent pairs separated at {pct}: {done} of {total}; rank intervals "
-            f"stable for {stable_for} of {rule.stable_rounds} rounds{evidence}"
+            f"stable for {stable_for} of {rule.stable_rounds} checks{evidence}"
         )
     met = met and few == 0
     stop = met or out_of_budget

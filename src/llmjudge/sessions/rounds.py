@@ -2,8 +2,9 @@
 
 A round is planned from the database alone: the stored verdicts are refitted
 (``sessions.adaptive.fit_state``, warm-started from the previous round's ``theta``, off the
-event loop), the stopping rule is checked against the widths stored with earlier rounds,
-and the next batch (``select_batch``) is appended with ``plans.insert_plan`` after the
+event loop), the stopping rule is checked (the ``ranking`` rule on refits of earlier
+prefixes of the results in queue order, so where it stops does not depend on worker
+timing), and the next batch (``select_batch``) is appended with ``plans.insert_plan`` after the
 current last queue position, together with its ``adaptive_rounds`` row, in one
 transaction. Nothing lives in memory between rounds, so a process killed between them
 loses nothing: the next process to hold the session's advisory lock plans from what is
@@ -50,6 +51,7 @@ from llmjudge.sessions.adaptive import (
     pillar_prompt_keys,
     rank_width,
     select_batch,
+    stability_widths,
 )
 from llmjudge.sessions.adaptive_sim import default_batch_size
 from llmjudge.sessions.claims import notify_work
@@ -90,6 +92,7 @@ def stop_rule(cfg: AdaptiveIn, cost_per_comparison: float) -> StopRule:
     return StopRule(
         kind=cfg.rule,
         confidence=cfg.confidence,
+        tolerance=cfg.tolerance,
         k=cfg.k,
         min_games=cfg.min_games,
         budget=budget,
@@ -166,18 +169,21 @@ async def load_field(db: AsyncSession, unit: str, pillar_ids: Sequence[int]) -> 
 async def load_outcomes(
     db: AsyncSession, session_id: int, field: Field
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(a, b, score_a) player indices of the session's verdicts (one column read)."""
+    """(a, b, score_a) player indices of the session's verdicts in queue order (one
+    column read): the order the ``ranking`` rule's prefixes follow."""
     if field.unit == "threads":
         cols = (Comparison.thread_a_id, Comparison.thread_b_id)
     else:
         cols = (Comparison.pillar_a_id, Comparison.pillar_b_id)
     rows = (
         await db.execute(
-            select(*cols, Comparison.winner).where(
+            select(*cols, Comparison.winner)
+            .where(
                 Comparison.session_id == session_id,
                 Comparison.status == "completed",
                 Comparison.winner.is_not(None),
             )
+            .order_by(Comparison.queue_position)
         )
     ).all()
     if not rows:
@@ -282,7 +288,6 @@ def _plan_next(
     field: Field,
     outcomes: tuple[np.ndarray, np.ndarray, np.ndarray],
     init: np.ndarray | None,
-    widths: list[float],
     cfg: AdaptiveIn,
     rule: StopRule,
     *,
@@ -296,7 +301,9 @@ def _plan_next(
     a, b, s = outcomes
     state = fit_state(field.n, a, b, s, init=init)
     width = rank_width(state, rule.confidence)
-    decision = check_stop(state, rule, spent=spent, width_history=[*widths, width])
+    decision = check_stop(
+        state, rule, spent=spent, width_history=rule_history(state, rule, a, b, s)
+    )
     if decision.stop:
         return Planned(state, decision, width, None)
     size = batch_size(cfg, field.n, spent, workers)
@@ -314,6 +321,15 @@ def _plan_next(
         prior=prior,
     )
     return Planned(state, decision, width, plan)
+
+
+def rule_history(
+    state: AdaptiveState, rule: StopRule, a: np.ndarray, b: np.ndarray, s: np.ndarray
+) -> list[float]:
+    """What :func:`check_stop` compares for the ``ranking`` rule (nothing for the others)."""
+    if rule.kind != "ranking":
+        return []
+    return stability_widths(state.n, a, b, s, rule, init=state.theta)
 
 
 def session_config(s: JudgeSession) -> tuple[AdaptiveIn, StopRule]:
@@ -363,14 +379,12 @@ async def advance(
         total, seed, workers = s.total, int(s.options.get("seed", 0)), s.worker_count
         round_no = last.round + 1 if last is not None else 0
         init = np.asarray(last.theta) if last is not None and last.theta else None
-        widths = [r.width for r in rounds if r.width is not None]
         await db.rollback()  # no transaction open while fitting
         planned = await asyncio.to_thread(
             _plan_next,
             field,
             outcomes,
             init,
-            widths,
             cfg,
             rule,
             spent=total,

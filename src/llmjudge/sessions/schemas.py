@@ -97,6 +97,14 @@ class AdaptiveIn(BaseModel):
     )
     k: int = Field(default=5, ge=1, le=100_000, description="top_k: how many")
     confidence: float = Field(default=0.95, ge=0.6, le=0.999)
+    tolerance: float = Field(
+        default=0.01,
+        gt=0,
+        le=0.5,
+        description="ranking: the rank intervals count as stable when their mean width "
+        "moves by less than this share of the field over each of the last two ninths of "
+        "the results (larger stops sooner)",
+    )
     budget_comparisons: int | None = Field(default=None, ge=1, le=10_000_000)
     budget_usd: float | None = Field(default=None, gt=0, le=1_000_000)
     strategy: Literal["information", "swiss", "random"] = Field(

@@ -693,14 +693,18 @@ async def adaptive_state(*, db: AsyncSession, session_id: int) -> AdaptiveOut:
     )
     names = await rounds.player_names(db, field)
     status, total, stop_reason = s.status, s.total, s.stop_reason
-    widths = [r.width for r in rows if r.width is not None]
     init = np.asarray(rows[-1].theta) if rows and rows[-1].theta else None
 
     def fit() -> tuple[AdaptiveState, Any, Any, Any]:
         state = fit_state(field.n, a, b, score, init=init)
         return (
             state,
-            check_stop(state, rule, spent=total, width_history=widths),
+            check_stop(
+                state,
+                rule,
+                spent=total,
+                width_history=rounds.rule_history(state, rule, a, b, score),
+            ),
             state.intervals(0.95),
             state.rank_intervals(0.95),
         )

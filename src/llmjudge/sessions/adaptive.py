@@ -23,7 +23,8 @@ pair's own ``V^2 f / (1 + V f)`` times ``Phi(-|d| / sqrt(V))``). For ``top_k`` i
 weighted by how uncertain each side is about the top-k cut. Candidates are the near neighbours in the current order
 (plus the players around the cut, plus random pairs), scored in one vectorised pass, so a
 batch for 1,000 threads takes milliseconds. A share ``epsilon`` of each batch is uniformly
-random pairs, so no player starves and estimators that need it have known propensities.
+random pairs, drawn first (so the pairs chosen on purpose cannot bend it), so no player
+starves and field-wide estimates have known propensities (:func:`field_rate`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from scipy.linalg.lapack import dpotrf, dpotri
 from scipy.sparse import coo_matrix
 from scipy.special import expit, ndtr, ndtri
 
+from llmjudge.analysis.quality import wilson
 from llmjudge.analysis.ratings import DEFAULT_PRIOR, PairIndex, fit_bradley_terry
 
 try:  # optional (installed with scikit-learn); without it BLAS keeps its own threads
@@ -52,16 +54,19 @@ _BLAS = ThreadpoolController() if ThreadpoolController is not None else None
 __all__ = [
     "SOURCE_ADAPTIVE",
     "SOURCE_COVERAGE",
+    "SOURCE_FILL",
     "SOURCE_RANDOM",
     "SOURCE_SWISS",
     "AdaptiveState",
     "Batch",
     "Budget",
+    "FieldRate",
     "Position",
     "StopDecision",
     "StopRule",
     "Strategy",
     "check_stop",
+    "field_rate",
     "fit_state",
     "free_for_all_comparisons",
     "pillar_prompt_keys",
@@ -78,6 +83,7 @@ SOURCE_ADAPTIVE = 0  # chosen by expected information
 SOURCE_RANDOM = 1  # the uniform epsilon share
 SOURCE_COVERAGE = 2  # a player below min_games, paired with a random partner
 SOURCE_SWISS = 3  # neighbours in a posterior draw of the order
+SOURCE_FILL = 4  # random pairs filling what the strategy could not (not uniform: weight 0)
 
 DENSE_LIMIT = 1000  # players; above it the covariance is diagonal (n^3 inverse per round)
 
@@ -649,14 +655,23 @@ def select_batch(
         chosen_keys.append(keys)
         sources.append(np.full(keys.size, src))
 
-    # players below the evidence floor first, each with a random partner
+    # the uniform share first: distinct uniform draws are a uniform subset of the field's
+    # pairs, each pair in it with probability (its size) / (the field's pairs)
+    for _ in range(50):
+        need = n_random - taken.size
+        if need <= 0:
+            break
+        i, j = _random_pairs(n, 2 * need + 8, rng, allowed)
+        add(i, j, SOURCE_RANDOM, need)
+    n_uniform = int(taken.size)
+    # players below the evidence floor next, each with a random partner
     under = np.flatnonzero(state.games < floor_games)
     if under.size and n_chosen > 0:
         under = rng.permutation(under)
         partner = rng.integers(0, n - 1, under.size)
         partner += partner >= under
         add(under, partner, SOURCE_COVERAGE, n_chosen)
-    left = n_chosen - taken.size
+    left = n_pairs - taken.size
     if left > 0 and strategy == "information":
         i, j = _information_candidates(state, rule, window, rng)
         if allowed is not None:
@@ -674,25 +689,25 @@ def select_batch(
         occ = _occurrence(ends)
         within = np.maximum(occ[0::2], occ[1::2]) < cap
         add(i[within], j[within], SOURCE_ADAPTIVE, left)
-        add(i[~within], j[~within], SOURCE_ADAPTIVE, n_chosen - taken.size)
+        add(i[~within], j[~within], SOURCE_ADAPTIVE, n_pairs - taken.size)
     elif left > 0 and strategy == "swiss":
         i, j = _swiss_pairs(state, left, rng)
         add(i, j, SOURCE_SWISS, left)
-    # the uniform share, and whatever the strategies could not fill
+    # whatever the strategies could not fill: random among the pairs left, not uniform
     for _ in range(50):
         need = n_pairs - taken.size
         if need <= 0:
             break
         i, j = _random_pairs(n, 2 * need + 8, rng, allowed)
-        add(i, j, SOURCE_RANDOM, need)
+        add(i, j, SOURCE_FILL, need)
 
     keys = np.concatenate(chosen_keys) if chosen_keys else np.empty(0, dtype=np.int64)
     src = np.concatenate(sources) if sources else np.empty(0, dtype=np.int64)
     lo, hi = keys // n, keys % n
     flip = rng.random(keys.size) < 0.5  # random order: position bias averages out
     a, b = np.where(flip, hi, lo), np.where(flip, lo, hi)
-    uniform = src == SOURCE_RANDOM  # the epsilon share plus any fill: all uniform draws
-    propensity = np.where(uniform, min(1.0, uniform.sum() / max(n_pairs_field, 1)), 1.0)
+    uniform = src == SOURCE_RANDOM
+    propensity = np.where(uniform, min(1.0, n_uniform / max(n_pairs_field, 1)), 1.0)
     group = np.arange(keys.size, dtype=np.int64)
     if position == "both":
         twins = group
@@ -717,6 +732,39 @@ def select_batch(
         propensity=np.concatenate([propensity, propensity[twins]])[queue],
         position=words,
     )
+
+
+# --------------------------------------------------------------------------- field-wide
+
+
+@dataclass(frozen=True)
+class FieldRate:
+    """A rate over every pair of the field, from the uniform share alone (inverse-
+    probability weighted): adaptive pairs are chosen close, so a rate over them (ties,
+    position sway) describes close pairs, not the field."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+    n: int  # uniform-share verdicts it rests on
+    n_eff: float  # Kish's effective n of the weights (the interval's n)
+
+
+def field_rate(values: np.ndarray, weights: np.ndarray, confidence: float = 0.95) -> FieldRate:
+    """Hajek estimate ``sum(w x) / sum(w)`` of the mean of ``values`` (in [0, 1]) over the
+    field's pairs, from the rows with ``weight > 0`` (``1 / propensity`` of the uniform
+    share: rounds draw it with different propensities), with a Wilson interval at Kish's
+    effective n. None below one weighted row."""
+    x = np.asarray(values, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    keep = w > 0
+    if not keep.any():
+        return FieldRate(None, None, None, 0, 0.0)
+    x, w = x[keep], w[keep]
+    value = float(np.sum(w * x) / np.sum(w))
+    n_eff = float(np.sum(w) ** 2 / np.sum(w * w))
+    low, high = wilson(np.array([value * n_eff]), np.array([n_eff]), confidence)
+    return FieldRate(value, float(low[0]), float(high[0]), int(keep.sum()), n_eff)
 
 
 # --------------------------------------------------------------------------- pillars

@@ -499,6 +499,23 @@ class AdaptiveRoundOut(BaseModel):
     created_at: datetime
 
 
+class RateOut(BaseModel):
+    value: float | None
+    low: float | None = Field(description="95% Wilson interval at the effective n")
+    high: float | None
+    n: int = Field(description="verdicts it rests on")
+    n_eff: float = Field(description="Kish's effective n of the weights (n when unweighted)")
+
+
+class FieldRateOut(BaseModel):
+    """A rate over the whole field (the uniform share of pairs, inverse-probability
+    weighted) beside the same rate over every pair judged (chosen close on purpose)."""
+
+    what: str
+    field: RateOut
+    judged: RateOut
+
+
 class AdaptiveOut(BaseModel):
     """The live state of an adaptive session, refitted from its stored results."""
 
@@ -517,3 +534,7 @@ class AdaptiveOut(BaseModel):
     free_for_all: int = Field(description="calls a full free-for-all would have needed")
     ranking: list[RankedPlayer]
     rounds: list[AdaptiveRoundOut]
+    field_rates: list[FieldRateOut] = Field(
+        default_factory=list,
+        description="position sway and ties over the field, from the uniform share",
+    )

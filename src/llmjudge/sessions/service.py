@@ -683,7 +683,8 @@ async def adaptive_state(*, db: AsyncSession, session_id: int) -> AdaptiveOut:
         raise Conflict(f"session {session_id} is not an adaptive session")
     cfg, rule = rounds.session_config(s)
     field = await rounds.load_field(db, cfg.unit, s.pillar_ids)
-    a, b, score = await rounds.load_outcomes(db, session_id, field)
+    outcomes = await rounds.load_outcomes(db, session_id, field)
+    a, b, score = outcomes.a, outcomes.b, outcomes.score_a
     rows = list(
         await db.scalars(
             select(AdaptiveRound)
@@ -741,6 +742,7 @@ async def adaptive_state(*, db: AsyncSession, session_id: int) -> AdaptiveOut:
         free_for_all=rounds.ffa_calls(field, cfg),
         ranking=ranking,
         rounds=[AdaptiveRoundOut.model_validate(r) for r in rows],
+        field_rates=rounds.field_rates(score, rounds.selection_weights(rows, outcomes.position)),
     )
 
 

@@ -655,14 +655,18 @@ def select_batch(
         chosen_keys.append(keys)
         sources.append(np.full(keys.size, src))
 
+    def draw(src: int, upto: int) -> None:
+        """Random pairs until ``upto`` pairs are taken (or the field runs out)."""
+        for _ in range(50):
+            need = upto - taken.size
+            if need <= 0:
+                break
+            i, j = _random_pairs(n, 2 * need + 8, rng, allowed)
+            add(i, j, src, need)
+
     # the uniform share first: distinct uniform draws are a uniform subset of the field's
     # pairs, each pair in it with probability (its size) / (the field's pairs)
-    for _ in range(50):
-        need = n_random - taken.size
-        if need <= 0:
-            break
-        i, j = _random_pairs(n, 2 * need + 8, rng, allowed)
-        add(i, j, SOURCE_RANDOM, need)
+    draw(SOURCE_RANDOM, n_random)
     n_uniform = int(taken.size)
     # players below the evidence floor next, each with a random partner
     under = np.flatnonzero(state.games < floor_games)
@@ -694,12 +698,7 @@ def select_batch(
         i, j = _swiss_pairs(state, left, rng)
         add(i, j, SOURCE_SWISS, left)
     # whatever the strategies could not fill: random among the pairs left, not uniform
-    for _ in range(50):
-        need = n_pairs - taken.size
-        if need <= 0:
-            break
-        i, j = _random_pairs(n, 2 * need + 8, rng, allowed)
-        add(i, j, SOURCE_FILL, need)
+    draw(SOURCE_FILL, n_pairs)
 
     keys = np.concatenate(chosen_keys) if chosen_keys else np.empty(0, dtype=np.int64)
     src = np.concatenate(sources) if sources else np.empty(0, dtype=np.int64)

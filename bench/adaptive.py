@@ -1,6 +1,6 @@
 """Benchmark: adaptive pair selection against a full free-for-all and random pairs.
 
-Run: .venv/bin/python bench/adaptive.py [--sizes 30 100 300] [--seeds 10 6 3]
+Run: .venv/bin/python bench/adaptive.py [--sizes 30 100 300] [--seeds 10 6 3] [--noise 0.5]
 
 Simulated tournaments with a known truth: latent quality per thread ~ N(0, 1), verdicts
 from the simulator's pairwise model (noise 0.5, position bias 0.1, tie band 0.1; see
@@ -11,7 +11,21 @@ random order (no swapped twins, so counts are comparable):
 - ``random``: uniformly random pairs (repeats allowed), prefixes of one stream;
 - ``adaptive``: ``select_batch`` strategy ``information`` for the ``ranking`` rule,
   batches of n/2, epsilon 0.1; ``adaptive-top10``: the same for ``top_k`` with k = 10;
-- ``swiss``: ``select_batch`` strategy ``swiss`` (neighbours in a posterior draw).
+- ``swiss``: ``select_batch`` strategy ``swiss`` (neighbours in a posterior draw);
+- ``oracle``: ``select_batch`` strategy ``information`` fed the true strengths (on the
+  logit scale, ``1.702 q / noise``) with their Laplace covariance at the truth, instead of
+  the fit: what the selection could do if it knew the order from the start. The fit and
+  the scores are the same as the others'. It shows how much of the gap to the target is
+  the learning of the order and how much is the judge's information.
+
+Below the table, ``floor``: an approximate lower bound on the share of the free-for-all's
+comparisons that ANY design needs to match the free-for-all's expected number of
+misordered pairs, from Fisher information (each comparison between exactly equal players,
+the best case; comparisons spread over players optimally; misordered pairs counted
+locally, ``sum_i density_i * sd_i``). Under the simulator's default judge (noise 0.5
+against qualities N(0, 1)) a large share of a free-for-all's pairs are already close
+enough to be informative, which is what limits the saving; ``--noise`` shows a sharper
+judge.
 
 Every method is refitted with the same Bradley-Terry fit (``fit_state``) and scored
 against the truth: Kendall's tau, top-10 precision, and coverage (share of threads whose
@@ -33,18 +47,21 @@ import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
-from scipy.stats import kendalltau  # noqa: E402
+from scipy.special import expit  # noqa: E402
+from scipy.stats import kendalltau, norm  # noqa: E402
 
+from llmjudge.analysis.ratings import DEFAULT_PRIOR  # noqa: E402
 from llmjudge.sessions.adaptive import (  # noqa: E402
     AdaptiveState,
     Budget,
     StopRule,
     fit_state,
     free_for_all_comparisons,
+    select_batch,
 )
 from llmjudge.sessions.adaptive_sim import JudgeModel, judge, simulate_session  # noqa: E402
 
-MODEL = JudgeModel()
+MODEL = JudgeModel()  # replaced by --noise
 FRACTIONS = (0.1, 0.2, 1 / 3, 0.5, 1.0)  # of the free-for-all's comparisons
 
 
@@ -109,6 +126,71 @@ def session_run(quality: np.ndarray, seed: int, limit: int, rule: StopRule, stra
     return curve
 
 
+def truth_state(theta: np.ndarray, a: np.ndarray, b: np.ndarray) -> AdaptiveState:
+    """The Laplace state at the true strengths (what ``fit_state`` would give at them)."""
+    n = theta.size
+    p = expit(theta[a] - theta[b])
+    h = p * (1.0 - p)
+    hess = np.zeros((n, n))
+    np.add.at(hess, (a, b), -h)
+    np.add.at(hess, (b, a), -h)
+    diag = np.bincount(a, h, n) + np.bincount(b, h, n) + DEFAULT_PRIOR
+    hess[np.diag_indices(n)] = diag
+    cov = np.linalg.inv(hess)
+    row_mean = cov.mean(axis=1)
+    var = np.diag(cov) - 2.0 * row_mean + row_mean.mean()
+    return AdaptiveState(
+        theta=theta,
+        games=np.bincount(a, minlength=n) + np.bincount(b, minlength=n),
+        var=np.maximum(var, 1e-12),
+        cov=cov,
+        precision_diag=diag,
+        n_comparisons=int(a.size),
+    )
+
+
+def oracle_run(quality: np.ndarray, seed: int, limit: int) -> Curve:
+    n = quality.size
+    theta = 1.702 * (quality - quality.mean()) / MODEL.noise
+    rng = np.random.default_rng([seed, 3])
+    a = b = np.empty(0, dtype=np.int64)
+    s = np.empty(0)
+    fit, curve, r = fit_state(n, a, b, s), {}, 0
+    size = max(16, n // 2)
+    while a.size < limit:
+        batch = select_batch(
+            truth_state(theta, a, b), min(size, limit - a.size), seed=[seed, r], swap_share=0.0
+        )
+        a, b = np.r_[a, batch.a], np.r_[b, batch.b]
+        s = np.r_[s, judge(MODEL, quality[batch.a], quality[batch.b], rng)]
+        fit, r = fit_state(n, a, b, s, init=fit.theta), r + 1
+        curve[int(a.size)] = scores(fit, quality)
+    return curve
+
+
+def information_floor(n: int, noise: float) -> float:
+    """Approximate share of a free-for-all's comparisons that any design needs to match
+    its expected misordered pairs (see the module doc)."""
+    q = norm.ppf((np.arange(n) + 0.5) / n)  # qualities at the normal quantiles
+
+    def info(d: np.ndarray | float) -> np.ndarray:  # Fisher information of one verdict
+        z = np.asarray(d) / noise
+        return norm.pdf(z) ** 2 / (noise**2 * norm.cdf(z) * norm.sf(z))
+
+    pair_info = info(q[:, None] - q[None, :])
+    np.fill_diagonal(pair_info, 0.0)  # no game against oneself
+    info_ffa = pair_info.sum(axis=1)
+    best = float(info(0.0))
+    density = n * norm.pdf(q)
+    misordered_ffa = np.sum(density / np.sqrt(info_ffa))
+    # the best allocation of g games (sum g = 2 x comparisons) minimises
+    # sum density / sqrt(best * g): g proportional to density^(2/3)
+    share = density ** (2 / 3) / np.sum(density ** (2 / 3))
+    games_ffa = n * (n - 1)
+    misordered_best = np.sum(density / np.sqrt(best * share * games_ffa))
+    return float((misordered_best / misordered_ffa) ** 2)  # misordered ~ 1/sqrt(games)
+
+
 def mean_curve(curves: list[Curve]) -> tuple[np.ndarray, np.ndarray]:
     """Checkpoints common to every seed, and the mean scores there."""
     common = sorted(set.intersection(*(set(c) for c in curves)))
@@ -138,7 +220,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[30, 100, 300])
     parser.add_argument("--seeds", type=int, nargs="+", default=[10, 6, 3])
+    parser.add_argument(
+        "--noise", type=float, default=JudgeModel().noise, help="judge noise (simulator's)"
+    )
     args = parser.parse_args()
+    global MODEL
+    MODEL = JudgeModel(noise=args.noise)
+    print(f"judge model: {MODEL}")
     seeds_for = dict(zip(args.sizes, args.seeds + [args.seeds[-1]] * len(args.sizes), strict=False))
     started = time.perf_counter()
     summary = []
@@ -151,6 +239,7 @@ def main() -> None:
             "random": lambda q, s, g=grid: random_run(q, np.random.default_rng(s + 7), g),
             "swiss": lambda q, s, m=lim: session_run(q, s, m, StopRule(), "swiss"),
             "adaptive": lambda q, s, m=lim: session_run(q, s, m, StopRule(), "information"),
+            "oracle": lambda q, s, m=lim: oracle_run(q, s, m),
             "adaptive-top10": lambda q, s, m=lim // 2: session_run(
                 q, s, m, StopRule(kind="top_k", k=10), "information"
             ),
@@ -200,8 +289,9 @@ def main() -> None:
                 + f"  {top33:>9} {cov33:>7}  {fmt(r_ffa):>10}  {fmt(r_09):>9}"
                 + f"  {times[name] / seeds_for[n]:6.1f}"
             )
-            if name in ("random", "adaptive"):
+            if name in ("random", "adaptive", "oracle"):
                 summary.append((n, name, r_ffa, ffa_count))
+        summary.append((n, "floor", information_floor(n, MODEL.noise) * ffa_count, ffa_count))
     print("\n## comparisons to reach the free-for-all's tau, as a share of its comparisons")
     for n, name, r, ffa_count in summary:
         share = "not reached" if r is None else f"{r / ffa_count:.1%}"

@@ -17,7 +17,7 @@ import io
 import json
 import re
 from collections.abc import Iterator, Set
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -116,6 +116,39 @@ def decode_text(data: bytes) -> str:
             f"the file is not UTF-8 text (invalid byte at offset {e.start}); "
             "save it as UTF-8 and upload again"
         ) from None
+
+
+FileKind = Literal["csv", "jsonl"]
+_SUFFIXES: dict[FileKind, tuple[str, ...]] = {
+    "jsonl": (".jsonl", ".ndjson", ".json"),
+    "csv": (".csv", ".txt"),
+}
+
+
+def read_upload(
+    filename: str | None,
+    data: bytes,
+    errors: list[RowError],
+    kinds: tuple[FileKind, ...] = ("csv", "jsonl"),
+) -> tuple[FileKind, str] | None:
+    """(kind, text) of an upload: the kind from the file name's suffix (without a name, the
+    first of ``kinds``), the text decoded by :func:`decode_text`. None when it cannot be
+    read, with the reason added to ``errors`` as a line-1 file error."""
+    kind: FileKind | None = kinds[0]
+    if filename is not None:
+        name = filename.lower()
+        kind = next((k for k in kinds if name.endswith(_SUFFIXES[k])), None)
+    if kind is None:
+        wanted = " or ".join(f".{k}" for k in kinds)
+        errors.append(
+            RowError(line=1, field="file", message=f"unsupported file type: upload {wanted}")
+        )
+        return None
+    try:
+        return kind, decode_text(data)
+    except ValueError as e:
+        errors.append(RowError(line=1, field="file", message=str(e)))
+        return None
 
 
 def jsonl_objects(

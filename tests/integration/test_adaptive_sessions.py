@@ -142,19 +142,20 @@ async def test_adaptive_stops_by_rule_within_budget_and_beats_random(
 ) -> None:
     budget = 1500
     async with workers(app):
-        sid = await create(client, body(pillars, rule="ranking", budget_comparisons=budget))
+        sid = await create(
+            client,
+            body(pillars, rule="ranking", tolerance=0.015, budget_comparisons=budget),
+        )
         s = await wait_status(client, sid)
     assert s["status"] == "completed"
     row, rows, info = await stored(app, sid)
     check_rounds(row, rows, info)
-    # The ranking rule's "intervals stopped changing" test depends on how many results each
-    # round's fit saw, which depends on worker timing: on this close field it fires anywhere
-    # from ~500 comparisons to past the budget (seen: 513, 923, >3,000). Either stop is
-    # asserted exactly; the rule's reliability is an open point of the adaptive issue.
-    assert row.stop_reason in ("rule", "budget"), [r.progress for r in rows]
-    assert row.total <= budget
-    if row.stop_reason == "budget":
-        assert row.total == budget
+    # The rule reads refits of prefixes of the results in queue order, not of whatever had
+    # come back when a round was planned, so worker timing does not move it: simulated
+    # runs of this field stop by the rule at 290-650 comparisons, far inside the budget.
+    assert row.stop_reason == "rule", [r.progress for r in rows]
+    assert row.total < budget
+    assert "stable for 2 of 2 checks" in rows[-1].progress or "39 of 39" in rows[-1].progress
     assert len(rows) >= 3  # it did adapt: several rounds
     tau, state = await tau_of(client, sid)
     assert state["stop_reason"] == row.stop_reason and state["spent"] == row.total
@@ -169,7 +170,32 @@ async def test_adaptive_stops_by_rule_within_budget_and_beats_random(
         swaps = await db.scalar(
             select(func.count()).where(Comparison.session_id == sid, Comparison.is_swap)
         )
+        done_positions = set(
+            await db.scalars(
+                select(Comparison.queue_position).where(
+                    Comparison.session_id == sid,
+                    Comparison.status == "completed",
+                    Comparison.winner.is_not(None),
+                )
+            )
+        )
     assert 0 < swaps < 0.25 * row.total
+    # Every round records how each of its comparisons was chosen, and the field-wide rates
+    # rest on exactly the uniform share's verdicts.
+    uniform = set()
+    for r in rows:
+        if r.size:
+            assert r.sources is not None and len(r.sources) == r.size
+            assert set(r.sources) <= {0, 1, 2, 3, 4}
+            if 1 in r.sources:
+                assert r.random_propensity is not None and 0 < r.random_propensity <= 1
+            uniform |= {r.first_position + i for i, x in enumerate(r.sources) if x == 1}
+    rates = {x["what"].split(" ")[0]: x for x in state["field_rates"]}
+    assert rates["score"]["field"]["n"] == len(uniform & done_positions) > 0
+    assert rates["ties"]["judged"]["n"] == state["results"]
+    for x in state["field_rates"]:
+        f = x["field"]
+        assert f["low"] <= f["value"] <= f["high"] and 0 < f["n_eff"] <= f["n"]
 
     # A random-pair session of the same size and seed.
     async with workers(app):
@@ -370,10 +396,13 @@ def test_plan_arrays_repeat_pairs_get_fresh_repetitions() -> None:
     rule = rounds.stop_rule(cfg, 0.0)
     empty = np.empty(0, dtype=np.int64)
     state = fit_state(3, empty, empty, np.empty(0))
-    first = rounds.plan_arrays(field, state, cfg, rule, size=6, seed=1, round_no=0, first_group=0)
+    first, batch = rounds.plan_arrays(
+        field, state, cfg, rule, size=6, seed=1, round_no=0, first_group=0
+    )
+    assert len(batch) == len(first)
     assert len(first) == 6 and set(first.repetition) == {0}
     prior = rounds.pair_keys(first.thread_a, first.thread_b)
-    again = rounds.plan_arrays(
+    again, _ = rounds.plan_arrays(
         field, state, cfg, rule, size=6, seed=2, round_no=1, first_group=6, prior=prior
     )
     assert set(again.repetition) == {1}  # every ordered pair was judged once already
@@ -431,7 +460,10 @@ async def test_new_session_page_estimates_and_creates_an_adaptive_session(
     assert "would need 780 comparisons" in live.text
     partial = await client.get(f"/sessions/{sid}/partials/adaptive")
     assert partial.status_code == 200
-    assert partial.text.count("<tr>") == N_THREADS + 1  # header + every thread
+    ranking = partial.text.split('id="adaptive-ranking"')[1].split("</table>")[0]
+    assert ranking.count("<tr>") == N_THREADS + 1  # header + every thread
+    rates = partial.text.split('id="adaptive-field-rates"')[1].split("</table>")[0]
+    assert "uniform share" in partial.text and rates.count("<tr>") == 3
     assert "the budget is spent" in partial.text
     # the results page and the analysis read an adaptive session like any other
     results = await client.get(f"/sessions/{sid}/results")

@@ -14,12 +14,9 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import text
 
-from llmjudge.app import create_app
-from llmjudge.config import Settings
 from llmjudge.db.embedded import EmbeddedPostgres
 from llmjudge.queue.pool import WorkerPool
 from llmjudge.sessions.jobs import comparison_pool
-from tests.conftest import ADMIN_TOKEN, make_client
 from tests.integration.test_scaleout import (
     check_books,
     comparison_rows,
@@ -28,6 +25,7 @@ from tests.integration.test_scaleout import (
     held_by,
     poll,
     seed_marked_threads,
+    session_on_server,
     start_worker,
     verdict,
     wait_ended,
@@ -112,27 +110,12 @@ async def test_postgres_restarted_mid_session(tmp_path: Path) -> None:
     server = EmbeddedPostgres(tmp_path / "pgdata")
     server.start()
     try:
-        await server.ensure_database()
-        settings = Settings(
-            database_url=server.url(),
-            data_dir=tmp_path / "data",
-            admin_token=ADMIN_TOKEN,
-            lease_seconds=5,
-        )
-        app = create_app(settings)
-        async with (
-            app.router.lifespan_context(app),
-            make_client(app, ADMIN_TOKEN) as client,
-            counting_judge(client, "judge-restart", latency_s=0.05) as judge,
+        async with session_on_server(server, tmp_path / "data", "prestart", worker_count=16) as (
+            app,
+            client,
+            judge,
+            sid,
         ):
-            pillar_ids = await seed_marked_threads(client, "pr", per_pillar=6)  # 216
-            sid = await create_session(
-                client,
-                pillar_ids=pillar_ids,
-                worker_count=16,
-                judge_model_id=judge.model_id,
-            )
-
             done_before: list[int] = []
 
             async def mid_run() -> bool:

@@ -10,17 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from llmjudge.app import create_app
-from llmjudge.config import Settings
 from llmjudge.db.embedded import EmbeddedPostgres, Supervisor
 from llmjudge.sessions.worker import session_topic
-from tests.conftest import ADMIN_TOKEN, make_client
 from tests.integration.test_scaleout import (
     comparison_rows,
-    counting_judge,
-    create_session,
     poll,
-    seed_marked_threads,
+    session_on_server,
     wait_ended,
 )
 
@@ -34,23 +29,12 @@ async def test_a_dead_embedded_server_is_restarted_and_live_updates_resume(
     server.start()
     supervisor = Supervisor(server, interval_s=0.5, max_restarts=2, window_s=60)
     try:
-        await server.ensure_database()
-        settings = Settings(
-            database_url=server.url(),
-            data_dir=tmp_path / "data",
-            admin_token=ADMIN_TOKEN,
-            lease_seconds=5,
-        )
-        app = create_app(settings)
-        async with (
-            app.router.lifespan_context(app),
-            make_client(app, ADMIN_TOKEN) as client,
-            counting_judge(client, "judge-dies", latency_s=0.05) as judge,
+        async with session_on_server(server, tmp_path / "data", "ddead", worker_count=8) as (
+            app,
+            client,
+            judge,
+            sid,
         ):
-            pillar_ids = await seed_marked_threads(client, "dd", per_pillar=6)  # 216
-            sid = await create_session(
-                client, pillar_ids=pillar_ids, worker_count=8, judge_model_id=judge.model_id
-            )
             async with app.state.events.subscribe(session_topic(sid)) as events:
 
                 async def mid_run() -> bool:

@@ -29,9 +29,12 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import text
 
+from llmjudge.app import create_app
+from llmjudge.config import Settings
+from llmjudge.db.embedded import EmbeddedPostgres
 from llmjudge.providers.service import TEST_PROMPT
 from llmjudge.sessions.jobs import comparison_pool
-from tests.conftest import REPO
+from tests.conftest import ADMIN_TOKEN, REPO, make_client
 from tests.fakes.servers import FakeOpenAI, FakeState
 
 pytestmark = pytest.mark.slow
@@ -126,6 +129,29 @@ async def seed_marked_threads(
     assert r.status_code == 200, r.text
     listed = (await client.get("/api/pillars")).json()
     return [p["id"] for p in listed if re.fullmatch(rf"{prefix}\d+", p["name"])]
+
+
+@contextlib.asynccontextmanager
+async def session_on_server(
+    server: EmbeddedPostgres, data_dir: Path, name: str, *, worker_count: int
+) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient, CountingJudge, int]]:
+    """An app with its worker pool on a dedicated (already started) server, running a
+    216-comparison session of ``name``'s counting judge: for tests that stop the server."""
+    await server.ensure_database()
+    settings = Settings(
+        database_url=server.url(), data_dir=data_dir, admin_token=ADMIN_TOKEN, lease_seconds=5
+    )
+    app = create_app(settings)
+    async with (
+        app.router.lifespan_context(app),
+        make_client(app, ADMIN_TOKEN) as client,
+        counting_judge(client, name, latency_s=0.05) as judge,
+    ):
+        pillar_ids = await seed_marked_threads(client, name[:2], per_pillar=6)  # 216
+        sid = await create_session(
+            client, pillar_ids=pillar_ids, worker_count=worker_count, judge_model_id=judge.model_id
+        )
+        yield app, client, judge, sid
 
 
 async def create_session(client: httpx.AsyncClient, **body: Any) -> int:

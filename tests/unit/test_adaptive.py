@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.stats import norm
 
 from llmjudge.analysis.ratings import PairIndex, fit_bradley_terry
 from llmjudge.providers.simulator import SimulatorParams, simulate_pairwise
@@ -18,11 +19,13 @@ from llmjudge.sessions.adaptive import (
     Budget,
     StopRule,
     check_stop,
+    field_rate,
     fit_state,
     free_for_all_comparisons,
     pillar_prompt_keys,
     rank_width,
     select_batch,
+    stability_widths,
 )
 from llmjudge.sessions.adaptive_sim import (
     JudgeModel,
@@ -222,7 +225,7 @@ def test_no_player_starves() -> None:
     n = 50
     state = _state(np.linspace(-50, 50, n), sd=0.01)
     seen = np.zeros(n, dtype=bool)
-    for r in range(60):
+    for r in range(150):  # 2 uniform pairs a round: each player unseen w.p. 0.96^300
         batch = select_batch(state, 10, seed=r, epsilon=0.2, min_games=0)
         seen[batch.a] = seen[batch.b] = True
     assert seen.all()
@@ -288,17 +291,42 @@ def test_ranking_rule_adjacent_separation_and_stability() -> None:
     rule = StopRule(kind="ranking", stable_rounds=2, tolerance=0.01)
     separated = check_stop(_state([9, 6, 3, 0, -3], sd=0.2), rule, spent=50)
     assert separated.stop and separated.done == separated.total == 4
-    overlapping = _state(np.linspace(1, -1, 20), sd=0.5)  # 19 ranks: moves below 0.19 count
-    moving = check_stop(overlapping, rule, spent=50, width_history=[8.0, 6.0, 5.0])
+    overlapping = _state(np.linspace(6, -6, 20), sd=0.5)  # 19 ranks: moves below 0.19 count
+    w = rank_width(overlapping)  # the current width ends the history
+    assert w < 9.5
+    moving = check_stop(overlapping, rule, spent=50, width_history=[w + 3.0, w + 1.0])
     assert not moving.stop and "stable for 0 of 2" in moving.progress
-    once = check_stop(overlapping, rule, spent=50, width_history=[8.0, 5.1, 5.0])
+    once = check_stop(overlapping, rule, spent=50, width_history=[w + 1.0, w + 0.1])
     assert not once.stop and "stable for 1 of 2" in once.progress
-    stable = check_stop(overlapping, rule, spent=50, width_history=[6.0, 5.2, 5.1, 5.0])
+    stable = check_stop(overlapping, rule, spent=50, width_history=[w + 0.25, w + 0.15])
     assert stable.stop and stable.reason == "rule"
-    assert "stable for 2 of 2 rounds" in stable.progress
+    assert "stable for 2 of 2 checks" in stable.progress
+    # no history: nothing to compare, not stable
+    assert not check_stop(overlapping, rule, spent=50).stop
     # saturated intervals (over half the field wide) are not stability
-    saturated = check_stop(overlapping, rule, spent=50, width_history=[19.0, 19.0, 19.0])
+    wide = _state(np.linspace(1, -1, 20), sd=5.0)
+    assert rank_width(wide) >= 9.5
+    saturated = check_stop(wide, rule, spent=50, width_history=[rank_width(wide)] * 2)
     assert not saturated.stop
+
+
+def test_stability_widths_are_prefix_fits_independent_of_rounds() -> None:
+    n = 15
+    a, b, s = _random_outcomes(n, 900, seed=4)
+    rule = StopRule(kind="ranking", stable_rounds=2)
+    widths = stability_widths(n, a, b, s, rule)
+    expected = [
+        rank_width(fit_state(n, a[:cut], b[:cut], s[:cut]))
+        for cut in (int(900 * (8 / 9) ** 2), int(900 * 8 / 9))
+    ]
+    np.testing.assert_allclose(widths, expected, rtol=1e-6)
+    # more data, narrower intervals: the history falls towards the current width
+    assert widths[0] >= widths[1] >= rank_width(fit_state(n, a, b, s)) - 0.5
+    # a function of the results alone: the same results give the same history, whatever
+    # rounds they came in (there is no round argument), and a warm start changes nothing
+    warm = stability_widths(n, a, b, s, rule, init=fit_state(n, a, b, s).theta)
+    np.testing.assert_allclose(warm, widths, rtol=1e-6)
+    assert len(stability_widths(n, a, b, s, StopRule(kind="ranking", stable_rounds=3))) == 3
 
 
 def test_rules_fail_closed_below_min_games() -> None:
@@ -451,3 +479,46 @@ def test_order_gain_is_the_weighted_variance_removed_from_neighbour_pairs(
             weight = ndtr(-abs(state.theta[k] - state.theta[l]) / np.sqrt(vkl)) / vkl
             want += weight * (vkl - wkl)
         assert gain[r] * f / (1 + v * f) == pytest.approx(want, rel=1e-6, abs=1e-12)
+
+
+# --------------------------------------------------------------------------- field-wide
+
+
+def test_field_rate_is_the_weighted_mean_with_kish_n() -> None:
+    r = field_rate(np.array([1.0, 0.0, 1.0, 0.5]), np.array([2.0, 2.0, 0.0, 4.0]))
+    assert r.value == pytest.approx((2 * 1 + 2 * 0 + 4 * 0.5) / 8)
+    assert r.n == 3 and r.n_eff == pytest.approx(64 / 24)
+    assert r.low is not None and r.high is not None and r.low < r.value < r.high
+    empty = field_rate(np.array([1.0]), np.array([0.0]))
+    assert (empty.value, empty.n, empty.low) == (None, 0, None)
+
+
+def test_uniform_share_recovers_the_field_rate_that_chosen_pairs_miss() -> None:
+    """Ties are common between close players: adaptive rounds pick close pairs, so the
+    tie rate over every judged pair overstates the field's, while the inverse-probability
+    weighted uniform share estimates it without bias."""
+    n, model = 60, JudgeModel(noise=0.5, position_bias=0.0, tie_band=0.3)
+    q = np.random.default_rng(3).standard_normal(n)
+    rng = np.random.default_rng(4)
+    i, j = np.triu_indices(n, 1)
+    # the field's tie rate, exactly: P(|q_i - q_j + noise Z| < band) over all pairs
+    d = q[i] - q[j]
+    truth = float(
+        np.mean(norm.cdf((model.tie_band - d) / 0.5) - norm.cdf((-model.tie_band - d) / 0.5))
+    )
+    empty = np.empty(0, dtype=np.int64)
+    state = fit_state(n, empty, empty, np.empty(0))
+    a = b = empty
+    s, w = np.empty(0), np.empty(0)
+    for r in range(40):
+        batch = select_batch(state, 60, seed=r, epsilon=0.25, swap_share=0.0)
+        score = judge(model, q[batch.a], q[batch.b], rng)
+        a, b, s = np.r_[a, batch.a], np.r_[b, batch.b], np.r_[s, score]
+        w = np.r_[w, batch.random_share_weights()]
+        state = fit_state(n, a, b, s, init=state.theta)
+    ties = (s == 0.5).astype(float)
+    field = field_rate(ties, w)
+    judged = field_rate(ties, np.ones(s.size))
+    assert field.n == int(np.count_nonzero(w)) > 400
+    assert field.low <= truth <= field.high, (field, truth)
+    assert judged.value > truth + 0.05 and not judged.low <= truth <= judged.high

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from llmjudge.catalog.importing import MAX_METADATA_CHARS, parse_thread_file
 from llmjudge.catalog.schemas import PillarIn, PillarPatch
 from llmjudge.personas.pairs import parse_pairs_csv
-from llmjudge.rowfiles import MAX_JSON_DEPTH, unstorable_value
+from llmjudge.rowfiles import MAX_JSON_DEPTH, RowError, read_upload, unstorable_value
 
 
 def _jsonl(*lines: str) -> bytes:
@@ -132,3 +132,19 @@ def test_unstorable_value_walk_is_bounded_and_iterative() -> None:
     assert unstorable_value(deep) is not None
     assert unstorable_value({"a": [1, "ok", {"b": None}]}) is None
     assert unstorable_value(["x"] * 3, max_depth=MAX_JSON_DEPTH) is None
+
+
+def test_read_upload_kind_by_suffix_and_errors_on_line_one() -> None:
+    errors: list[RowError] = []
+    assert read_upload("Threads.JSONL", b'{"a": 1}', errors) == ("jsonl", '{"a": 1}')
+    assert read_upload("t.ndjson", b"", errors) == ("jsonl", "")
+    assert read_upload("t.txt", "\ufeffa,b".encode(), errors) == ("csv", "a,b")  # BOM dropped
+    assert read_upload(None, b"x", errors, ("csv",)) == ("csv", "x")  # no name: the only kind
+    assert errors == []
+    assert read_upload("t.xlsx", b"x", errors) is None
+    assert read_upload("t.csv", b"\xff\xfe", errors) is None
+    assert read_upload("t.csv", b"x", errors, ("jsonl",)) is None
+    assert [(e.line, e.field) for e in errors] == [(1, "file")] * 3
+    assert "upload .csv or .jsonl" in errors[0].message
+    assert "not UTF-8" in errors[1].message
+    assert errors[2].message.endswith("upload .jsonl")

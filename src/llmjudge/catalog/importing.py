@@ -15,9 +15,9 @@ from pydantic import ValidationError
 from llmjudge.catalog.schemas import RowError, ThreadIn
 from llmjudge.rowfiles import (
     csv_records,
-    decode_text,
     jsonl_objects,
     parse_json_line,
+    read_upload,
     unstorable_value,
 )
 
@@ -132,21 +132,14 @@ def _jsonl_rows(text: str, out: ParsedFile, max_rows: int, max_chars: int) -> No
 
 def parse_thread_file(filename: str, data: bytes, *, max_rows: int, max_chars: int) -> ParsedFile:
     out = ParsedFile()
-    try:
-        text = decode_text(data)
-    except ValueError as e:
-        out.errors.append(RowError(line=1, field="file", message=str(e)))
+    upload = read_upload(filename, data, out.errors)
+    if upload is None:
         return out
-    name = filename.lower()
-    if name.endswith((".jsonl", ".ndjson", ".json")):
+    kind, text = upload
+    if kind == "jsonl":
         _jsonl_rows(text, out, max_rows, max_chars)
-    elif name.endswith((".csv", ".txt")):
-        _csv_rows(text, out, max_rows, max_chars)
     else:
-        out.errors.append(
-            RowError(line=1, field="file", message="unsupported file type: upload .csv or .jsonl")
-        )
-        return out
+        _csv_rows(text, out, max_rows, max_chars)
     if not out.rows and not out.errors:
         out.errors.append(RowError(line=1, field="file", message="the file has no rows"))
     # Without an external_id the content identifies the thread, so re-imports update it.

@@ -26,7 +26,7 @@ from llmjudge.personas.models import Persona, PersonaPair, PersonaPairLabel
 from llmjudge.personas.schemas import PairOut, PairRow, PairUploadResult
 from llmjudge.personas.splits import SplitFractions
 from llmjudge.personas.splits import assign_splits as plan_splits
-from llmjudge.rowfiles import csv_records, decode_text
+from llmjudge.rowfiles import csv_records, read_upload
 
 CSV_COLUMNS = {"input", "correct_output", "input_b", "answer", "human_label", "annotator"}
 HUMAN_LABELS = {"correct": "correct", "incorrect": "incorrect", "1": "correct", "0": "incorrect"}
@@ -50,11 +50,10 @@ def parse_pairs_csv(data: bytes, *, max_rows: int, max_chars: int) -> ParsedPair
     the header as line 1; a duplicate input (with the same ``input_b``) is an error.
     """
     out = ParsedPairs()
-    try:
-        text = decode_text(data)
-    except ValueError as e:
-        out.errors.append(RowError(line=1, field="file", message=str(e)))
+    upload = read_upload(None, data, out.errors, ("csv",))
+    if upload is None:
         return out
+    _, text = upload
     seen: dict[str, tuple[int, int]] = {}
     records = csv_records(
         text,

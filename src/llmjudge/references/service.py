@@ -41,7 +41,7 @@ from llmjudge.references.schemas import (
     ReferenceRowIn,
     RowError,
 )
-from llmjudge.rowfiles import csv_records, decode_text, jsonl_objects
+from llmjudge.rowfiles import csv_records, jsonl_objects, read_upload
 from llmjudge.sessions.models import Comparison
 
 __all__ = [
@@ -142,16 +142,14 @@ def parse_reference_file(
 ) -> ParsedReferences:
     """Validate a CSV or JSONL label file without touching the database."""
     out = ParsedReferences()
-    try:
-        text = decode_text(data)
-    except ValueError as e:
-        out.errors.append(RowError(line=1, field="file", message=str(e)))
+    upload = read_upload(filename, data, out.errors)
+    if upload is None:
         return out
-    name = filename.lower()
-    if name.endswith((".jsonl", ".ndjson", ".json")):
+    kind, text = upload
+    if kind == "jsonl":
         for line, raw in jsonl_objects(text, out.errors, max_rows=max_rows, max_chars=max_chars):
             _validate(raw, line, out)
-    elif name.endswith((".csv", ".txt")):
+    else:
         records = csv_records(
             text,
             out.errors,
@@ -163,11 +161,6 @@ def parse_reference_file(
         for line, rec in records:
             raw = {k: _csv_cell(k, v) for k, v in rec.items() if v not in (None, "")}
             _validate(raw, line, out)
-    else:
-        out.errors.append(
-            RowError(line=1, field="file", message="unsupported file type: upload .csv or .jsonl")
-        )
-        return out
     if not out.rows and not out.errors:
         out.errors.append(RowError(line=1, field="file", message="the file has no rows"))
     return out

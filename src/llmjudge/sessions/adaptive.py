@@ -23,7 +23,8 @@ pair's own ``V^2 f / (1 + V f)`` times ``Phi(-|d| / sqrt(V))``). For ``top_k`` i
 weighted by how uncertain each side is about the top-k cut. Candidates are the near neighbours in the current order
 (plus the players around the cut, plus random pairs), scored in one vectorised pass, so a
 batch for 1,000 threads takes milliseconds. A share ``epsilon`` of each batch is uniformly
-random pairs, so no player starves and estimators that need it have known propensities.
+random pairs, drawn first (so the pairs chosen on purpose cannot bend it), so no player
+starves and field-wide estimates have known propensities (:func:`field_rate`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from scipy.linalg.lapack import dpotrf, dpotri
 from scipy.sparse import coo_matrix
 from scipy.special import expit, ndtr, ndtri
 
+from llmjudge.analysis.quality import wilson
 from llmjudge.analysis.ratings import DEFAULT_PRIOR, PairIndex, fit_bradley_terry
 
 try:  # optional (installed with scikit-learn); without it BLAS keeps its own threads
@@ -52,21 +54,25 @@ _BLAS = ThreadpoolController() if ThreadpoolController is not None else None
 __all__ = [
     "SOURCE_ADAPTIVE",
     "SOURCE_COVERAGE",
+    "SOURCE_FILL",
     "SOURCE_RANDOM",
     "SOURCE_SWISS",
     "AdaptiveState",
     "Batch",
     "Budget",
+    "FieldRate",
     "Position",
     "StopDecision",
     "StopRule",
     "Strategy",
     "check_stop",
+    "field_rate",
     "fit_state",
     "free_for_all_comparisons",
     "pillar_prompt_keys",
     "rank_width",
     "select_batch",
+    "stability_widths",
 ]
 
 Strategy = Literal["information", "swiss", "random"]
@@ -77,6 +83,7 @@ SOURCE_ADAPTIVE = 0  # chosen by expected information
 SOURCE_RANDOM = 1  # the uniform epsilon share
 SOURCE_COVERAGE = 2  # a player below min_games, paired with a random partner
 SOURCE_SWISS = 3  # neighbours in a posterior draw of the order
+SOURCE_FILL = 4  # random pairs filling what the strategy could not (not uniform: weight 0)
 
 DENSE_LIMIT = 1000  # players; above it the covariance is diagonal (n^3 inverse per round)
 
@@ -246,8 +253,9 @@ class Budget:
 class StopRule:
     """What the session watches. ``ranking``: every adjacent pair separated at
     ``confidence``, or the mean rank-interval width (:func:`rank_width`) moved by less than
-    ``tolerance * (n - 1)`` ranks in each of the last ``stable_rounds`` rounds. ``top_k``: the current top ``k``
-    each separated from every other player at ``confidence``. ``budget``: spend it all.
+    ``tolerance * (n - 1)`` ranks in each of the last ``stable_rounds`` steps of
+    :func:`stability_widths` (each step the last ninth of the results). ``top_k``: the
+    current top ``k`` each separated from every other player at ``confidence``. ``budget``: spend it all.
     The budget always applies. ``min_games``: no rule but ``budget`` stops while a player
     has fewer comparisons (fail closed)."""
 
@@ -294,6 +302,37 @@ def rank_width(state: AdaptiveState, confidence: float = 0.95) -> float:
     return float(np.mean(worst - best))
 
 
+STABILITY_STEP = 8 / 9  # each earlier width is of the first 8/9 of the results before it
+
+
+def stability_widths(
+    n: int,
+    a: np.ndarray,
+    b: np.ndarray,
+    score_a: np.ndarray,
+    rule: StopRule,
+    *,
+    init: np.ndarray | None = None,
+    dense_limit: int = DENSE_LIMIT,
+) -> list[float]:
+    """The ``ranking`` rule's history: :func:`rank_width` of the fits on the first
+    ``m * (8/9)^k`` of the ``m`` results, ``k = stable_rounds .. 1``, oldest first (the
+    current fit's width is the last point; :func:`check_stop` adds it).
+
+    A function of the results and their order only (judging order: queue position), not
+    of how they were cut into rounds or of how many had come back when a round was
+    planned, so a live session stops where its simulation (the estimate) does. The step
+    matches :func:`~llmjudge.sessions.adaptive_sim.default_batch_size`'s growth (an
+    eighth of the spend), so a check costs ``stable_rounds`` extra warm-started fits."""
+    m = int(np.asarray(a).size)
+    widths = []
+    for k in range(rule.stable_rounds, 0, -1):
+        cut = int(math.floor(m * STABILITY_STEP**k))
+        state = fit_state(n, a[:cut], b[:cut], score_a[:cut], init=init, dense_limit=dense_limit)
+        widths.append(rank_width(state, rule.confidence))
+    return widths
+
+
 def _separated_adjacent(state: AdaptiveState, confidence: float) -> int:
     order = state.order()
     i, j = order[:-1], order[1:]
@@ -324,10 +363,8 @@ def check_stop(
     width_history: Sequence[float] = (),
 ) -> StopDecision:
     """Whether to stop now. ``spent``: judge calls made (finished or not: they are paid
-    for). ``width_history``: :func:`rank_width` after each earlier round, oldest first,
-    the latest last (the ``ranking`` rule compares the latest ``stable_rounds + 1``).
-    The rule's pace depends on round sizes: use the same batch schedule as the estimate
-    (:func:`~llmjudge.sessions.adaptive_sim.default_batch_size`)."""
+    for). ``width_history``: :func:`stability_widths` of the results ``state`` was fitted
+    on, oldest first; the rule compares them and the current width."""
     remaining = rule.budget.remaining(spent)
     spent_text = rule.budget.describe(spent)
     out_of_budget = remaining is not None and remaining <= 0
@@ -354,19 +391,19 @@ def check_stop(
     else:
         total = state.n - 1
         done = _separated_adjacent(state, rule.confidence)
-        widths = list(width_history)
+        widths = [*width_history, rank_width(state, rule.confidence)]
         stable_for = 0
-        # rounds in a row, counted back from now, in which the mean width moved by less
+        # steps in a row, counted back from now, in which the mean width moved by less
         # than tolerance * (n - 1) ranks; intervals spanning half the field say nothing
         # yet (they saturate at n - 1 early on, and saturated widths do not move)
-        if widths and widths[-1] < 0.5 * (state.n - 1):
+        if len(widths) > 1 and widths[-1] < 0.5 * (state.n - 1):
             step = np.abs(np.diff(widths[-(rule.stable_rounds + 1) :]))[::-1]
             moved = step > rule.tolerance * (state.n - 1)
             stable_for = int(np.argmax(moved)) if moved.any() else int(step.size)
         met = done == total or stable_for >= rule.stable_rounds
         progress = (
             f"adjacent pairs separated at {pct}: {done} of {total}; rank intervals "
-            f"stable for {stable_for} of {rule.stable_rounds} rounds{evidence}"
+            f"stable for {stable_for} of {rule.stable_rounds} checks{evidence}"
         )
     met = met and few == 0
     stop = met or out_of_budget
@@ -618,14 +655,27 @@ def select_batch(
         chosen_keys.append(keys)
         sources.append(np.full(keys.size, src))
 
-    # players below the evidence floor first, each with a random partner
+    def draw(src: int, upto: int) -> None:
+        """Random pairs until ``upto`` pairs are taken (or the field runs out)."""
+        for _ in range(50):
+            need = upto - taken.size
+            if need <= 0:
+                break
+            i, j = _random_pairs(n, 2 * need + 8, rng, allowed)
+            add(i, j, src, need)
+
+    # the uniform share first: distinct uniform draws are a uniform subset of the field's
+    # pairs, each pair in it with probability (its size) / (the field's pairs)
+    draw(SOURCE_RANDOM, n_random)
+    n_uniform = int(taken.size)
+    # players below the evidence floor next, each with a random partner
     under = np.flatnonzero(state.games < floor_games)
     if under.size and n_chosen > 0:
         under = rng.permutation(under)
         partner = rng.integers(0, n - 1, under.size)
         partner += partner >= under
         add(under, partner, SOURCE_COVERAGE, n_chosen)
-    left = n_chosen - taken.size
+    left = n_pairs - taken.size
     if left > 0 and strategy == "information":
         i, j = _information_candidates(state, rule, window, rng)
         if allowed is not None:
@@ -643,25 +693,20 @@ def select_batch(
         occ = _occurrence(ends)
         within = np.maximum(occ[0::2], occ[1::2]) < cap
         add(i[within], j[within], SOURCE_ADAPTIVE, left)
-        add(i[~within], j[~within], SOURCE_ADAPTIVE, n_chosen - taken.size)
+        add(i[~within], j[~within], SOURCE_ADAPTIVE, n_pairs - taken.size)
     elif left > 0 and strategy == "swiss":
         i, j = _swiss_pairs(state, left, rng)
         add(i, j, SOURCE_SWISS, left)
-    # the uniform share, and whatever the strategies could not fill
-    for _ in range(50):
-        need = n_pairs - taken.size
-        if need <= 0:
-            break
-        i, j = _random_pairs(n, 2 * need + 8, rng, allowed)
-        add(i, j, SOURCE_RANDOM, need)
+    # whatever the strategies could not fill: random among the pairs left, not uniform
+    draw(SOURCE_FILL, n_pairs)
 
     keys = np.concatenate(chosen_keys) if chosen_keys else np.empty(0, dtype=np.int64)
     src = np.concatenate(sources) if sources else np.empty(0, dtype=np.int64)
     lo, hi = keys // n, keys % n
     flip = rng.random(keys.size) < 0.5  # random order: position bias averages out
     a, b = np.where(flip, hi, lo), np.where(flip, lo, hi)
-    uniform = src == SOURCE_RANDOM  # the epsilon share plus any fill: all uniform draws
-    propensity = np.where(uniform, min(1.0, uniform.sum() / max(n_pairs_field, 1)), 1.0)
+    uniform = src == SOURCE_RANDOM
+    propensity = np.where(uniform, min(1.0, n_uniform / max(n_pairs_field, 1)), 1.0)
     group = np.arange(keys.size, dtype=np.int64)
     if position == "both":
         twins = group
@@ -686,6 +731,39 @@ def select_batch(
         propensity=np.concatenate([propensity, propensity[twins]])[queue],
         position=words,
     )
+
+
+# --------------------------------------------------------------------------- field-wide
+
+
+@dataclass(frozen=True)
+class FieldRate:
+    """A rate over every pair of the field, from the uniform share alone (inverse-
+    probability weighted): adaptive pairs are chosen close, so a rate over them (ties,
+    position sway) describes close pairs, not the field."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+    n: int  # uniform-share verdicts it rests on
+    n_eff: float  # Kish's effective n of the weights (the interval's n)
+
+
+def field_rate(values: np.ndarray, weights: np.ndarray, confidence: float = 0.95) -> FieldRate:
+    """Hajek estimate ``sum(w x) / sum(w)`` of the mean of ``values`` (in [0, 1]) over the
+    field's pairs, from the rows with ``weight > 0`` (``1 / propensity`` of the uniform
+    share: rounds draw it with different propensities), with a Wilson interval at Kish's
+    effective n. None below one weighted row."""
+    x = np.asarray(values, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    keep = w > 0
+    if not keep.any():
+        return FieldRate(None, None, None, 0, 0.0)
+    x, w = x[keep], w[keep]
+    value = float(np.sum(w * x) / np.sum(w))
+    n_eff = float(np.sum(w) ** 2 / np.sum(w * w))
+    low, high = wilson(np.array([value * n_eff]), np.array([n_eff]), confidence)
+    return FieldRate(value, float(low[0]), float(high[0]), int(keep.sum()), n_eff)
 
 
 # --------------------------------------------------------------------------- pillars

@@ -25,8 +25,8 @@ from llmjudge.sessions.adaptive import (
     check_stop,
     fit_state,
     free_for_all_comparisons,
-    rank_width,
     select_batch,
+    stability_widths,
 )
 
 __all__ = [
@@ -134,8 +134,10 @@ def simulate_session(
         spent += len(batch)
         rounds += 1
         a, b = np.concatenate(parts["a"]), np.concatenate(parts["b"])
-        state = fit_state(n, a, b, np.concatenate(parts["s"]), init=state.theta)
-        widths.append(rank_width(state, rule.confidence))
+        s = np.concatenate(parts["s"])
+        state = fit_state(n, a, b, s, init=state.theta)
+        if rule.kind == "ranking":
+            widths = stability_widths(n, a, b, s, rule, init=state.theta)
         if on_round is not None:
             on_round(state, spent)
     cat = {k: (np.concatenate(v) if v else np.empty(0)) for k, v in parts.items()}

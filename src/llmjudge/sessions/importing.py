@@ -53,7 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, f
 from llmjudge.catalog.schemas import RowError
 from llmjudge.judging.formats import VerdictFormat, parse_with_format
 from llmjudge.judging.verdicts import VerdictParseError, parse_verdict
-from llmjudge.rowfiles import MAX_ERRORS, decode_text, jsonl_objects
+from llmjudge.rowfiles import MAX_ERRORS, jsonl_objects, read_upload
 
 __all__ = [
     "JudgmentIn",
@@ -257,12 +257,10 @@ def judgment_file_objects(
     data: bytes, errors: list[RowError], *, max_rows: int, max_chars: int
 ) -> list[tuple[int, dict[str, Any]]]:
     """(line, object) of each line of a JSONL upload; what cannot be read becomes errors."""
-    try:
-        text = decode_text(data)
-    except ValueError as e:
-        errors.append(RowError(line=1, field="file", message=str(e)))
+    upload = read_upload(None, data, errors, ("jsonl",))
+    if upload is None:
         return []
-    return list(jsonl_objects(text, errors, max_rows=max_rows, max_chars=max_chars))
+    return list(jsonl_objects(upload[1], errors, max_rows=max_rows, max_chars=max_chars))
 
 
 def parse_judgment_file(

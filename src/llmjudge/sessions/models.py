@@ -104,6 +104,10 @@ class AdaptiveRound(Base):
     stop: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
     reason: Mapped[str | None] = mapped_column(Text)
     theta: Mapped[list[float] | None] = mapped_column(JSONB)  # the warm start of the next fit
+    # how each appended comparison was chosen (adaptive.SOURCE_*), by queue position, and
+    # the uniform share's per-pair draw probability (NULL: no uniform pair this round)
+    sources: Mapped[list[int] | None] = mapped_column(ARRAY(SmallInteger))
+    random_propensity: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = created_at_column()
 
 

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from llmjudge.catalog.models import Pillar, Thread
-from llmjudge.errors import NotFound
+from llmjudge.errors import Invalid, NotFound
 from llmjudge.providers.models import LLMModel, Provider
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
@@ -34,6 +34,7 @@ from llmjudge.sessions.schemas import (
 )
 
 __all__ = [
+    "BUILTIN_JUDGE",
     "COMPARISON_FLAGS",
     "LOW_CONFIDENCE",
     "SUMMARY_CACHE",
@@ -41,6 +42,7 @@ __all__ = [
     "reference_labels",
     "get_comparison",
     "get_session",
+    "judge_model",
     "list_comparisons",
     "list_sessions",
     "model_out",
@@ -51,6 +53,7 @@ __all__ = [
 ]
 
 LABELS_MAX = 500
+BUILTIN_JUDGE = "simulated-judge"  # the judge of a session that names none
 
 
 def model_out(m: LLMModel, p: Provider) -> JudgeModelOut:
@@ -488,3 +491,17 @@ async def reference_labels(
         }
         for r in rows
     ]
+
+
+async def judge_model(db: AsyncSession, model_id: int | None) -> tuple[LLMModel, Provider]:
+    """A session's judge model and its provider (None: the built-in simulated judge)."""
+    stmt = select(LLMModel, Provider).join(Provider, Provider.id == LLMModel.provider_id)
+    if model_id is None:
+        row = (await db.execute(stmt.where(LLMModel.name == BUILTIN_JUDGE))).first()
+        if row is None:
+            raise Invalid(f"no judge_model_id given and the built-in {BUILTIN_JUDGE} is missing")
+    else:
+        row = (await db.execute(stmt.where(LLMModel.id == model_id))).first()
+        if row is None:
+            raise Invalid(f"judge model {model_id} does not exist")
+    return row[0], row[1]

@@ -2,8 +2,9 @@
 
 A round is planned from the database alone: the stored verdicts are refitted
 (``sessions.adaptive.fit_state``, warm-started from the previous round's ``theta``, off the
-event loop), the stopping rule is checked against the widths stored with earlier rounds,
-and the next batch (``select_batch``) is appended with ``plans.insert_plan`` after the
+event loop), the stopping rule is checked (the ``ranking`` rule on refits of earlier
+prefixes of the results in queue order, so where it stops does not depend on worker
+timing), and the next batch (``select_batch``) is appended with ``plans.insert_plan`` after the
 current last queue position, together with its ``adaptive_rounds`` row, in one
 transaction. Nothing lives in memory between rounds, so a process killed between them
 loses nothing: the next process to hold the session's advisory lock plans from what is
@@ -29,7 +30,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from sqlalchemy import func, select, text
@@ -40,23 +41,27 @@ from llmjudge.catalog.models import Pillar, Thread
 from llmjudge.errors import Invalid
 from llmjudge.events.hub import EventHub
 from llmjudge.sessions.adaptive import (
+    SOURCE_RANDOM,
     AdaptiveState,
+    Batch,
     Budget,
     StopDecision,
     StopRule,
     check_stop,
+    field_rate,
     fit_state,
     free_for_all_comparisons,
     pillar_prompt_keys,
     rank_width,
     select_batch,
+    stability_widths,
 )
 from llmjudge.sessions.adaptive_sim import default_batch_size
 from llmjudge.sessions.claims import notify_work
 from llmjudge.sessions.models import AdaptiveRound, Comparison, JudgeSession
 from llmjudge.sessions.pairing import PlanArrays
 from llmjudge.sessions.plans import insert_plan
-from llmjudge.sessions.schemas import AdaptiveIn
+from llmjudge.sessions.schemas import AdaptiveIn, FieldRateOut, RateOut
 from llmjudge.sessions.worker import session_topic
 
 __all__ = [
@@ -68,6 +73,8 @@ __all__ = [
     "batch_size",
     "load_field",
     "load_outcomes",
+    "field_rates",
+    "selection_weights",
     "plan_arrays",
     "stop_rule",
     "with_default_cap",
@@ -90,6 +97,7 @@ def stop_rule(cfg: AdaptiveIn, cost_per_comparison: float) -> StopRule:
     return StopRule(
         kind=cfg.rule,
         confidence=cfg.confidence,
+        tolerance=cfg.tolerance,
         k=cfg.k,
         min_games=cfg.min_games,
         budget=budget,
@@ -163,31 +171,57 @@ async def load_field(db: AsyncSession, unit: str, pillar_ids: Sequence[int]) -> 
     return Field(unit, pillars, pillars.copy(), thread_of >= 0, thread_of)
 
 
-async def load_outcomes(
-    db: AsyncSession, session_id: int, field: Field
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(a, b, score_a) player indices of the session's verdicts (one column read)."""
+class Outcomes(NamedTuple):
+    """The session's verdicts in queue order (the order the ``ranking`` rule's prefixes
+    follow): player indices, the score of the player shown first, the queue position."""
+
+    a: np.ndarray
+    b: np.ndarray
+    score_a: np.ndarray
+    position: np.ndarray
+
+
+async def load_outcomes(db: AsyncSession, session_id: int, field: Field) -> Outcomes:
+    """The session's verdicts as :class:`Outcomes` (one column read)."""
     if field.unit == "threads":
         cols = (Comparison.thread_a_id, Comparison.thread_b_id)
     else:
         cols = (Comparison.pillar_a_id, Comparison.pillar_b_id)
     rows = (
         await db.execute(
-            select(*cols, Comparison.winner).where(
+            select(*cols, Comparison.winner, Comparison.queue_position)
+            .where(
                 Comparison.session_id == session_id,
                 Comparison.status == "completed",
                 Comparison.winner.is_not(None),
             )
+            .order_by(Comparison.queue_position)
         )
     ).all()
     if not rows:
         empty = np.empty(0, dtype=np.int64)
-        return empty, empty, np.empty(0)
+        return Outcomes(empty, empty, np.empty(0), empty)
     a = field.index(np.array([r[0] for r in rows], dtype=np.int64))
     b = field.index(np.array([r[1] for r in rows], dtype=np.int64))
     s = np.array([SCORE[r[2]] for r in rows])
+    position = np.array([r[3] for r in rows], dtype=np.int64)
     keep = (a >= 0) & (b >= 0) & (a != b)  # a player since removed from the field
-    return a[keep], b[keep], s[keep]
+    return Outcomes(a[keep], b[keep], s[keep], position[keep])
+
+
+def selection_weights(rounds: Sequence[AdaptiveRound], position: np.ndarray) -> np.ndarray:
+    """Inverse-probability weight of each comparison (by queue position): ``1 / propensity``
+    for pairs its round drew uniformly, 0 for pairs chosen on purpose or rounds stored
+    before selection was recorded (see :func:`~llmjudge.sessions.adaptive.field_rate`)."""
+    weights = np.zeros(position.size)
+    for r in rounds:
+        if not r.sources or not r.random_propensity:
+            continue
+        offset = position - r.first_position
+        mine = (offset >= 0) & (offset < len(r.sources))
+        uniform = np.asarray(r.sources, dtype=np.int64)[offset[mine]] == SOURCE_RANDOM
+        weights[np.flatnonzero(mine)[uniform]] = 1.0 / r.random_propensity
+    return weights
 
 
 def plan_arrays(
@@ -201,8 +235,9 @@ def plan_arrays(
     round_no: int,
     first_group: int,
     prior: np.ndarray | None = None,
-) -> PlanArrays:
-    """The next ``size`` comparisons as plan rows (pure; the caller appends them).
+) -> tuple[PlanArrays, Batch]:
+    """The next ``size`` comparisons as plan rows (pure; the caller appends them), with
+    the batch they came from (how each was chosen, row for row).
 
     ``prior``: :func:`pair_keys` of the session's comparisons so far. A pair shown again
     in the same order gets the next ``repetition``, so the judge answers afresh instead of
@@ -237,7 +272,7 @@ def plan_arrays(
         seen = np.sort(prior)
         keys = pair_keys(thread_a, thread_b)
         repetition = np.searchsorted(seen, keys, "right") - np.searchsorted(seen, keys, "left")
-    return PlanArrays(
+    plan = PlanArrays(
         thread_a=thread_a,
         thread_b=thread_b,
         pillar_a=field.pillar_of[a],
@@ -246,6 +281,7 @@ def plan_arrays(
         swap_group=batch.group + first_group,
         is_swap=batch.is_swap,
     )
+    return plan, batch
 
 
 def pair_keys(thread_a: np.ndarray, thread_b: np.ndarray) -> np.ndarray:
@@ -276,13 +312,13 @@ class Planned:
     decision: StopDecision
     width: float
     plan: PlanArrays | None
+    batch: Batch | None = None
 
 
 def _plan_next(
     field: Field,
-    outcomes: tuple[np.ndarray, np.ndarray, np.ndarray],
+    outcomes: Outcomes,
     init: np.ndarray | None,
-    widths: list[float],
     cfg: AdaptiveIn,
     rule: StopRule,
     *,
@@ -293,16 +329,18 @@ def _plan_next(
     prior: np.ndarray | None = None,
 ) -> Planned:
     """Refit, check the rule, choose the next batch: CPU work, run in a thread."""
-    a, b, s = outcomes
+    a, b, s, _ = outcomes
     state = fit_state(field.n, a, b, s, init=init)
     width = rank_width(state, rule.confidence)
-    decision = check_stop(state, rule, spent=spent, width_history=[*widths, width])
+    decision = check_stop(
+        state, rule, spent=spent, width_history=rule_history(state, rule, a, b, s)
+    )
     if decision.stop:
         return Planned(state, decision, width, None)
     size = batch_size(cfg, field.n, spent, workers)
     if decision.remaining is not None:
         size = min(size, decision.remaining)
-    plan = plan_arrays(
+    plan, batch = plan_arrays(
         field,
         state,
         cfg,
@@ -313,7 +351,47 @@ def _plan_next(
         first_group=spent,
         prior=prior,
     )
-    return Planned(state, decision, width, plan)
+    return Planned(state, decision, width, plan, batch)
+
+
+def field_rates(score_a: np.ndarray, weights: np.ndarray) -> list[FieldRateOut]:
+    """Position sway and ties over the field (the uniform share, weighted by its inverse
+    propensities) and over every verdict (unweighted): the adaptive pairs are close ones,
+    where position sways a judge most, so only the first describes the field."""
+    every = np.ones(score_a.size)
+
+    def rate(x: np.ndarray, w: np.ndarray) -> RateOut:
+        r = field_rate(x, w)
+        return RateOut(value=r.value, low=r.low, high=r.high, n=r.n, n_eff=r.n_eff)
+
+    shown = {
+        "score of the answer shown first (ties half; 0.5 = no position sway)": score_a,
+        "ties": (score_a == 0.5).astype(np.float64),
+    }
+    return [
+        FieldRateOut(what=what, field=rate(x, weights), judged=rate(x, every))
+        for what, x in shown.items()
+    ]
+
+
+def selection_columns(batch: Batch | None) -> dict[str, Any]:
+    """The round row's record of how its comparisons were chosen."""
+    if batch is None or len(batch) == 0:
+        return {"sources": None, "random_propensity": None}
+    uniform = batch.source == SOURCE_RANDOM
+    return {
+        "sources": batch.source.astype(int).tolist(),
+        "random_propensity": float(batch.propensity[uniform][0]) if uniform.any() else None,
+    }
+
+
+def rule_history(
+    state: AdaptiveState, rule: StopRule, a: np.ndarray, b: np.ndarray, s: np.ndarray
+) -> list[float]:
+    """What :func:`check_stop` compares for the ``ranking`` rule (nothing for the others)."""
+    if rule.kind != "ranking":
+        return []
+    return stability_widths(state.n, a, b, s, rule, init=state.theta)
 
 
 def session_config(s: JudgeSession) -> tuple[AdaptiveIn, StopRule]:
@@ -363,14 +441,12 @@ async def advance(
         total, seed, workers = s.total, int(s.options.get("seed", 0)), s.worker_count
         round_no = last.round + 1 if last is not None else 0
         init = np.asarray(last.theta) if last is not None and last.theta else None
-        widths = [r.width for r in rounds if r.width is not None]
         await db.rollback()  # no transaction open while fitting
         planned = await asyncio.to_thread(
             _plan_next,
             field,
             outcomes,
             init,
-            widths,
             cfg,
             rule,
             spent=total,
@@ -413,6 +489,7 @@ async def advance(
                 stop=stop,
                 reason=reason or None,
                 theta=[round(float(t), 6) for t in planned.state.theta],
+                **selection_columns(None if stop else planned.batch),
             )
         )
         try:

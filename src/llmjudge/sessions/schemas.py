@@ -97,6 +97,14 @@ class AdaptiveIn(BaseModel):
     )
     k: int = Field(default=5, ge=1, le=100_000, description="top_k: how many")
     confidence: float = Field(default=0.95, ge=0.6, le=0.999)
+    tolerance: float = Field(
+        default=0.01,
+        gt=0,
+        le=0.5,
+        description="ranking: the rank intervals count as stable when their mean width "
+        "moves by less than this share of the field over each of the last two ninths of "
+        "the results (larger stops sooner)",
+    )
     budget_comparisons: int | None = Field(default=None, ge=1, le=10_000_000)
     budget_usd: float | None = Field(default=None, gt=0, le=1_000_000)
     strategy: Literal["information", "swiss", "random"] = Field(
@@ -491,6 +499,23 @@ class AdaptiveRoundOut(BaseModel):
     created_at: datetime
 
 
+class RateOut(BaseModel):
+    value: float | None
+    low: float | None = Field(description="95% Wilson interval at the effective n")
+    high: float | None
+    n: int = Field(description="verdicts it rests on")
+    n_eff: float = Field(description="Kish's effective n of the weights (n when unweighted)")
+
+
+class FieldRateOut(BaseModel):
+    """A rate over the whole field (the uniform share of pairs, inverse-probability
+    weighted) beside the same rate over every pair judged (chosen close on purpose)."""
+
+    what: str
+    field: RateOut
+    judged: RateOut
+
+
 class AdaptiveOut(BaseModel):
     """The live state of an adaptive session, refitted from its stored results."""
 
@@ -509,3 +534,7 @@ class AdaptiveOut(BaseModel):
     free_for_all: int = Field(description="calls a full free-for-all would have needed")
     ranking: list[RankedPlayer]
     rounds: list[AdaptiveRoundOut]
+    field_rates: list[FieldRateOut] = Field(
+        default_factory=list,
+        description="position sway and ties over the field, from the uniform share",
+    )

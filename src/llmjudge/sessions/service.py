@@ -5,10 +5,9 @@ A session's comparisons are inserted when it is created (so its size and estimat
 exact) with PostgreSQL COPY (`plans.insert_plan`), a million-row plan in seconds. Starting a
 session makes its comparisons claimable; workers (see ``sessions.jobs``) do the rest.
 
-About 890 lines: estimate, create and control share the helpers that resolve a session's
-judge(s), plan size and cost; adaptive and panel sessions add their own create/estimate
-branches here. The next cut is control (start/pause/resume/cancel/retry/delete) and the
-adaptive branches into modules of their own.
+Control (start, pause, resume, cancel, retry, delete) is in `sessions.control`. About 700
+lines: estimate and create share the helpers that resolve a session's judge(s), plan size
+and cost; adaptive and panel sessions add their own create/estimate branches here.
 """
 
 from __future__ import annotations
@@ -18,28 +17,41 @@ import json
 import math
 import secrets
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
-from sqlalchemy import Text, cast, delete, func, select, update
+from sqlalchemy import Text, cast, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog.models import Pillar, Thread
 from llmjudge.config import get_settings
-from llmjudge.errors import Conflict, Invalid, NotFound
+from llmjudge.errors import Conflict, Invalid
 from llmjudge.events.hub import EventHub
 from llmjudge.judging.panels import expected_cascade_cost
 from llmjudge.judging.prompts import build_judge_messages, estimate_tokens
-from llmjudge.providers.models import LLMCall, LLMModel, Provider
+from llmjudge.providers.models import LLMModel, Provider
 from llmjudge.providers.service import configured_latency_s
 from llmjudge.sessions import rounds
 from llmjudge.sessions.adaptive import AdaptiveState, check_stop, fit_state
 from llmjudge.sessions.adaptive_sim import estimate_comparisons
-from llmjudge.sessions.claims import notify_work
+
+# Reads live in `sessions.reads` and control in `sessions.control`; they stay importable
+# from here, the domain's front door.
+from llmjudge.sessions.control import (
+    ConnectionTester,
+    cancel_session,
+    check_connection,
+    delete_session,
+    pause_session,
+    publish_status,
+    resume_session,
+    retry_failed,
+    set_running,
+    start_session,
+)
 from llmjudge.sessions.estimate import ModelCost, estimate_plan, over_limit_message
-from llmjudge.sessions.jobs import is_setup_error
-from llmjudge.sessions.models import AdaptiveRound, Comparison, JudgeSession
+from llmjudge.sessions.models import AdaptiveRound, JudgeSession
 from llmjudge.sessions.pairing import PlanOptions, plan_size_bound
 from llmjudge.sessions.panels import learn_weights
 from llmjudge.sessions.plans import (
@@ -51,11 +63,11 @@ from llmjudge.sessions.plans import (
     plan_threads,
     stored_options,
 )
-
-# Reads live in `sessions.reads`; they stay importable from here, the domain's front door.
 from llmjudge.sessions.reads import (
+    BUILTIN_JUDGE,
     get_comparison,
     get_session,
+    judge_model,
     list_comparisons,
     list_sessions,
     model_out,
@@ -72,15 +84,15 @@ from llmjudge.sessions.schemas import (
     PanelIn,
     PanelMemberIn,
     RankedPlayer,
-    RetryResult,
     SessionIn,
     SessionOut,
 )
-from llmjudge.sessions.worker import session_topic
 
 __all__ = [
     "BUILTIN_JUDGE",
     "DEFAULT_LATENCY_S",
+    "ConnectionTester",
+    "check_connection",
     "adaptive_estimates",
     "adaptive_state",
     "estimate_adaptive",
@@ -102,7 +114,6 @@ __all__ = [
     "start_session",
 ]
 
-BUILTIN_JUDGE = "simulated-judge"
 ANALYZE_AFTER_ROWS = 50_000
 # Seconds per call assumed for a model that has never been called.
 DEFAULT_LATENCY_S = 2.0
@@ -151,51 +162,7 @@ def _panel_in(panel: dict[str, Any] | None) -> PanelIn | None:
 
 
 async def _panel_models(db: AsyncSession, panel: PanelIn) -> list[tuple[LLMModel, Provider]]:
-    return [await _judge_model(db, m.model_id) for m in panel.members]
-
-
-async def _judge_model(db: AsyncSession, model_id: int | None) -> tuple[LLMModel, Provider]:
-    stmt = select(LLMModel, Provider).join(Provider, Provider.id == LLMModel.provider_id)
-    if model_id is None:
-        row = (await db.execute(stmt.where(LLMModel.name == BUILTIN_JUDGE))).first()
-        if row is None:
-            raise Invalid(f"no judge_model_id given and the built-in {BUILTIN_JUDGE} is missing")
-    else:
-        row = (await db.execute(stmt.where(LLMModel.id == model_id))).first()
-        if row is None:
-            raise Invalid(f"judge model {model_id} does not exist")
-    return row[0], row[1]
-
-
-class ConnectionTester(Protocol):
-    """What the start flow needs of the LLM service (`POST /api/providers/{id}/test`)."""
-
-    async def test_connection(self, provider_id: int, *, model: str | None = None) -> Any: ...
-
-
-async def check_connection(
-    db: AsyncSession, llm: ConnectionTester | None, m: LLMModel, p: Provider
-) -> None:
-    """Fail fast: before a session starts on a provider that has never answered, make one
-    tiny test call; a wrong key, URL or model, or no connection at all, stops the start here
-    (422 with the cause) instead of failing every comparison. The simulator needs no test."""
-    if llm is None or p.kind == "simulator":
-        return
-    answered = await db.scalar(
-        select(LLMCall.id)
-        .where(LLMCall.provider_id == p.id, LLMCall.status == "ok", LLMCall.cache_hit.is_(False))
-        .limit(1)
-    )
-    if answered is not None:
-        return
-    result = await llm.test_connection(p.id, model=m.model)
-    # Only what no retry can cure stops the start (a wrong key, URL or model, no connection);
-    # a 429 or a 5xx now is what the session's retries are for.
-    if not result.ok and is_setup_error(result.error):
-        raise Invalid(
-            f"test connection to provider {p.name} (model {m.model}) failed: {result.error}. "
-            "Fix the provider in Settings → Providers; the session was not started"
-        )
+    return [await judge_model(db, m.model_id) for m in panel.members]
 
 
 def _latency(m: LLMModel, p: Provider) -> float:
@@ -239,7 +206,7 @@ async def _estimate(
     if data.panel is not None:
         members = await _panel_models(db, data.panel)
     else:
-        members = [await _judge_model(db, data.judge_model_id)]
+        members = [await judge_model(db, data.judge_model_id)]
     m, p = members[0]
     if data.comparison_mode == "adaptive":
         if data.panel is not None:
@@ -466,7 +433,7 @@ async def create_session(
         m, p = members[0]
         panel = await _stored_panel(db, data.panel, members)
     else:
-        members = [await _judge_model(db, data.judge_model_id)]
+        members = [await judge_model(db, data.judge_model_id)]
         m, p = members[0]
     if data.auto_start:
         for member, provider in members:
@@ -505,11 +472,11 @@ async def create_session(
     await db.flush()
     await insert_plan(db, s.id, plan)
     if data.auto_start:
-        await _set_running(db, s)
+        await set_running(db, s)
     await db.commit()
     if len(plan) >= ANALYZE_AFTER_ROWS:
         await analyze_comparisons(db)
-    _publish_status(hub, s.id, s.status)
+    publish_status(hub, s.id, s.status)
     return await get_session(db=db, session_id=s.id)
 
 
@@ -578,9 +545,9 @@ async def _create_adaptive(
     # No comparison yet: the rounds runner plans the first round like every other one,
     # from the stored results (none), once the session runs.
     if data.auto_start:
-        await _set_running(db, s)
+        await set_running(db, s)
     await db.commit()
-    _publish_status(hub, s.id, s.status)
+    publish_status(hub, s.id, s.status)
     return await get_session(db=db, session_id=s.id)
 
 
@@ -589,7 +556,7 @@ async def estimate_adaptive(*, db: AsyncSession, data: SessionIn) -> AdaptiveEst
     stops it, from seeded simulations under the simulator's judge model; nothing stored."""
     if data.comparison_mode != "adaptive" or data.adaptive is None:
         raise Invalid("the adaptive estimate needs comparison_mode adaptive")
-    m, p = await _judge_model(db, data.judge_model_id)
+    m, p = await judge_model(db, data.judge_model_id)
     field = await _adaptive_field(db, data)
     cfg = rounds.with_default_cap(data.adaptive, field)
     cost = _cost_per_call(await _model_cost(db, data, m, p))
@@ -636,7 +603,7 @@ async def adaptive_estimates(
     *, db: AsyncSession, data: SessionIn
 ) -> tuple[EstimateOut, AdaptiveEstimateOut]:
     """Both estimates of an adaptive session from one simulation (the new-session page)."""
-    m, p = await _judge_model(db, data.judge_model_id)
+    m, p = await judge_model(db, data.judge_model_id)
     est = await estimate_adaptive(db=db, data=data)
     return await _adaptive_plan_estimate(db, data, m, p, est), est
 
@@ -683,7 +650,8 @@ async def adaptive_state(*, db: AsyncSession, session_id: int) -> AdaptiveOut:
         raise Conflict(f"session {session_id} is not an adaptive session")
     cfg, rule = rounds.session_config(s)
     field = await rounds.load_field(db, cfg.unit, s.pillar_ids)
-    a, b, score = await rounds.load_outcomes(db, session_id, field)
+    outcomes = await rounds.load_outcomes(db, session_id, field)
+    a, b, score = outcomes.a, outcomes.b, outcomes.score_a
     rows = list(
         await db.scalars(
             select(AdaptiveRound)
@@ -693,14 +661,18 @@ async def adaptive_state(*, db: AsyncSession, session_id: int) -> AdaptiveOut:
     )
     names = await rounds.player_names(db, field)
     status, total, stop_reason = s.status, s.total, s.stop_reason
-    widths = [r.width for r in rows if r.width is not None]
     init = np.asarray(rows[-1].theta) if rows and rows[-1].theta else None
 
     def fit() -> tuple[AdaptiveState, Any, Any, Any]:
         state = fit_state(field.n, a, b, score, init=init)
         return (
             state,
-            check_stop(state, rule, spent=total, width_history=widths),
+            check_stop(
+                state,
+                rule,
+                spent=total,
+                width_history=rounds.rule_history(state, rule, a, b, score),
+            ),
             state.intervals(0.95),
             state.rank_intervals(0.95),
         )
@@ -737,156 +709,8 @@ async def adaptive_state(*, db: AsyncSession, session_id: int) -> AdaptiveOut:
         free_for_all=rounds.ffa_calls(field, cfg),
         ranking=ranking,
         rounds=[AdaptiveRoundOut.model_validate(r) for r in rows],
+        field_rates=rounds.field_rates(score, rounds.selection_weights(rows, outcomes.position)),
     )
 
 
 # -- control ------------------------------------------------------------------------------
-
-
-def _publish_status(hub: EventHub | None, session_id: int, status: str) -> None:
-    if hub is not None:
-        hub.publish_nowait(session_topic(session_id), "session_status", {"status": status})
-
-
-async def _set_running(db: AsyncSession, s: JudgeSession) -> None:
-    s.status = "running"
-    if s.started_at is None:
-        s.started_at = func.now()
-    s.finished_at = None
-    await db.flush()
-    await notify_work(await db.connection(), s.id)
-
-
-async def _transition(
-    db: AsyncSession, session_id: int, allowed: Sequence[str], verb: str
-) -> JudgeSession:
-    s = await session_row(db, session_id, lock=True)
-    if s.status not in allowed:
-        status = s.status
-        await db.rollback()
-        raise Conflict(
-            f"session {session_id} is {status}: only a {' or '.join(allowed)} session can be {verb}"
-        )
-    return s
-
-
-async def start_session(
-    *,
-    db: AsyncSession,
-    session_id: int,
-    hub: EventHub | None = None,
-    llm: ConnectionTester | None = None,
-) -> SessionOut:
-    """draft -> running: its comparisons become claimable (after `check_connection`; for a
-    panel, every member's)."""
-    current = await session_row(db, session_id)
-    model_ids = (
-        [m.get("model_id") for m in current.panel["members"]]
-        if current.panel
-        else [current.judge_model_id]
-    )
-    wanted = [i for i in model_ids if i is not None]
-    if llm is not None and current.status == "draft" and wanted:
-        # Tested before the row is locked: the call may take seconds.
-        for model_id in wanted:
-            m, provider = await _judge_model(db, model_id)
-            await check_connection(db, llm, m, provider)
-        await db.commit()  # end the read transaction before locking
-    s = await _transition(db, session_id, ("draft",), "started")
-    await _set_running(db, s)
-    await db.commit()
-    _publish_status(hub, session_id, "running")
-    return await get_session(db=db, session_id=session_id)
-
-
-async def pause_session(
-    *, db: AsyncSession, session_id: int, hub: EventHub | None = None
-) -> SessionOut:
-    """running -> paused: running comparisons finish, no new ones are claimed."""
-    s = await _transition(db, session_id, ("running",), "paused")
-    s.status = "paused"
-    # Wakes the pools so they give back items they claimed ahead for this session.
-    await notify_work(await db.connection(), session_id)
-    await db.commit()
-    _publish_status(hub, session_id, "paused")
-    return await get_session(db=db, session_id=session_id)
-
-
-async def resume_session(
-    *, db: AsyncSession, session_id: int, hub: EventHub | None = None
-) -> SessionOut:
-    """paused -> running (clearing the reason a circuit breaker gave for the pause)."""
-    s = await _transition(db, session_id, ("paused",), "resumed")
-    s.error = None
-    await _set_running(db, s)
-    await db.commit()
-    _publish_status(hub, session_id, "running")
-    return await get_session(db=db, session_id=session_id)
-
-
-async def cancel_session(
-    *, db: AsyncSession, session_id: int, hub: EventHub | None = None
-) -> SessionOut:
-    """Pending comparisons become cancelled (so do running ones whose worker died);
-    running ones finish and their results are kept."""
-    s = await _transition(db, session_id, ("draft", "running", "paused"), "cancelled")
-    await db.execute(
-        update(Comparison)
-        .where(
-            Comparison.session_id == session_id,
-            (Comparison.status == "pending")
-            | ((Comparison.status == "running") & (Comparison.lease_expires_at < func.now())),
-        )
-        .values(status="cancelled", worker_id=None, lease_expires_at=None)
-    )
-    s.status = "cancelled"
-    s.finished_at = func.now()
-    await notify_work(await db.connection(), session_id)  # pools drop what they hold ahead
-    await db.commit()
-    _publish_status(hub, session_id, "cancelled")
-    return await get_session(db=db, session_id=session_id)
-
-
-async def retry_failed(
-    *, db: AsyncSession, session_id: int, hub: EventHub | None = None
-) -> RetryResult:
-    """Failed comparisons go back to the queue with fresh attempts; a finished session
-    runs again."""
-    s = await _transition(db, session_id, ("running", "paused", "completed", "failed"), "retried")
-    if s.comparison_mode == "imported":
-        # Re-judging would mix the configured judge's verdicts into someone else's.
-        raise Conflict("an imported session cannot be re-judged; import the judgments again")
-    result = await db.execute(
-        update(Comparison)
-        .where(Comparison.session_id == session_id, Comparison.status == "failed")
-        .values(
-            status="pending",
-            attempts=0,
-            worker_id=None,
-            error=None,
-            parse_error=None,
-            completed_at=None,
-        )
-        .returning(Comparison.id)
-    )
-    requeued = len(result.all())
-    s.failed -= requeued
-    if requeued and s.status in ("completed", "failed"):
-        await _set_running(db, s)
-    elif requeued and s.status == "running":
-        await notify_work(await db.connection(), session_id)
-    await db.commit()
-    if requeued:
-        _publish_status(hub, session_id, s.status)
-    return RetryResult(session=await get_session(db=db, session_id=session_id), requeued=requeued)
-
-
-async def delete_session(*, db: AsyncSession, session_id: int, hub: EventHub | None = None) -> None:
-    """Delete a session and its comparisons (results of calls in flight are discarded)."""
-    result = await db.execute(
-        delete(JudgeSession).where(JudgeSession.id == session_id).returning(JudgeSession.id)
-    )
-    if result.first() is None:
-        raise NotFound(f"session {session_id} not found")
-    await db.commit()
-    _publish_status(hub, session_id, "deleted")

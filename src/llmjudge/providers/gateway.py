@@ -20,7 +20,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -203,56 +203,20 @@ class Gateway:
                 )
                 if on_delta is not None:
                     await on_delta(result.text)
-                await self._record(
-                    record(
-                        model=result.model or req.model,
-                        input_tokens=result.input_tokens,
-                        output_tokens=result.output_tokens,
-                        cost_usd=0.0,
-                        latency_s=result.latency_s,
-                        attempts=0,
-                        cache_hit=True,
-                        status="ok",
-                        error=None,
-                    )
-                )
+                await self._record_ok(record, result, req.model, cost_usd=0.0, cache_hit=True)
                 return result
 
-        try:
-            async with entry.limiter.slot(estimate_request_tokens(req)) as slot:
-                result = await entry.client.chat(req, on_delta)
-                slot.report(result.input_tokens + result.output_tokens)
-        except ProviderError as err:
-            await self._record(
-                record(
-                    model=req.model,
-                    input_tokens=0,
-                    output_tokens=0,
-                    cost_usd=0.0,
-                    latency_s=time.perf_counter() - start,
-                    attempts=err.attempts,
-                    cache_hit=False,
-                    status="error",
-                    error=str(err),
-                )
-            )
-            raise
-
+        result = await self._limited(
+            entry,
+            estimate_request_tokens(req),
+            lambda: entry.client.chat(req, on_delta),
+            functools.partial(record, model=req.model),
+            start,
+        )
         if cache is not None and key is not None:
             await self._cache_put(cache, key, result)
-        await self._record(
-            record(
-                model=result.model or req.model,
-                input_tokens=result.input_tokens,
-                output_tokens=result.output_tokens,
-                cost_usd=pricing.cost(result.input_tokens, result.output_tokens),
-                latency_s=result.latency_s,
-                attempts=result.attempts,
-                cache_hit=False,
-                status="ok",
-                error=None,
-            )
-        )
+        cost = pricing.cost(result.input_tokens, result.output_tokens)
+        await self._record_ok(record, result, req.model, cost_usd=cost)
         return result
 
     async def embed(
@@ -288,29 +252,42 @@ class Gateway:
         if cache is not None:
             hit = await self._cache_get(cache, key)
             if hit is not None:
-                await self._record(
-                    record(
-                        model=model,
-                        input_tokens=hit.input_tokens,
-                        output_tokens=0,
-                        cost_usd=0.0,
-                        latency_s=time.perf_counter() - start,
-                        attempts=0,
-                        cache_hit=True,
-                        status="ok",
-                        error=None,
-                    )
+                hit = dataclasses.replace(
+                    hit, model=model, output_tokens=0, latency_s=time.perf_counter() - start
                 )
+                await self._record_ok(record, hit, model, cost_usd=0.0, cache_hit=True)
                 return json.loads(hit.text), True
         tokens = sum(estimate_tokens(t) for t in texts)
+        result = await self._limited(
+            entry,
+            tokens,
+            lambda: embed_fn(model, texts),
+            functools.partial(record, model=model),
+            start,
+        )
+        if cache is not None:
+            await self._cache_put(cache, key, result)
+        result = dataclasses.replace(result, output_tokens=0)  # an embedding writes no tokens
+        cost = pricing.cost(result.input_tokens, 0)
+        await self._record_ok(record, result, model, cost_usd=cost)
+        return json.loads(result.text), False
+
+    async def _limited(
+        self,
+        entry: _Provider,
+        tokens: int,
+        call: Callable[[], Awaitable[ChatResult]],
+        failed: functools.partial[CallRecord],
+        start: float,
+    ) -> ChatResult:
+        """``call`` under the provider's limits; a failed call is accounted, then raised."""
         try:
             async with entry.limiter.slot(tokens) as slot:
-                result = await embed_fn(model, texts)
-                slot.report(result.input_tokens)
+                result = await call()
+                slot.report(result.input_tokens + result.output_tokens)
         except ProviderError as err:
             await self._record(
-                record(
-                    model=model,
+                failed(
                     input_tokens=0,
                     output_tokens=0,
                     cost_usd=0.0,
@@ -322,22 +299,31 @@ class Gateway:
                 )
             )
             raise
-        if cache is not None:
-            await self._cache_put(cache, key, result)
+        return result
+
+    async def _record_ok(
+        self,
+        record: functools.partial[CallRecord],
+        result: ChatResult,
+        model: str,
+        *,
+        cost_usd: float,
+        cache_hit: bool = False,
+    ) -> None:
+        """Account a call that answered (from the provider, or the cache: no attempts)."""
         await self._record(
             record(
                 model=result.model or model,
                 input_tokens=result.input_tokens,
-                output_tokens=0,
-                cost_usd=pricing.cost(result.input_tokens, 0),
+                output_tokens=result.output_tokens,
+                cost_usd=cost_usd,
                 latency_s=result.latency_s,
-                attempts=result.attempts,
-                cache_hit=False,
+                attempts=0 if cache_hit else result.attempts,
+                cache_hit=cache_hit,
                 status="ok",
                 error=None,
             )
         )
-        return json.loads(result.text), False
 
     @staticmethod
     async def _cache_get(cache: ResponseCache, key: str) -> ChatResult | None:

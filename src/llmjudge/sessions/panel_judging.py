@@ -19,7 +19,7 @@ from typing import Any
 
 from llmjudge.judging.formats import VerdictFormat, parse_with_format
 from llmjudge.judging.panels import CascadePolicy, Vote, aggregate, panel_strength, should_stop
-from llmjudge.judging.prompts import build_judge_messages, verdict_json_schema
+from llmjudge.judging.prompts import verdict_json_schema
 from llmjudge.judging.verdicts import VerdictParseError
 from llmjudge.providers.base import ProviderError
 from llmjudge.sessions.claims import Claimed, Finish, MemberVote
@@ -30,6 +30,7 @@ from llmjudge.sessions.worker import (
     SessionConfig,
     ThreadCache,
     call_usage,
+    prepare_prompt,
     session_topic,
     verdict_fields,
 )
@@ -144,25 +145,10 @@ async def judge_panel(
     criteria = config.criteria
     started = datetime.now(UTC)
     base = {"id": item.id, "worker_id": item.worker_id, "attempts": item.attempts}
-    a, b = threads.get(item.thread_a_id), threads.get(item.thread_b_id)
-    if item.attempts > max_attempts:
-        return Finish(**base, status="failed", error=f"abandoned by {max_attempts} workers")
-    if a is None or b is None:
-        return Finish(**base, status="failed", error="a thread of this comparison was deleted")
-    try:
-        messages = build_judge_messages(
-            content_a=a.content,
-            content_b=b.content,
-            criteria=criteria,
-            template=config.prompt_template,
-            title_a=a.title or None,
-            title_b=b.title or None,
-            # Threads of one prompt key share one prompt text; A's is as good as B's.
-            prompt=a.prompt if a.prompt is not None else b.prompt,
-            system_prompt=config.system_prompt,
-        )
-    except ValueError as exc:
-        return Finish(**base, status="failed", error=f"cannot build the judge prompt: {exc}")
+    prepared = prepare_prompt(item, config, threads, max_attempts)
+    if isinstance(prepared, Finish):
+        return prepared
+    a, b, messages = prepared
     topic = session_topic(item.session_id)
     context = {
         "task": "pairwise",

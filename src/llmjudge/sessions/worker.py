@@ -239,6 +239,36 @@ def _thread_context(t: ThreadData) -> dict[str, Any]:
     return {"id": t.id, "quality": t.quality, "pillar_id": t.pillar_id}
 
 
+def prepare_prompt(
+    item: Claimed, config: SessionConfig, threads: ThreadCache, max_attempts: int
+) -> tuple[ThreadData, ThreadData, list[dict[str, str]]] | Finish:
+    """The two threads of ``item`` and the judge's messages (each thread's body rendered
+    once per cache entry), or the ``Finish`` that fails the comparison without a call:
+    abandoned by too many workers, a deleted thread, or a prompt that cannot be built."""
+    base = {"id": item.id, "worker_id": item.worker_id, "attempts": item.attempts}
+    a, b = threads.get(item.thread_a_id), threads.get(item.thread_b_id)
+    if item.attempts > max_attempts:
+        return Finish(**base, status="failed", error=f"abandoned by {max_attempts} workers")
+    if a is None or b is None:
+        return Finish(**base, status="failed", error="a thread of this comparison was deleted")
+    try:
+        messages = build_judge_messages(
+            content_a=a.content,
+            content_b=b.content,
+            criteria=config.criteria,
+            template=config.prompt_template,
+            title_a=a.title or None,
+            title_b=b.title or None,
+            # Threads of one prompt key share one prompt text; A's is as good as B's.
+            prompt=a.prompt if a.prompt is not None else b.prompt,
+            system_prompt=config.system_prompt,
+            bodies=(threads.body(a), threads.body(b)),
+        )
+    except ValueError as exc:  # a malformed stored thread
+        return Finish(**base, status="failed", error=f"cannot build the judge prompt: {exc}")
+    return a, b, messages
+
+
 def _retry_or_fail(item: Claimed, max_attempts: int) -> str:
     return "failed" if item.attempts >= max_attempts else "pending"
 
@@ -262,28 +292,12 @@ async def judge_comparison(
     started = datetime.now(UTC)
     base = {"id": item.id, "worker_id": item.worker_id, "attempts": item.attempts}
     topic = session_topic(item.session_id)
-    a, b = threads.get(item.thread_a_id), threads.get(item.thread_b_id)
-    if item.attempts > max_attempts:
-        return Finish(**base, status="failed", error=f"abandoned by {max_attempts} workers")
-    if config.judge_model_id is None:
+    if config.judge_model_id is None and item.attempts <= max_attempts:
         return Finish(**base, status="failed", error="the session's judge model was deleted")
-    if a is None or b is None:
-        return Finish(**base, status="failed", error="a thread of this comparison was deleted")
-    try:
-        messages = build_judge_messages(
-            content_a=a.content,
-            content_b=b.content,
-            criteria=config.criteria,
-            template=config.prompt_template,
-            title_a=a.title or None,
-            title_b=b.title or None,
-            # Threads of one prompt key share one prompt text; A's is as good as B's.
-            prompt=a.prompt if a.prompt is not None else b.prompt,
-            system_prompt=config.system_prompt,
-            bodies=(threads.body(a), threads.body(b)),
-        )
-    except ValueError as exc:  # a malformed stored thread
-        return Finish(**base, status="failed", error=f"cannot build the judge prompt: {exc}")
+    prepared = prepare_prompt(item, config, threads, max_attempts)
+    if isinstance(prepared, Finish):
+        return prepared
+    a, b, messages = prepared
 
     if publish is not None:
         publish(

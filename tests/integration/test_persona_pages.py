@@ -196,6 +196,20 @@ async def test_create_from_scratch_and_errors(client: httpx.AsyncClient) -> None
     created = (await client.get(f"/api/personas/{pid}")).json()
     assert created["name"] == "From scratch" and created["budget_usd"] is None
     assert (await client.post("/personas/new", data=form)).status_code == 409  # same name
+    # No task model: the form offers "none", for pairs that bring their own answers.
+    page = (await client.get("/personas/new")).text
+    task_select = page.split('name="task_model_id"')[1].split("</select>")[0]
+    assert '<option value="">none: every pair brings its answer</option>' in task_select
+    assert "required" not in page.split('name="task_model_id"')[1].split(">")[0]
+    r = await client.post(
+        "/personas/new", data=form | {"name": "Answers given", "task_model_id": ""}
+    )
+    assert r.status_code == 303, r.text
+    pid = int(r.headers["location"].split("/")[2])
+    assert (await client.get(f"/api/personas/{pid}")).json()["task_model_id"] is None
+    settings = (await client.get(f"/personas/{pid}/settings")).text
+    chosen = settings.split('name="task_model_id"')[1].split("</select>")[0]
+    assert '<option value="" selected>none: every pair brings its answer</option>' in chosen
 
 
 async def test_detail_tabs_render_in_every_state(

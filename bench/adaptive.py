@@ -47,10 +47,8 @@ import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
-from scipy.special import expit  # noqa: E402
 from scipy.stats import kendalltau, norm  # noqa: E402
 
-from llmjudge.analysis.ratings import DEFAULT_PRIOR  # noqa: E402
 from llmjudge.sessions.adaptive import (  # noqa: E402
     AdaptiveState,
     Budget,
@@ -58,6 +56,7 @@ from llmjudge.sessions.adaptive import (  # noqa: E402
     fit_state,
     free_for_all_comparisons,
     select_batch,
+    state_at,
 )
 from llmjudge.sessions.adaptive_sim import JudgeModel, judge, simulate_session  # noqa: E402
 
@@ -126,29 +125,6 @@ def session_run(quality: np.ndarray, seed: int, limit: int, rule: StopRule, stra
     return curve
 
 
-def truth_state(theta: np.ndarray, a: np.ndarray, b: np.ndarray) -> AdaptiveState:
-    """The Laplace state at the true strengths (what ``fit_state`` would give at them)."""
-    n = theta.size
-    p = expit(theta[a] - theta[b])
-    h = p * (1.0 - p)
-    hess = np.zeros((n, n))
-    np.add.at(hess, (a, b), -h)
-    np.add.at(hess, (b, a), -h)
-    diag = np.bincount(a, h, n) + np.bincount(b, h, n) + DEFAULT_PRIOR
-    hess[np.diag_indices(n)] = diag
-    cov = np.linalg.inv(hess)
-    row_mean = cov.mean(axis=1)
-    var = np.diag(cov) - 2.0 * row_mean + row_mean.mean()
-    return AdaptiveState(
-        theta=theta,
-        games=np.bincount(a, minlength=n) + np.bincount(b, minlength=n),
-        var=np.maximum(var, 1e-12),
-        cov=cov,
-        precision_diag=diag,
-        n_comparisons=int(a.size),
-    )
-
-
 def oracle_run(quality: np.ndarray, seed: int, limit: int) -> Curve:
     n = quality.size
     theta = 1.702 * (quality - quality.mean()) / MODEL.noise
@@ -159,7 +135,7 @@ def oracle_run(quality: np.ndarray, seed: int, limit: int) -> Curve:
     size = max(16, n // 2)
     while a.size < limit:
         batch = select_batch(
-            truth_state(theta, a, b), min(size, limit - a.size), seed=[seed, r], swap_share=0.0
+            state_at(theta, a, b), min(size, limit - a.size), seed=[seed, r], swap_share=0.0
         )
         a, b = np.r_[a, batch.a], np.r_[b, batch.b]
         s = np.r_[s, judge(MODEL, quality[batch.a], quality[batch.b], rng)]

@@ -26,6 +26,7 @@ from llmjudge.sessions.adaptive import (
     rank_width,
     select_batch,
     stability_widths,
+    state_at,
 )
 from llmjudge.sessions.adaptive_sim import (
     JudgeModel,
@@ -522,3 +523,16 @@ def test_uniform_share_recovers_the_field_rate_that_chosen_pairs_miss() -> None:
     assert field.n == int(np.count_nonzero(w)) > 400
     assert field.low <= truth <= field.high, (field, truth)
     assert judged.value > truth + 0.05 and not judged.low <= truth <= judged.high
+
+
+def test_state_at_the_fit_is_the_fit() -> None:
+    """The oracle's state at given strengths is the fit's own Laplace state when given
+    the fitted strengths (repeated pairs add up as the fit's pair totals do)."""
+    n = 9
+    a, b, s = _random_outcomes(n, 300, seed=11)
+    fit = fit_state(n, a, b, s)
+    at = state_at(fit.theta, a, b)
+    np.testing.assert_allclose(at.cov, fit.cov, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(at.var, fit.var, rtol=1e-8)
+    np.testing.assert_array_equal(at.games, fit.games)
+    assert at.n_comparisons == fit.n_comparisons == 300

@@ -73,6 +73,7 @@ __all__ = [
     "rank_width",
     "select_batch",
     "stability_widths",
+    "state_at",
 ]
 
 Strategy = Literal["information", "swiss", "random"]
@@ -171,10 +172,43 @@ def fit_state(
         lo, hi = pairs.lo, pairs.hi
         p = expit(theta[lo] - theta[hi])
         h = totals * p * (1.0 - p)
+    return _laplace_state(theta, games, lo, hi, h, prior, dense_limit, int(a.size))
+
+
+def state_at(
+    theta: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    prior: float = DEFAULT_PRIOR,
+    dense_limit: int = DENSE_LIMIT,
+) -> AdaptiveState:
+    """The Laplace state of the comparisons ``a`` vs ``b`` at given strengths ``theta``
+    instead of at their fit (an oracle that knows the truth: ``bench/adaptive.py``)."""
+    theta = np.asarray(theta, dtype=np.float64)
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    n = theta.size
+    games = np.bincount(a, minlength=n) + np.bincount(b, minlength=n)
+    p = expit(theta[a] - theta[b])
+    return _laplace_state(theta, games, a, b, p * (1.0 - p), prior, dense_limit, int(a.size))
+
+
+def _laplace_state(
+    theta: np.ndarray,
+    games: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    h: np.ndarray,
+    prior: float,
+    dense_limit: int,
+    n_comparisons: int,
+) -> AdaptiveState:
+    """The state at ``theta`` whose Hessian has weight ``h`` on each pair (lo, hi)."""
+    n = theta.size
     diag = np.bincount(lo, h, n) + np.bincount(hi, h, n) + prior
     if n <= dense_limit:
         hess = np.zeros(n * n)
-        np.add.at(hess, lo * n + hi, -h)  # unique pairs: no repeated index, but keep it safe
+        np.add.at(hess, lo * n + hi, -h)  # repeated pairs add up
         hess = hess.reshape(n, n)
         hess = hess + hess.T
         hess[np.diag_indices(n)] = diag
@@ -191,7 +225,7 @@ def fit_state(
         var=np.maximum(var, 1e-12),
         cov=cov,
         precision_diag=diag,
-        n_comparisons=int(a.size),
+        n_comparisons=n_comparisons,
     )
 
 
@@ -317,13 +351,16 @@ def stability_widths(
 ) -> list[float]:
     """The ``ranking`` rule's history: :func:`rank_width` of the fits on the first
     ``m * (8/9)^k`` of the ``m`` results, ``k = stable_rounds .. 1``, oldest first (the
-    current fit's width is the last point; :func:`check_stop` adds it).
+    current fit's width is the last point; :func:`check_stop` adds it). Empty for the
+    other rules, which read no history.
 
     A function of the results and their order only (judging order: queue position), not
     of how they were cut into rounds or of how many had come back when a round was
     planned, so a live session stops where its simulation (the estimate) does. The step
     matches :func:`~llmjudge.sessions.adaptive_sim.default_batch_size`'s growth (an
     eighth of the spend), so a check costs ``stable_rounds`` extra warm-started fits."""
+    if rule.kind != "ranking":
+        return []
     m = int(np.asarray(a).size)
     widths = []
     for k in range(rule.stable_rounds, 0, -1):

@@ -136,8 +136,7 @@ def simulate_session(
         a, b = np.concatenate(parts["a"]), np.concatenate(parts["b"])
         s = np.concatenate(parts["s"])
         state = fit_state(n, a, b, s, init=state.theta)
-        if rule.kind == "ranking":
-            widths = stability_widths(n, a, b, s, rule, init=state.theta)
+        widths = stability_widths(n, a, b, s, rule, init=state.theta)
         if on_round is not None:
             on_round(state, spent)
     cat = {k: (np.concatenate(v) if v else np.empty(0)) for k, v in parts.items()}

@@ -333,7 +333,10 @@ def _plan_next(
     state = fit_state(field.n, a, b, s, init=init)
     width = rank_width(state, rule.confidence)
     decision = check_stop(
-        state, rule, spent=spent, width_history=rule_history(state, rule, a, b, s)
+        state,
+        rule,
+        spent=spent,
+        width_history=stability_widths(field.n, a, b, s, rule, init=state.theta),
     )
     if decision.stop:
         return Planned(state, decision, width, None)
@@ -383,15 +386,6 @@ def selection_columns(batch: Batch | None) -> dict[str, Any]:
         "sources": batch.source.astype(int).tolist(),
         "random_propensity": float(batch.propensity[uniform][0]) if uniform.any() else None,
     }
-
-
-def rule_history(
-    state: AdaptiveState, rule: StopRule, a: np.ndarray, b: np.ndarray, s: np.ndarray
-) -> list[float]:
-    """What :func:`check_stop` compares for the ``ranking`` rule (nothing for the others)."""
-    if rule.kind != "ranking":
-        return []
-    return stability_widths(state.n, a, b, s, rule, init=state.theta)
 
 
 def session_config(s: JudgeSession) -> tuple[AdaptiveIn, StopRule]:

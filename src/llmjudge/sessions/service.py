@@ -33,7 +33,7 @@ from llmjudge.judging.prompts import build_judge_messages, estimate_tokens
 from llmjudge.providers.models import LLMModel, Provider
 from llmjudge.providers.service import configured_latency_s
 from llmjudge.sessions import rounds
-from llmjudge.sessions.adaptive import AdaptiveState, check_stop, fit_state
+from llmjudge.sessions.adaptive import AdaptiveState, check_stop, fit_state, stability_widths
 from llmjudge.sessions.adaptive_sim import estimate_comparisons
 
 # Reads live in `sessions.reads` and control in `sessions.control`; they stay importable
@@ -671,7 +671,7 @@ async def adaptive_state(*, db: AsyncSession, session_id: int) -> AdaptiveOut:
                 state,
                 rule,
                 spent=total,
-                width_history=rounds.rule_history(state, rule, a, b, score),
+                width_history=stability_widths(field.n, a, b, score, rule, init=state.theta),
             ),
             state.intervals(0.95),
             state.rank_intervals(0.95),

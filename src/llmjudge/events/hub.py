@@ -121,6 +121,11 @@ def decode_payload(payload: str) -> Event | None:
         return None
 
 
+def _follows(lanes: frozenset[str] | None, lane: str) -> bool:
+    """Whether a follower of ``lanes`` (None: every lane) shows ``lane``'s token stream."""
+    return lanes is None or lane in lanes
+
+
 class Subscription:
     """A bounded queue of events for one subscriber; iterate it with ``async for``.
 
@@ -142,10 +147,8 @@ class Subscription:
     def put(self, event: Event) -> None:
         """Never blocks: coalesce a snapshot with its undelivered predecessor, else drop
         the oldest event when full."""
-        if (
-            self.lanes is not None
-            and event.type in STREAM_TYPES
-            and str(event.data.get("worker_id")) not in self.lanes
+        if event.type in STREAM_TYPES and not _follows(
+            self.lanes, str(event.data.get("worker_id"))
         ):
             return
         if event.type in COALESCED_TYPES:
@@ -346,13 +349,12 @@ class EventHub:
         if not self._subs and not self._interest:  # the usual case: nobody watches
             return False
         for t in (topic, ALL_TOPICS):
-            for sub in self._subs.get(t, ()):
-                if sub.lanes is None or lane in sub.lanes:
-                    return True
+            if any(_follows(sub.lanes, lane) for sub in self._subs.get(t, ())):
+                return True
         now = self._clock()
         for t in (topic, ALL_TOPICS):
             for expires, lanes in self._interest.get(t, {}).values():
-                if expires > now and (lanes is None or lane in lanes):
+                if expires > now and _follows(lanes, lane):
                     return True
         return False
 

@@ -199,3 +199,19 @@ async def call_with_retries(
         calls += result.attempts - 1
         return dataclasses.replace(result, attempts=calls, latency_s=time.perf_counter() - start)
     raise AssertionError("unreachable: the loop either returns or raises")
+
+
+@dataclass(frozen=True)
+class ModelPricing:
+    """A model's price per million tokens, in USD."""
+
+    input_per_million: float = 0
+    output_per_million: float = 0
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return (
+            input_tokens * self.input_per_million + output_tokens * self.output_per_million
+        ) / 1_000_000
+
+
+NO_PRICING = ModelPricing()

@@ -25,9 +25,11 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from llmjudge.providers.base import (
+    NO_PRICING,
     ChatRequest,
     ChatResult,
     DeltaCallback,
+    ModelPricing,
     ProviderClient,
     ProviderConfig,
     ProviderError,
@@ -67,20 +69,6 @@ class CallRecord:
 
 class Accounting(Protocol):
     async def record(self, rec: CallRecord) -> None: ...
-
-
-@dataclass(frozen=True)
-class ModelPricing:
-    input_per_million: float = 0
-    output_per_million: float = 0
-
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        return (
-            input_tokens * self.input_per_million + output_tokens * self.output_per_million
-        ) / 1_000_000
-
-
-NO_PRICING = ModelPricing()
 
 
 class MemoryCache:

@@ -21,7 +21,7 @@ from llmjudge.judging.formats import VerdictFormat, parse_with_format
 from llmjudge.judging.panels import CascadePolicy, Vote, aggregate, panel_strength, should_stop
 from llmjudge.judging.prompts import verdict_json_schema
 from llmjudge.judging.verdicts import VerdictParseError
-from llmjudge.providers.base import ProviderError
+from llmjudge.providers.base import ModelPricing, ProviderError
 from llmjudge.sessions.claims import Claimed, Finish, MemberVote
 from llmjudge.sessions.worker import (
     MAX_ATTEMPTS,
@@ -47,10 +47,8 @@ class MemberConfig:
     weight: float | None = None
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
-        return (
-            input_tokens * self.input_price_per_million
-            + output_tokens * self.output_price_per_million
-        ) / 1_000_000
+        pricing = ModelPricing(self.input_price_per_million, self.output_price_per_million)
+        return pricing.cost(input_tokens, output_tokens)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from llmjudge.events.hub import DeltaBatcher
 from llmjudge.judging.formats import VerdictFormat, parse_with_format
 from llmjudge.judging.prompts import build_judge_messages, thread_body, verdict_json_schema
 from llmjudge.judging.verdicts import Verdict, VerdictParseError
-from llmjudge.providers.base import ChatResult, DeltaCallback, ProviderError
+from llmjudge.providers.base import ChatResult, DeltaCallback, ModelPricing, ProviderError
 from llmjudge.sessions.claims import Claimed, Finish
 
 __all__ = [
@@ -83,10 +83,8 @@ class SessionConfig:
     verdict_format: VerdictFormat = VerdictFormat()
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
-        return (
-            input_tokens * self.input_price_per_million
-            + output_tokens * self.output_price_per_million
-        ) / 1_000_000
+        pricing = ModelPricing(self.input_price_per_million, self.output_price_per_million)
+        return pricing.cost(input_tokens, output_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,8 +160,7 @@ class ThreadCache:
         shared[2] += 1
         data = dataclasses.replace(item, content=shared[0])
         self._items[item.id] = (content_hash, data)
-        while self.bytes > self.max_bytes and len(self._items) > 1:
-            self.drop(next(iter(self._items)))
+        self._evict()
 
     def body(self, item: ThreadData) -> str:
         """``item`` as the judge prompt shows it (``prompts.thread_body``), rendered once per
@@ -176,9 +173,13 @@ class ThreadCache:
         if self._items.get(item.id, ("", None))[1] is item:  # only for what is cached
             self._bodies[item.id] = (item, body)
             self.bytes += len(body) + 50
-            while self.bytes > self.max_bytes and len(self._items) > 1:
-                self.drop(next(iter(self._items)))
+            self._evict()
         return body
+
+    def _evict(self) -> None:
+        """Drop the oldest threads while over the byte bound (the newest always stays)."""
+        while self.bytes > self.max_bytes and len(self._items) > 1:
+            self.drop(next(iter(self._items)))
 
     def drop(self, thread_id: int) -> None:
         entry = self._items.pop(thread_id, None)

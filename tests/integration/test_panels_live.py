@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from sqlalchemy import select
 
 from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
@@ -117,6 +118,16 @@ async def pillars(client: httpx.AsyncClient) -> list[int]:
     ]
 
 
+async def stored_votes(app: FastAPI, sid: int) -> tuple[list[Comparison], list[ComparisonVote]]:
+    """The session's comparisons and its members' votes, as stored."""
+    async with app.state.sessionmaker() as db:
+        comps = (await db.scalars(select(Comparison).where(Comparison.session_id == sid))).all()
+        votes = (
+            await db.scalars(select(ComparisonVote).where(ComparisonVote.session_id == sid))
+        ).all()
+    return list(comps), list(votes)
+
+
 async def wait_ended(client: httpx.AsyncClient, sid: int, limit_s: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + limit_s
     while True:
@@ -185,17 +196,8 @@ async def test_three_member_panel_with_a_failing_member(
         assert fast_fake.state.count == n and slow_fake.state.count == n
         assert broken_fake.state.count == 2 * n
 
+    comps, votes = await stored_votes(app, sid)
     async with app.state.sessionmaker() as db:
-        comps = (
-            (await db.execute(select(Comparison).where(Comparison.session_id == sid)))
-            .scalars()
-            .all()
-        )
-        votes = (
-            (await db.execute(select(ComparisonVote).where(ComparisonVote.session_id == sid)))
-            .scalars()
-            .all()
-        )
         session = await db.get(JudgeSession, sid)
     assert session is not None
     assert len(votes) == 3 * n
@@ -285,17 +287,7 @@ async def test_cascade_asks_the_next_member_only_when_unsure(
         out = await wait_ended(client, sid)
         n = out["total"]
         assert out["completed"] == n
-        async with app.state.sessionmaker() as db:
-            comps = (
-                (await db.execute(select(Comparison).where(Comparison.session_id == sid)))
-                .scalars()
-                .all()
-            )
-            votes = (
-                (await db.execute(select(ComparisonVote).where(ComparisonVote.session_id == sid)))
-                .scalars()
-                .all()
-            )
+        comps, votes = await stored_votes(app, sid)
         by = {(v.comparison_id, v.member): v for v in votes}
         escalated = 0
         for c in comps:
@@ -363,17 +355,7 @@ async def test_panel_reads_votes_with_the_session_verdict_format(
             for b in bodies:
                 assert "response_format" not in b
                 assert b["messages"][0] == {"role": "system", "content": "You are a careful judge."}
-    async with app.state.sessionmaker() as db:
-        comps = (
-            (await db.execute(select(Comparison).where(Comparison.session_id == sid)))
-            .scalars()
-            .all()
-        )
-        votes = (
-            (await db.execute(select(ComparisonVote).where(ComparisonVote.session_id == sid)))
-            .scalars()
-            .all()
-        )
+    comps, votes = await stored_votes(app, sid)
     by = {(v.comparison_id, v.member): v for v in votes}
     evens = 0
     for c in comps:

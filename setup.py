@@ -2,7 +2,7 @@
 
 They stay at the top of the repository (the layout the stack documents, and what a checkout
 runs from); a non-editable build copies them into ``llmjudge/_resources/``, which
-``llmjudge.config`` uses when the package is not running from a checkout.
+``llmjudge.infra.config`` uses when the package is not running from a checkout.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ def run_migrations_online() -> None:
         return
     url = context.config.get_main_option("sqlalchemy.url")
     if not url:
-        from llmjudge.config import get_settings
+        from llmjudge.infra.config import get_settings
 
         url = get_settings().database_url
     if not url:

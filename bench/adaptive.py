@@ -4,7 +4,7 @@ Run: .venv/bin/python bench/adaptive.py [--sizes 30 100 300] [--seeds 10 6 3] [-
 
 Simulated tournaments with a known truth: latent quality per thread ~ N(0, 1), verdicts
 from the simulator's pairwise model (noise 0.5, position bias 0.1, tie band 0.1; see
-``llmjudge.sessions.adaptive_sim.JudgeModel``). Methods, each judging every pair once in a
+``llmjudge.core.tournaments.simulation.JudgeModel``). Methods, each judging every pair once in a
 random order (no swapped twins, so counts are comparable):
 
 - ``ffa``: the full free-for-all, every pair once (n(n-1)/2 comparisons);
@@ -49,7 +49,7 @@ from collections.abc import Callable  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy.stats import kendalltau, norm  # noqa: E402
 
-from llmjudge.sessions.adaptive import (  # noqa: E402
+from llmjudge.core.tournaments.adaptive import (
     AdaptiveState,
     Budget,
     StopRule,
@@ -58,7 +58,7 @@ from llmjudge.sessions.adaptive import (  # noqa: E402
     select_batch,
     state_at,
 )
-from llmjudge.sessions.adaptive_sim import JudgeModel, judge, simulate_session  # noqa: E402
+from llmjudge.core.tournaments.simulation import JudgeModel, judge, simulate_session
 
 MODEL = JudgeModel()  # replaced by --noise
 FRACTIONS = (0.1, 0.2, 1 / 3, 0.5, 1.0)  # of the free-for-all's comparisons

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from llmjudge.analysis import agreement as core
+from llmjudge.core.agreement import judges as core
 from llmjudge.references.agreement_report import _compute, _Loaded
 
 LABELS = np.array(["A", "B", "TIE"])

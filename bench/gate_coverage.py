@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from llmjudge.personas.gate import corrected_pass_rate, ppi_pass_rate
-from llmjudge.personas.metrics import wilson_interval
+from llmjudge.core.personas.gate import corrected_pass_rate, ppi_pass_rate
+from llmjudge.core.personas.metrics import wilson_interval
 
 SCENARIOS = [
     # p, TPR, TNR, batch, calibration (pos, neg), human labels

@@ -33,10 +33,10 @@ import psutil
 from sqlalchemy import text
 
 from llmjudge.app import create_app
-from llmjudge.config import Settings
-from llmjudge.db.embedded import EmbeddedPostgres
-from llmjudge.db.engine import make_engine
-from llmjudge.db.migrate import upgrade
+from llmjudge.infra.config import Settings
+from llmjudge.infra.db.embedded import EmbeddedPostgres
+from llmjudge.infra.db.engine import make_engine
+from llmjudge.infra.db.migrate import upgrade
 
 ADMIN = "bench-admin-token-not-secret"
 

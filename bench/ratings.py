@@ -28,12 +28,11 @@ from typing import Any
 import choix
 import numpy as np
 
-from llmjudge.analysis.leaderboard import leaderboard
-from llmjudge.analysis.outcomes import Outcome, OutcomeTable
-from llmjudge.analysis.performance import thread_performance
-from llmjudge.analysis.position import position_swap_analysis
-from llmjudge.analysis.rating_report import rating_report
-from llmjudge.analysis.ratings import (
+from llmjudge.core.analysis.leaderboard import leaderboard
+from llmjudge.core.analysis.outcomes import Outcome, OutcomeTable
+from llmjudge.core.analysis.performance import thread_performance
+from llmjudge.core.analysis.position import position_swap_analysis
+from llmjudge.core.ratings.estimators import (
     PairIndex,
     bootstrap_bradley_terry,
     cluster_bootstrap_bradley_terry,
@@ -41,14 +40,15 @@ from llmjudge.analysis.ratings import (
     fit_bradley_terry,
     sandwich_bradley_terry,
 )
-from llmjudge.analysis.style import (
+from llmjudge.core.ratings.report import rating_report
+from llmjudge.core.ratings.style import (
     answer_features,
     fit_style_bradley_terry,
     pair_style_covariates,
     style_coef_sandwich,
     zscore,
 )
-from llmjudge.analysis.ties import fit_davidson
+from llmjudge.core.ratings.ties import fit_davidson
 
 TOL = 1e-6  # logits, for every method
 

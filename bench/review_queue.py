@@ -21,9 +21,9 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from llmjudge.db.embedded import EmbeddedPostgres
-from llmjudge.db.engine import make_engine, make_sessionmaker
-from llmjudge.db.migrate import upgrade
+from llmjudge.infra.db.embedded import EmbeddedPostgres
+from llmjudge.infra.db.engine import make_engine, make_sessionmaker
+from llmjudge.infra.db.migrate import upgrade
 from llmjudge.references import review
 from llmjudge.references.review_schemas import ReviewLabelIn
 

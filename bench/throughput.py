@@ -161,7 +161,7 @@ def conversation(seed: int, chars: int = 1500) -> list[dict[str, str]]:
 
 async def engine_request(base_url: str) -> tuple[str, dict[str, Any], dict[str, str]]:
     """URL, body and headers of a judge call exactly as the engine builds it (streamed)."""
-    from llmjudge.judging.prompts import build_judge_messages, verdict_json_schema
+    from llmjudge.core.judging.prompts import build_judge_messages, verdict_json_schema
     from llmjudge.providers.base import ChatRequest, ProviderConfig
     from llmjudge.providers.openai import OpenAIClient
 
@@ -324,7 +324,7 @@ class Engine:
     """Embedded PostgreSQL with the data every measurement needs; starts the processes."""
 
     def __init__(self, tmp: Path, fake_url: str) -> None:
-        from llmjudge.db.embedded import EmbeddedPostgres
+        from llmjudge.infra.db.embedded import EmbeddedPostgres
 
         self.tmp = tmp
         self.fake_url = fake_url
@@ -340,8 +340,8 @@ class Engine:
         self.pillars: dict[int, list[int]] = {}  # side k -> two pillar ids
 
     async def _migrate(self) -> None:
-        from llmjudge.db.engine import make_engine
-        from llmjudge.db.migrate import upgrade
+        from llmjudge.infra.db.engine import make_engine
+        from llmjudge.infra.db.migrate import upgrade
 
         await self.pg.ensure_database()
         engine = make_engine(self.pg.url(), pool_size=1)

@@ -16,10 +16,10 @@ from hypothesis import settings as hypothesis_settings
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.app import create_app
-from llmjudge.config import Settings
-from llmjudge.db.embedded import EmbeddedPostgres
-from llmjudge.db.engine import make_engine
-from llmjudge.db.migrate import upgrade
+from llmjudge.infra.config import Settings
+from llmjudge.infra.db.embedded import EmbeddedPostgres
+from llmjudge.infra.db.engine import make_engine
+from llmjudge.infra.db.migrate import upgrade
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -130,8 +130,8 @@ async def anon_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 async def role_token(app: FastAPI, role: str) -> str:
     """An API token of a fresh user with this role."""
     from llmjudge.auth import service as auth
-    from llmjudge.auth.policy import Role
     from llmjudge.auth.schemas import Principal, TokenIn, UserIn
+    from llmjudge.core.access import Role
 
     async with app.state.sessionmaker() as session:
         user = await auth.create_user(

@@ -35,7 +35,7 @@ def upgrade() -> None:
 
 
 def _backfill_style_features() -> None:
-    from llmjudge.analysis.style import stored_features
+    from llmjudge.core.ratings.style import stored_features
 
     bind = op.get_bind()
     threads = sa.table(

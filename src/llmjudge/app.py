@@ -13,7 +13,7 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import text
 
-from llmjudge import __version__, pages
+from llmjudge import __version__
 from llmjudge.analysis import api as analysis_api
 from llmjudge.auth import api as auth_api
 from llmjudge.auth import middleware as auth_middleware
@@ -21,12 +21,13 @@ from llmjudge.auth import pages as auth_pages
 from llmjudge.auth.service import announce_first_admin
 from llmjudge.catalog import api as catalog_api
 from llmjudge.catalog import pages as catalog_pages
-from llmjudge.config import Settings, get_settings
-from llmjudge.db.engine import make_engine, make_sessionmaker
-from llmjudge.db.migrate import upgrade
 from llmjudge.demo import api as demo_api
-from llmjudge.errors import install_handlers
-from llmjudge.events.hub import EventHub
+from llmjudge.home import pages
+from llmjudge.infra.config import Settings, get_settings
+from llmjudge.infra.db.engine import make_engine, make_sessionmaker
+from llmjudge.infra.db.migrate import upgrade
+from llmjudge.infra.errors import install_handlers
+from llmjudge.infra.events.hub import EventHub
 from llmjudge.personas import api as personas_api
 from llmjudge.personas import gate_api as personas_gate_api
 from llmjudge.personas import pages as personas_pages

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from llmjudge.config import Settings, get_settings
+from llmjudge.infra.config import Settings, get_settings
 
 log = logging.getLogger("llmjudge")
 # Libraries whose INFO lines are noise at start-up (`--verbose` shows them): the embedded
@@ -27,7 +27,7 @@ def database(settings: Settings, *, supervise: bool = False) -> Iterator[Setting
     if settings.database_url:
         yield settings
         return
-    from llmjudge.db.embedded import EmbeddedPostgres, Supervisor
+    from llmjudge.infra.db.embedded import EmbeddedPostgres, Supervisor
 
     server = EmbeddedPostgres(settings.pgdata, verbose=VERBOSE)
     print(f"Starting embedded PostgreSQL in {settings.pgdata} ...", file=sys.stderr)
@@ -46,8 +46,8 @@ def database(settings: Settings, *, supervise: bool = False) -> Iterator[Setting
 
 
 async def _prepare(settings: Settings, *, demo: bool) -> None:
-    from llmjudge.db.engine import make_engine, make_sessionmaker
-    from llmjudge.db.migrate import upgrade
+    from llmjudge.infra.db.engine import make_engine, make_sessionmaker
+    from llmjudge.infra.db.migrate import upgrade
 
     engine = make_engine(settings.direct_database_url, pool_size=2)
     try:
@@ -134,8 +134,8 @@ def uvicorn_options(settings: Settings) -> dict[str, object]:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    from llmjudge.db.engine import make_engine
-    from llmjudge.db.migrate import current, upgrade
+    from llmjudge.infra.db.engine import make_engine
+    from llmjudge.infra.db.migrate import current, upgrade
 
     async def run(url: str) -> None:
         engine = make_engine(url, pool_size=1)
@@ -168,7 +168,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if not settings.database_url:
         # A worker never starts or stops the embedded server: it joins the one `serve` runs.
-        from llmjudge.db.embedded import EmbeddedPostgres
+        from llmjudge.infra.db.embedded import EmbeddedPostgres
 
         server = EmbeddedPostgres(settings.pgdata)
         if not server.is_running():
@@ -194,7 +194,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def joined_database(settings: Settings) -> Iterator[Settings]:
     """Use the embedded server a running `serve` owns (never stopping it), else `database()`."""
     if not settings.database_url:
-        from llmjudge.db.embedded import EmbeddedPostgres
+        from llmjudge.infra.db.embedded import EmbeddedPostgres
 
         server = EmbeddedPostgres(settings.pgdata)
         if server.is_running():
@@ -208,10 +208,10 @@ def cmd_token(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from llmjudge.auth import service as auth
-    from llmjudge.auth.policy import Role
-    from llmjudge.db.engine import make_engine, make_sessionmaker
-    from llmjudge.db.migrate import upgrade
-    from llmjudge.errors import Invalid, NotFound
+    from llmjudge.core.access import Role
+    from llmjudge.infra.db.engine import make_engine, make_sessionmaker
+    from llmjudge.infra.db.migrate import upgrade
+    from llmjudge.infra.errors import Invalid, NotFound
 
     async def run(settings: Settings) -> str:
         engine = make_engine(settings.direct_database_url, pool_size=1)

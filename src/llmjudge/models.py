@@ -6,7 +6,7 @@ outside ``db/`` (infrastructure imports no domain).
 
 from llmjudge.auth.models import ApiToken, LoginLink, User, UserSession
 from llmjudge.catalog.models import Pillar, Thread
-from llmjudge.db.base import Base
+from llmjudge.infra.db.base import Base
 from llmjudge.personas.models import (
     JudgePromptVersion,
     Persona,

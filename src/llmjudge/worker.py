@@ -19,19 +19,19 @@ import signal
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from llmjudge.config import Settings
-from llmjudge.db.engine import make_engine, make_sessionmaker
-from llmjudge.db.migrate import current
-from llmjudge.events.hub import EventHub
+from llmjudge.infra.config import Settings
+from llmjudge.infra.db.engine import make_engine, make_sessionmaker
+from llmjudge.infra.db.migrate import current
+from llmjudge.infra.events.hub import EventHub
+from llmjudge.infra.queue.locks import LockedRunner
+from llmjudge.infra.queue.pool import DEFAULT_CONCURRENCY, WorkerPool
+from llmjudge.infra.queue.registry import Workers
 from llmjudge.personas.training import TrainingRunner
 from llmjudge.providers.retention import RetentionJob
 from llmjudge.providers.service import LLMService
 from llmjudge.providers.shares import RateShares
-from llmjudge.queue.locks import LockedRunner
-from llmjudge.queue.pool import DEFAULT_CONCURRENCY, WorkerPool
-from llmjudge.queue.registry import Workers
-from llmjudge.sessions.jobs import comparison_pool
-from llmjudge.sessions.rounds import AdaptiveRounds
+from llmjudge.sessions.adaptive.rounds import AdaptiveRounds
+from llmjudge.sessions.run.jobs import comparison_pool
 
 __all__ = [
     "ADAPTIVE",

@@ -44,7 +44,7 @@ from playwright.async_api import (
     async_playwright,
 )
 
-from llmjudge.db.embedded import EmbeddedPostgres
+from llmjudge.infra.db.embedded import EmbeddedPostgres
 from tests.conftest import REPO, drop_database, new_database
 
 CHROMIUM = Path("/usr/bin/chromium")

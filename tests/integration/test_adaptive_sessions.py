@@ -19,8 +19,8 @@ from fastapi import FastAPI
 from scipy.stats import kendalltau
 from sqlalchemy import func, select
 
-from llmjudge.queue.registry import Workers
-from llmjudge.sessions import rounds
+from llmjudge.infra.queue.registry import Workers
+from llmjudge.sessions.adaptive import rounds
 from llmjudge.sessions.models import AdaptiveRound, Comparison, JudgeSession
 from llmjudge.worker import build_workers
 from tests.integration.test_sessions import fast_simulator, get, seed_threads
@@ -388,7 +388,7 @@ async def test_not_adaptive_state_is_409(client: httpx.AsyncClient, pillars: lis
 
 
 def test_plan_arrays_repeat_pairs_get_fresh_repetitions() -> None:
-    from llmjudge.sessions.adaptive import fit_state
+    from llmjudge.core.tournaments.adaptive import fit_state
     from llmjudge.sessions.schemas import AdaptiveIn
 
     field = rounds.Field("threads", np.array([10, 20, 30]), np.array([1, 1, 2]))

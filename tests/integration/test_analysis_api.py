@@ -29,8 +29,8 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.analysis.figures import AnalysisCache
-from llmjudge.analysis.ratings import elo
-from llmjudge.analysis.scales import nice_bin_edges
+from llmjudge.core.charts.scales import nice_bin_edges
+from llmjudge.core.ratings.estimators import elo
 from llmjudge.sessions.models import Comparison, JudgeSession
 
 HYPERLINK = '=HYPERLINK("http://evil.example","click")'
@@ -208,7 +208,7 @@ async def test_leaderboard_counts_completed_comparisons_only(
 
 
 def _outcome(i: int, a: int, b: int, winner: str) -> Any:
-    from llmjudge.analysis.outcomes import Outcome
+    from llmjudge.core.analysis.outcomes import Outcome
 
     return Outcome(comparison_id=i, thread_a=a, thread_b=b, winner=winner, completed_order=i)
 
@@ -416,7 +416,7 @@ async def test_exports_say_what_produced_them(
     client: httpx.AsyncClient, app: Any, sid: int
 ) -> None:
     from llmjudge import __version__
-    from llmjudge.judging.prompts import DEFAULT_TEMPLATE
+    from llmjudge.core.judging.prompts import DEFAULT_TEMPLATE
 
     async with app.state.sessionmaker() as db:
         c = (

@@ -18,8 +18,8 @@ from llmjudge import cli
 from llmjudge.auth import service
 from llmjudge.auth.models import ApiToken, LoginLink, User, UserSession
 from llmjudge.auth.security import hash_password, hash_token
-from llmjudge.config import Settings
-from llmjudge.db.engine import make_engine, make_sessionmaker
+from llmjudge.infra.config import Settings
+from llmjudge.infra.db.engine import make_engine, make_sessionmaker
 from tests.conftest import drop_database, make_client, new_database
 
 PASSWORD = "a-long-enough-password"

@@ -13,8 +13,8 @@ from fastapi import FastAPI
 
 from llmjudge.app import create_app
 from llmjudge.auth.security import CSP
-from llmjudge.config import Settings
-from llmjudge.judging.prompts import build_judge_messages
+from llmjudge.core.judging.prompts import build_judge_messages
+from llmjudge.infra.config import Settings
 from tests.conftest import ADMIN_TOKEN, make_client
 
 HEADERS = {

@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from fastapi.routing import iter_route_contexts
 from starlette.routing import Mount
 
-from llmjudge.auth.policy import Role, is_api_path, match_rule, required_role
+from llmjudge.core.access import Role, is_api_path, match_rule, required_role
 
 
 @dataclass(frozen=True)

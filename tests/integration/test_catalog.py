@@ -9,8 +9,8 @@ import httpx
 from sqlalchemy import func, select, text
 
 from llmjudge.catalog.models import Pillar, Thread
-from llmjudge.db.engine import make_engine
-from llmjudge.db.migrate import current, upgrade
+from llmjudge.infra.db.engine import make_engine
+from llmjudge.infra.db.migrate import current, upgrade
 from tests.conftest import drop_database
 
 

@@ -15,7 +15,7 @@ import asyncpg
 import httpx
 import pytest
 
-from llmjudge.db.embedded import EmbeddedPostgres
+from llmjudge.infra.db.embedded import EmbeddedPostgres
 from tests.conftest import ADMIN_TOKEN, drop_database
 
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}

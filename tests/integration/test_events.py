@@ -15,7 +15,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from llmjudge.events.hub import CHANNEL, Event, EventHub, Subscription
+from llmjudge.infra.events.hub import CHANNEL, Event, EventHub, Subscription
 from tests.conftest import ADMIN_TOKEN
 from tests.integration.test_sessions import create, fast_simulator, seed_threads
 

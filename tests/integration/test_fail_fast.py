@@ -15,8 +15,8 @@ from fastapi import FastAPI
 from sqlalchemy import func, select, update
 
 from llmjudge.providers.models import LLMCall
-from llmjudge.sessions.jobs import comparison_pool
 from llmjudge.sessions.models import JudgeSession
+from llmjudge.sessions.run.jobs import comparison_pool
 from tests.integration.test_sessions import create, fast_simulator, get, seed_threads, wait_status
 
 IN_PROCESS_WORKERS = False  # the breaker test starts its own pool

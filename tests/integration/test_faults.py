@@ -14,9 +14,9 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import text
 
-from llmjudge.db.embedded import EmbeddedPostgres
-from llmjudge.queue.pool import WorkerPool
-from llmjudge.sessions.jobs import comparison_pool
+from llmjudge.infra.db.embedded import EmbeddedPostgres
+from llmjudge.infra.queue.pool import WorkerPool
+from llmjudge.sessions.run.jobs import comparison_pool
 from tests.integration.test_scaleout import (
     check_books,
     comparison_rows,

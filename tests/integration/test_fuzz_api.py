@@ -27,7 +27,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from llmjudge.app import create_app
-from llmjudge.config import Settings
+from llmjudge.infra.config import Settings
 from tests.conftest import ADMIN_TOKEN
 
 pytestmark = pytest.mark.slow

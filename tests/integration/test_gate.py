@@ -20,6 +20,8 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import update
 
+from llmjudge.core.personas.keys import input_hash, prompt_hash
+from llmjudge.core.personas.templates import get_template
 from llmjudge.personas.evaluate import calibration_rates, pairwise_template
 from llmjudge.personas.gate_cli import (
     EXIT_ERROR,
@@ -30,7 +32,6 @@ from llmjudge.personas.gate_cli import (
     gate_over_http,
     read_items,
 )
-from llmjudge.personas.keys import input_hash, prompt_hash
 from llmjudge.personas.models import (
     Persona,
     PersonaDecision,
@@ -38,7 +39,6 @@ from llmjudge.personas.models import (
     PersonaPair,
     TaskOutput,
 )
-from llmjudge.personas.templates import get_template
 from tests.conftest import REPO
 
 JUDGE_ACCURACY = 0.85  # the simulated judge's TPR and TNR alike
@@ -271,7 +271,7 @@ async def test_missing_reference_is_warned(client: httpx.AsyncClient, good: dict
 
 
 def test_pairwise_template_embeds_guidance_safely() -> None:
-    from llmjudge.judging.prompts import build_judge_messages
+    from llmjudge.core.judging.prompts import build_judge_messages
 
     prompt = get_template("factual-qa").judge_prompt + "\n- Rule: keep {braces} and {answer}"
     template = pairwise_template(prompt, ["quality", "accuracy"])

@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import func, select, text
 
-from llmjudge.config import Settings
-from llmjudge.errors import Invalid
+from llmjudge.infra.config import Settings
+from llmjudge.infra.errors import Invalid
 from llmjudge.providers.base import ChatResult, ProviderError
 from llmjudge.providers.crypto import KEY_FILE, KeyCipher, SecretKeyError, derive_key
 from llmjudge.providers.gateway import CallRecord

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from llmjudge.db.embedded import EmbeddedPostgres, Supervisor
-from llmjudge.sessions.worker import session_topic
+from llmjudge.infra.db.embedded import EmbeddedPostgres, Supervisor
+from llmjudge.sessions.run.judging import session_topic
 from tests.integration.test_scaleout import (
     comparison_rows,
     poll,

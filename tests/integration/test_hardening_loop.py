@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from llmjudge.catalog.importing import parse_thread_file
-from llmjudge.config import get_settings
+from llmjudge.infra.config import get_settings
 from tests.integration.test_sessions import fast_simulator, seed_threads
 
 IN_PROCESS_WORKERS = False

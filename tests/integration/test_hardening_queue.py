@@ -14,10 +14,10 @@ from fastapi import FastAPI
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from llmjudge.queue.pool import WorkerPool
-from llmjudge.queue.work import Written
-from llmjudge.sessions.jobs import comparison_pool
+from llmjudge.infra.queue.pool import WorkerPool
+from llmjudge.infra.queue.work import Written
 from llmjudge.sessions.models import Comparison
+from llmjudge.sessions.run.jobs import comparison_pool
 from tests.integration.test_queue_generic import Done, Job, Toy, rows
 from tests.integration.test_queue_generic import engine as engine  # noqa: F401 (fixture)
 from tests.integration.test_sessions import (

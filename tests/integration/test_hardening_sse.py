@@ -9,7 +9,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from llmjudge.config import Settings
+from llmjudge.infra.config import Settings
 from tests.conftest import make_client
 from tests.integration.test_auth import new_user
 from tests.integration.test_sessions import create, fast_simulator, seed_threads

@@ -16,7 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from llmjudge.sessions.importing import (
+from llmjudge.core.tournaments.pairing import PlanArrays
+from llmjudge.sessions.imports.parsing import (
     KnownThread,
     ParsedJudgment,
     assign_swap_groups,
@@ -24,7 +25,6 @@ from llmjudge.sessions.importing import (
     resolve_judgments,
 )
 from llmjudge.sessions.models import Comparison, JudgeSession
-from llmjudge.sessions.pairing import PlanArrays
 from llmjudge.sessions.plans import PLAN_COLUMNS, RESULT_COLUMNS, StoredResult, insert_plan
 
 # -- pure -----------------------------------------------------------------------------

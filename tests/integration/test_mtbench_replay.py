@@ -24,7 +24,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import text
 
-from llmjudge.judging.prompts import build_judge_messages
+from llmjudge.core.judging.prompts import build_judge_messages
 from tests.fakes.servers import FakeOpenAI, FakeState
 from tests.integration.test_scaleout import check_books, wait_ended
 

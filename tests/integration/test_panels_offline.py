@@ -20,8 +20,8 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 from sqlalchemy import select
 
-from llmjudge.judging.formats import VerdictFormat, parse_with_format
-from llmjudge.judging.panels import SHRINK_LABELS
+from llmjudge.core.judging.formats import VerdictFormat, parse_with_format
+from llmjudge.core.judging.panels import SHRINK_LABELS
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.sessions.models import Comparison, ComparisonVote
 

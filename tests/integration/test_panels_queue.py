@@ -10,9 +10,9 @@ from sqlalchemy import func, select
 
 from llmjudge.providers.models import LLMModel
 from llmjudge.sessions import service
-from llmjudge.sessions.claims import Claimed, Finish, MemberVote
-from llmjudge.sessions.jobs import JudgeComparisons
 from llmjudge.sessions.models import Comparison, ComparisonVote
+from llmjudge.sessions.run.claims import Claimed, Finish, MemberVote
+from llmjudge.sessions.run.jobs import JudgeComparisons
 from llmjudge.sessions.schemas import PanelIn, SessionIn
 from tests.integration.test_sessions import seed_threads
 from tests.integration.test_sessions_queue import take

@@ -18,8 +18,8 @@ from fastapi import FastAPI
 from sqlalchemy import func, select
 
 from llmjudge.auth.middleware import ADMIN_TOKEN_USER
-from llmjudge.personas.metrics import compute_metrics, confusion_from_decisions
-from llmjudge.personas.templates import get_template
+from llmjudge.core.personas.metrics import compute_metrics, confusion_from_decisions
+from llmjudge.core.personas.templates import get_template
 from llmjudge.providers.models import LLMCall
 from llmjudge.providers.simulator import RULE_PREFIX, normalise
 from tests.fakes.servers import FakeOpenAI

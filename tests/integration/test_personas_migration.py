@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy.engine import Connection
 
 from alembic import command
-from llmjudge.db.embedded import EmbeddedPostgres
-from llmjudge.db.engine import make_engine
-from llmjudge.db.migrate import alembic_config, upgrade
+from llmjudge.infra.db.embedded import EmbeddedPostgres
+from llmjudge.infra.db.engine import make_engine
+from llmjudge.infra.db.migrate import alembic_config, upgrade
 from tests.conftest import drop_database
 
 

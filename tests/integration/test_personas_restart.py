@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from sqlalchemy import func, select
 
 from llmjudge.app import create_app
-from llmjudge.config import Settings
+from llmjudge.infra.config import Settings
 from llmjudge.personas.models import PersonaDecision, TaskOutput
 from llmjudge.providers.models import LLMCall
 from tests.conftest import ADMIN_TOKEN, make_client

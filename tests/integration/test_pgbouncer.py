@@ -25,11 +25,11 @@ from pydantic import ValidationError
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from llmjudge.config import Settings
-from llmjudge.db.embedded import EmbeddedPostgres
-from llmjudge.db.engine import make_engine
-from llmjudge.events.hub import ALL_TOPICS
-from llmjudge.sessions.worker import session_topic
+from llmjudge.infra.config import Settings
+from llmjudge.infra.db.embedded import EmbeddedPostgres
+from llmjudge.infra.db.engine import make_engine
+from llmjudge.infra.events.hub import ALL_TOPICS
+from llmjudge.sessions.run.judging import session_topic
 from tests.conftest import ADMIN_TOKEN, drop_database, new_database
 from tests.integration.test_sessions import FAST_SIMULATOR, seed_threads
 

@@ -10,7 +10,7 @@ import httpx
 from fastapi import FastAPI
 from sqlalchemy import func, select
 
-from llmjudge.queue.pool import WorkerPool
+from llmjudge.infra.queue.pool import WorkerPool
 from llmjudge.sessions.models import Comparison
 from tests.integration.test_sessions import FAST_SIMULATOR, create, get, wait_for, wait_status
 from tests.integration.test_sessions_pool import (  # noqa: F401 - fixtures

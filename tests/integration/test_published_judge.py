@@ -12,7 +12,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select, text
 
-from llmjudge.judging.prompts import SYSTEM_PROMPT
+from llmjudge.core.judging.prompts import SYSTEM_PROMPT
 from llmjudge.providers.service import TEST_PROMPT
 from llmjudge.sessions.models import JudgeSession
 from tests.fakes.servers import FakeOpenAI, FakeState

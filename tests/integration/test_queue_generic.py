@@ -15,10 +15,10 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.types import BigInteger, Boolean, Integer, String
 
-from llmjudge.db.engine import make_engine
-from llmjudge.queue.pool import WorkerPool
-from llmjudge.queue.registry import Workers
-from llmjudge.queue.work import Group, Token, WorkKind, Written
+from llmjudge.infra.db.engine import make_engine
+from llmjudge.infra.queue.pool import WorkerPool
+from llmjudge.infra.queue.registry import Workers
+from llmjudge.infra.queue.work import Group, Token, WorkKind, Written
 from tests.integration.test_sessions import wait_for
 
 

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from llmjudge.db.engine import make_engine
-from llmjudge.queue.locks import LockedRunner
+from llmjudge.infra.db.engine import make_engine
+from llmjudge.infra.queue.locks import LockedRunner
 from tests.integration.test_sessions import wait_for
 
 

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from llmjudge.db.engine import make_engine
+from llmjudge.infra.db.engine import make_engine
 from llmjudge.providers.base import ChatRequest, ProviderConfig
 from llmjudge.providers.gateway import Gateway
 from llmjudge.providers.models import LLMCacheEntry, LLMCall

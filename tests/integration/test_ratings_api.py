@@ -21,17 +21,17 @@ from scipy.special import expit
 from scipy.stats import kendalltau, spearmanr
 from sqlalchemy import select, update
 
-from llmjudge.analysis.outcomes import OutcomeTable
-from llmjudge.analysis.ratings import comparison_clusters
-from llmjudge.analysis.style import (
+from llmjudge.catalog.models import Thread
+from llmjudge.core.analysis.outcomes import OutcomeTable
+from llmjudge.core.ratings.estimators import comparison_clusters
+from llmjudge.core.ratings.style import (
     STYLE_FEATURES,
     answer_features,
     pair_style_covariates,
     stored_features,
     style_control,
 )
-from llmjudge.analysis.ties import fit_davidson
-from llmjudge.catalog.models import Thread
+from llmjudge.core.ratings.ties import fit_davidson
 from llmjudge.sessions.models import Comparison
 
 PILLARS = ("rr-long", "rr-mid", "rr-short")

@@ -11,9 +11,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from alembic import command
-from llmjudge.analysis.style import stored_features
-from llmjudge.db.engine import make_engine
-from llmjudge.db.migrate import alembic_config, upgrade
+from llmjudge.core.ratings.style import stored_features
+from llmjudge.infra.db.engine import make_engine
+from llmjudge.infra.db.migrate import alembic_config, upgrade
 from tests.conftest import drop_database
 
 CONTENTS = [

@@ -14,8 +14,8 @@ from fastapi import FastAPI
 from sqlalchemy import select, update
 
 from llmjudge.catalog.models import Thread
+from llmjudge.core import review as rules
 from llmjudge.references import review
-from llmjudge.references import review_rules as rules
 from llmjudge.references.models import ReferenceLabel
 from tests.conftest import make_client, role_token
 

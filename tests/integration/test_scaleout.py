@@ -30,10 +30,10 @@ from fastapi import FastAPI
 from sqlalchemy import text
 
 from llmjudge.app import create_app
-from llmjudge.config import Settings
-from llmjudge.db.embedded import EmbeddedPostgres
+from llmjudge.infra.config import Settings
+from llmjudge.infra.db.embedded import EmbeddedPostgres
 from llmjudge.providers.service import TEST_PROMPT
-from llmjudge.sessions.jobs import comparison_pool
+from llmjudge.sessions.run.jobs import comparison_pool
 from tests.conftest import ADMIN_TOKEN, REPO, make_client
 from tests.fakes.servers import FakeOpenAI, FakeState
 

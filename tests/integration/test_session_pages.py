@@ -21,7 +21,7 @@ from sqlalchemy import case, select, update
 from starlette.datastructures import FormData
 
 from llmjudge.analysis.schemas import LeaderboardRow, PillarLabel
-from llmjudge.judging.prompts import DEFAULT_CRITERIA
+from llmjudge.core.judging.prompts import DEFAULT_CRITERIA
 from llmjudge.sessions.models import Comparison, JudgeSession
 from llmjudge.sessions.pages.formatting import SORT_KEYS, eta_seconds, likert_dots, sort_rows
 from llmjudge.sessions.pages.forms import field_errors, session_form

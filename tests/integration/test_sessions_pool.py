@@ -11,11 +11,11 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select
 
+from llmjudge.infra.queue.pool import WorkerPool
 from llmjudge.providers.models import LLMCall
-from llmjudge.queue.pool import WorkerPool
-from llmjudge.sessions.claims import Finish, claim, finish
-from llmjudge.sessions.jobs import comparison_pool
 from llmjudge.sessions.models import Comparison
+from llmjudge.sessions.run.claims import Finish, claim, finish
+from llmjudge.sessions.run.jobs import comparison_pool
 from tests.integration.test_sessions import (
     FAST_SIMULATOR,
     create,

@@ -14,10 +14,10 @@ from fastapi import FastAPI
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from llmjudge.core.tournaments.pairing import PlanOptions, ThreadRef, build_plan_arrays
 from llmjudge.sessions import service
-from llmjudge.sessions.claims import Claimed, Finish, claim, finish, renew, running_sessions
 from llmjudge.sessions.models import Comparison, JudgeSession
-from llmjudge.sessions.pairing import PlanOptions, ThreadRef, build_plan_arrays
+from llmjudge.sessions.run.claims import Claimed, Finish, claim, finish, renew, running_sessions
 from llmjudge.sessions.schemas import SessionIn
 from tests.integration.test_sessions import seed_threads
 

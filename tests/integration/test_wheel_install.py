@@ -63,7 +63,7 @@ def test_wheel_installs_and_serves_the_demo(tmp_path: Path) -> None:
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     root = _run(
-        py, "-c", "import llmjudge.config as c; print(c.PROJECT_ROOT)", cwd=outside, env=env
+        py, "-c", "import llmjudge.infra.config as c; print(c.PROJECT_ROOT)", cwd=outside, env=env
     )
     assert Path(root.strip()).is_relative_to(venv), root
     assert Path(root.strip()).name == "_resources"

@@ -10,9 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 
-from llmjudge.analysis.ratings import PairIndex, fit_bradley_terry
-from llmjudge.providers.simulator import SimulatorParams, simulate_pairwise
-from llmjudge.sessions.adaptive import (
+from llmjudge.core.ratings.estimators import PairIndex, fit_bradley_terry
+from llmjudge.core.tournaments.adaptive import (
     SOURCE_COVERAGE,
     SOURCE_RANDOM,
     AdaptiveState,
@@ -28,12 +27,13 @@ from llmjudge.sessions.adaptive import (
     stability_widths,
     state_at,
 )
-from llmjudge.sessions.adaptive_sim import (
+from llmjudge.core.tournaments.simulation import (
     JudgeModel,
     estimate_comparisons,
     judge,
     simulate_session,
 )
+from llmjudge.providers.simulator import SimulatorParams, simulate_pairwise
 
 
 def _random_outcomes(n: int, m: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -450,7 +450,7 @@ def test_order_gain_is_the_weighted_variance_removed_from_neighbour_pairs(
     Var(theta_k - theta_l) weighted by P(wrong order) / Var."""
     from scipy.special import expit, ndtr
 
-    from llmjudge.sessions.adaptive import _order_gain
+    from llmjudge.core.tournaments.adaptive import _order_gain
 
     a, b, s = _random_outcomes(n, m, seed)
     state = fit_state(n, a, b, s)

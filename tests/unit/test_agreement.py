@@ -15,8 +15,8 @@ from scipy.stats import binomtest
 from sklearn.metrics import cohen_kappa_score, precision_recall_fscore_support
 from sklearn.metrics import confusion_matrix as sk_confusion
 
-from llmjudge.analysis import agreement as ag
-from llmjudge.analysis.agreement import (
+from llmjudge.core.agreement import judges as ag
+from llmjudge.core.agreement.judges import (
     CLASSES,
     Judgment,
     ReferenceLabel,

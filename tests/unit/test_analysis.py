@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmjudge.analysis.leaderboard import leaderboard, pillar_matrix, score_distribution
-from llmjudge.analysis.outcomes import Outcome, OutcomeTable, aggregate, as_table
-from llmjudge.analysis.rating_report import rating_report
-from llmjudge.analysis.ratings import ELO_SCALE, bradley_terry, elo
+from llmjudge.core.analysis.leaderboard import leaderboard, pillar_matrix, score_distribution
+from llmjudge.core.analysis.outcomes import Outcome, OutcomeTable, aggregate, as_table
+from llmjudge.core.ratings.estimators import ELO_SCALE, bradley_terry, elo
+from llmjudge.core.ratings.report import rating_report
 
 PILLAR_OF = {1: 10, 2: 10, 3: 20, 4: 20}
 NAMES = {10: "alpha", 20: "beta"}

@@ -8,10 +8,10 @@ import statistics
 import numpy as np
 import pytest
 
-from llmjudge.analysis.findings import surprise_findings
-from llmjudge.analysis.outcomes import Outcome
-from llmjudge.analysis.performance import thread_performance
-from llmjudge.analysis.quality import wilson
+from llmjudge.core.analysis.findings import surprise_findings
+from llmjudge.core.analysis.outcomes import Outcome
+from llmjudge.core.analysis.performance import thread_performance
+from llmjudge.core.analysis.quality import wilson
 from tests.unit.test_analysis import assert_plain_json
 
 PILLAR_OF = {1: 10, 2: 10, 5: 20, 6: 20, 7: 20, 8: 20}

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmjudge.analysis.outcomes import Outcome
-from llmjudge.analysis.position import (
+from llmjudge.core.analysis.outcomes import Outcome
+from llmjudge.core.analysis.position import (
     classify_swap,
     interpret_consistency,
     position_swap_analysis,

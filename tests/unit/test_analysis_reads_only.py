@@ -27,7 +27,7 @@ WRITING_METHODS = frozenset(
     }
 )
 WRITING_FUNCTIONS = frozenset({"insert", "update", "delete"})
-WRITERS = ("llmjudge.sessions.plans", "llmjudge.sessions.judgment_import")
+WRITERS = ("llmjudge.sessions.plans", "llmjudge.sessions.imports.storing")
 MODULES = sorted(ANALYSIS.glob("*.py"))
 
 

@@ -1,24 +1,26 @@
 """The dependency rule (README, "Architecture"), checked by parsing every module's imports.
 
-Layers, bottom up:
+A module's layer is read from its path, never from a list of names:
 
-- pure core (``CORE``, listed by name): imports only other core modules and no I/O library;
-- infrastructure (``INFRA_PACKAGES``, ``INFRA_MODULES``): imports core and infrastructure, never
-  a domain;
-- domains (every other package under ``llmjudge``, plus ``ROOT_LEVEL_DOMAIN``): import core,
-  infrastructure, their own modules, and another domain only through its public modules
-  (``PUBLIC``: service, schemas, models, base, importing, plus what ``EXTRA_PUBLIC``
-  declares for it) or its core modules; never its ``api``, ``pages`` or internals (worker,
-  gateway, simulator, training, middleware...);
-- composition roots (``ROOTS``): import anything; nothing else imports them.
+- ``llmjudge.core.*``, the pure core: imports only other core modules and no I/O library, and
+  does no file I/O;
+- ``llmjudge.infra.*``, infrastructure (and the package ``llmjudge`` itself, which only holds
+  the version): imports core and infrastructure, never a domain;
+- ``llmjudge.<domain>.*`` for every other package: imports core, infrastructure, its own
+  modules, and another domain only through that domain's package, ``llmjudge.<domain>``,
+  whose ``__all__`` is its public surface;
+- the top-level modules (``app``, ``cli``, ``worker``, ``models``) are the composition roots:
+  they import anything, and nothing else imports them.
 
-Every import counts: module level, inside functions, under ``if TYPE_CHECKING:``, relative,
-and ``importlib.import_module("...")`` with a literal name.
+Pages never import ``api`` modules, in their own domain or another. Every import counts:
+module level, inside functions, under ``if TYPE_CHECKING:``, relative, and
+``importlib.import_module("...")`` with a literal name.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,76 +28,6 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 PKG = SRC / "llmjudge"
-
-ROOTS = frozenset({"llmjudge.app", "llmjudge.cli", "llmjudge.worker", "llmjudge.models"})
-# Named in the rule before they exist (the worker entry, advisory locks), so they land in place.
-NOT_YET = frozenset({"llmjudge.worker", "llmjudge.locks"})
-
-# Pure functions only: no database, network, files or web framework, and no domain state.
-CORE = frozenset(
-    {
-        "llmjudge.judging.prompts",
-        "llmjudge.judging.verdicts",
-        "llmjudge.judging.panels",
-        "llmjudge.judging.formats",
-        "llmjudge.sessions.adaptive",
-        "llmjudge.sessions.adaptive_sim",
-        "llmjudge.personas.splits",
-        "llmjudge.personas.similarity",
-        "llmjudge.sessions.pairing",
-        "llmjudge.sessions.estimate",
-        "llmjudge.sessions.converters",
-        "llmjudge.analysis.outcomes",
-        "llmjudge.analysis.ratings",
-        "llmjudge.analysis.leaderboard",
-        "llmjudge.analysis.position",
-        "llmjudge.analysis.performance",
-        "llmjudge.analysis.findings",
-        "llmjudge.analysis.quality",
-        "llmjudge.analysis.scales",
-        "llmjudge.analysis.style",
-        "llmjudge.analysis.ties",
-        "llmjudge.analysis.rating_report",
-        "llmjudge.analysis.style_report",
-        "llmjudge.analysis.categories",
-        "llmjudge.analysis.agreement",  # numpy only: personas read people's agreement
-        "llmjudge.personas.metrics",
-        "llmjudge.personas.gate",
-        "llmjudge.personas.templates",
-        "llmjudge.personas.replies",
-        "llmjudge.personas.convergence",
-        "llmjudge.personas.keys",
-        "llmjudge.auth.policy",
-        "llmjudge.references.review_rules",
-        "llmjudge.charts",
-        "llmjudge.csvsafe",
-        "llmjudge.textview",
-    }
-)
-
-INFRA_PACKAGES = frozenset({"llmjudge.db", "llmjudge.queue", "llmjudge.events", "llmjudge.locks"})
-INFRA_MODULES = frozenset(
-    {
-        "llmjudge",  # the package itself: only the version
-        "llmjudge.config",
-        "llmjudge.errors",
-        "llmjudge.rowfiles",
-        "llmjudge.web",
-    }
-)
-
-# Top-level modules that belong to no package: each is a domain of its own (the home page).
-ROOT_LEVEL_DOMAIN = frozenset({"llmjudge.pages"})
-
-# What one domain may import from another (besides its core modules).
-PUBLIC = frozenset({"service", "schemas", "models", "base", "importing"})
-# A domain whose service is cut into job-named modules declares those here, by name.
-# The analysis domain's read services: other domains' pages show their figures.
-EXTRA_PUBLIC: dict[str, frozenset[str]] = {
-    "analysis": frozenset({"figures", "loading"}),
-    # The agreement report, read by the sessions' Results tab.
-    "references": frozenset({"agreement_report"}),
-}
 
 # Libraries that talk to a database, the network or the web: never in the pure core.
 IO_LIBRARIES = frozenset(
@@ -141,27 +73,19 @@ KNOWN = frozenset(all_modules())
 @dataclass(frozen=True)
 class Layer:
     kind: str  # "root", "core", "infra" or "domain"
-    domain: str | None = None  # the package a domain (or core) module belongs to
+    domain: str | None = None  # the top-level package of a domain module
 
 
 def layer_of(module: str) -> Layer:
     parts = module.split(".")
-    domain = parts[1] if len(parts) > 2 else None
-    if module in ROOTS:
-        return Layer("root")
-    if module in CORE:
-        return Layer("core", domain)
-    if module in INFRA_MODULES or any(
-        module == p or module.startswith(p + ".") for p in INFRA_PACKAGES
-    ):
+    if len(parts) == 1:
+        return Layer("infra")  # the package itself: only the version
+    if parts[1] == "core":
+        return Layer("core")
+    if parts[1] == "infra":
         return Layer("infra")
-    if module in ROOT_LEVEL_DOMAIN:
-        return Layer("domain", parts[1])
-    if len(parts) == 2 and module in KNOWN and not (PKG / parts[1]).is_dir():
-        raise AssertionError(
-            f"{module} is a top-level module no layer claims: add it to ROOTS, CORE, "
-            "INFRA_MODULES or ROOT_LEVEL_DOMAIN in tests/unit/test_architecture.py"
-        )
+    if len(parts) == 2 and not (PKG / parts[1]).is_dir():
+        return Layer("root")
     return Layer("domain", parts[1])
 
 
@@ -213,13 +137,12 @@ def imports_of(source: str, module: str, *, is_package: bool = False) -> list[Im
     return list(found.values())
 
 
-def is_public(module: str) -> bool:
-    """A domain's public module: ``<domain>.<public name>`` (or inside a public package, such
-    as a ``service/`` split in parts), never anything under ``api`` or ``pages``."""
-    parts = module.split(".")
-    inner = parts[2:]
-    public = PUBLIC | EXTRA_PUBLIC.get(parts[1], frozenset())
-    return bool(inner) and inner[0] in public and not {"api", "pages"} & set(inner)
+def is_api(module: str) -> bool:
+    return "api" in module.split(".")[2:] or module.rsplit(".", 1)[-1].endswith("_api")
+
+
+def is_page(module: str) -> bool:
+    return "pages" in module.split(".")[2:] or module.rsplit(".", 1)[-1].endswith("_pages")
 
 
 def violations_in(source: str, module: str, *, is_package: bool = False) -> list[str]:
@@ -246,12 +169,14 @@ def violations_in(source: str, module: str, *, is_package: bool = False) -> list
                 here.kind == "domain"
                 and there.kind == "domain"
                 and there.domain != here.domain
-                and not is_public(imp.target)
+                and imp.target != f"llmjudge.{there.domain}"
             ):
                 why = (
-                    f"the {here.domain} domain reaches into {there.domain}'s private "
-                    f"module (only {', '.join(sorted(PUBLIC))} or core modules are public)"
+                    f"the {here.domain} domain reaches into {there.domain}'s module "
+                    f"{imp.target} (import from the package llmjudge.{there.domain})"
                 )
+            elif is_page(module) and is_api(imp.target):
+                why = "a page imports an api module (both call the services)"
         if why:
             out.append(f"{module}:{imp.line} -> {imp.target}: {why}")
     return out
@@ -272,19 +197,13 @@ def test_the_tree_follows_the_dependency_rule() -> None:
     assert not found, "dependency rule broken:\n" + "\n".join(found)
 
 
-def test_every_listed_module_exists() -> None:
-    # A renamed core or root module must be renamed here too, or the rule silently stops
-    # applying to it.
-    missing = sorted((CORE | INFRA_MODULES | ROOT_LEVEL_DOMAIN | ROOTS) - KNOWN - NOT_YET)
-    assert not missing, missing
-
-
 def test_core_modules_do_no_file_io() -> None:
     """Core modules call neither ``open`` nor ``Path.read_*``/``write_*``."""
     calls = []
-    for module in sorted(CORE):
-        tree = ast.parse(all_modules()[module].read_text())
-        for node in ast.walk(tree):
+    for module, path in all_modules().items():
+        if layer_of(module).kind != "core":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Call):
                 continue
             f = node.func
@@ -296,9 +215,27 @@ def test_core_modules_do_no_file_io() -> None:
     assert not calls, calls
 
 
-def test_every_module_has_a_layer() -> None:
-    for module in KNOWN:
-        assert layer_of(module).kind in {"root", "core", "infra", "domain"}
+def test_the_roots_are_the_top_level_modules() -> None:
+    roots = {m for m in KNOWN if layer_of(m).kind == "root"}
+    assert roots == {"llmjudge.app", "llmjudge.cli", "llmjudge.worker", "llmjudge.models"}
+
+
+DOMAINS = sorted(
+    p.name
+    for p in PKG.iterdir()
+    if p.is_dir() and (p / "__init__.py").exists() and p.name not in {"core", "infra"}
+)
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_a_domain_package_declares_its_public_surface(domain: str) -> None:
+    """``__all__`` lists exactly what the package exports, and every name in it exists."""
+    package = importlib.import_module(f"llmjudge.{domain}")
+    names = getattr(package, "__all__", None)
+    assert isinstance(names, list | tuple), f"llmjudge.{domain} has no __all__"
+    missing = [n for n in names if not hasattr(package, n)]
+    assert not missing, missing
+    assert len(set(names)) == len(names)
 
 
 # --- the checker itself flags what it must ------------------------------------------------
@@ -308,52 +245,55 @@ def test_every_module_has_a_layer() -> None:
     ("module", "source", "expected"),
     [
         (
-            "llmjudge.queue.pool",
-            "from llmjudge.sessions.worker import X\n",
+            "llmjudge.infra.queue.pool",
+            "from llmjudge.sessions.run.judging import X\n",
             "infrastructure imports the sessions domain",
         ),
         (
-            "llmjudge.queue.claims",
+            "llmjudge.infra.queue.claims",
             "def f():\n    from llmjudge.sessions import service\n",
             "infrastructure imports the sessions domain",
         ),
         (
-            "llmjudge.queue.claims",
+            "llmjudge.infra.queue.claims",
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-            "    from llmjudge.personas.training import TrainingRunner\n",
+            "    from llmjudge.personas import X\n",
             "infrastructure imports the personas domain",
         ),
-        ("llmjudge.db.engine", "import llmjudge.catalog.models\n", "imports the catalog domain"),
         (
-            "llmjudge.sessions.pairing",
+            "llmjudge.infra.db.engine",
+            "import llmjudge.catalog.models\n",
+            "imports the catalog domain",
+        ),
+        (
+            "llmjudge.core.tournaments.pairing",
             "from sqlalchemy import select\n",
             "pure core imports the I/O library sqlalchemy",
         ),
         (
-            "llmjudge.analysis.ratings",
+            "llmjudge.core.ratings.estimators",
             "from llmjudge.analysis import service\n",
             "pure core imports domain",
         ),
-        ("llmjudge.judging.verdicts", "from llmjudge.config import X\n", "pure core imports infra"),
+        (
+            "llmjudge.core.judging.verdicts",
+            "from llmjudge.infra.config import X\n",
+            "pure core imports infra",
+        ),
         (
             "llmjudge.sessions.service",
             "from llmjudge.analysis.api import get_cache\n",
-            "reaches into analysis's private module",
+            "reaches into analysis's module llmjudge.analysis.api",
         ),
         (
             "llmjudge.sessions.service",
-            "from llmjudge.providers.simulator import SimulatorParams\n",
-            "reaches into providers's private module",
+            "from llmjudge.providers.service import LLMService\n",
+            "reaches into providers's module",
         ),
         (
             "llmjudge.catalog.service",
-            "from llmjudge.personas.pages.schemas import X\n",
-            "reaches into personas's private module",
-        ),
-        (
-            "llmjudge.catalog.service",
-            "from llmjudge import sessions\n",
-            "reaches into sessions's private module",
+            "from llmjudge.sessions import service\n",
+            "reaches into sessions's module llmjudge.sessions.service",
         ),
         (
             "llmjudge.personas.service",
@@ -361,19 +301,24 @@ def test_every_module_has_a_layer() -> None:
             "only composition roots import composition roots",
         ),
         (
-            "llmjudge.queue.pool",
-            "from ..sessions.worker import X\n",
+            "llmjudge.infra.queue.pool",
+            "from ...sessions.run.judging import X\n",
             "infrastructure imports the sessions domain",
         ),
         (
-            "llmjudge.queue.pool",
-            "import importlib\nw = importlib.import_module('llmjudge.sessions.worker')\n",
+            "llmjudge.infra.queue.pool",
+            "import importlib\nw = importlib.import_module('llmjudge.sessions.run.judging')\n",
             "infrastructure imports the sessions domain",
         ),
         (
-            "llmjudge.events.hub",
-            "import llmjudge.personas.training as t\n",
-            "infrastructure imports the personas domain",
+            "llmjudge.sessions.pages.live",
+            "from llmjudge.sessions.api import router\n",
+            "a page imports an api module",
+        ),
+        (
+            "llmjudge.references.review_pages",
+            "from llmjudge.references.review_api import X\n",
+            "a page imports an api module",
         ),
     ],
 )
@@ -385,15 +330,14 @@ def test_checker_flags(module: str, source: str, expected: str) -> None:
 @pytest.mark.parametrize(
     ("module", "source"),
     [
-        ("llmjudge.sessions.service", "from llmjudge.providers import service\n"),
-        ("llmjudge.sessions.service", "from llmjudge.catalog.models import Thread\n"),
-        ("llmjudge.personas.api", "from llmjudge.sessions.schemas import SessionOut\n"),
-        ("llmjudge.sessions.importing", "from llmjudge.judging.verdicts import parse_verdict\n"),
-        ("llmjudge.sessions.api", "from llmjudge.sessions.worker import X\n"),
-        ("llmjudge.queue.pool", "from llmjudge.events.hub import EventHub\n"),
-        ("llmjudge.analysis.ratings", "from llmjudge.analysis.outcomes import Outcome\n"),
+        ("llmjudge.sessions.service", "from llmjudge.providers import LLMService\n"),
+        ("llmjudge.sessions.service", "from llmjudge.catalog import Thread\n"),
+        ("llmjudge.sessions.api", "from llmjudge.sessions.run.judging import X\n"),
+        ("llmjudge.sessions.imports.parsing", "from llmjudge.core.judging import verdicts\n"),
+        ("llmjudge.infra.queue.pool", "from llmjudge.infra.events.hub import EventHub\n"),
+        ("llmjudge.core.ratings.estimators", "from llmjudge.core.analysis import outcomes\n"),
         ("llmjudge.app", "from llmjudge.sessions import api, pages\n"),
-        ("llmjudge.cli", "from llmjudge.queue import pool\n"),
+        ("llmjudge.cli", "from llmjudge.infra.queue import pool\n"),
     ],
 )
 def test_checker_allows(module: str, source: str) -> None:
@@ -401,7 +345,14 @@ def test_checker_allows(module: str, source: str) -> None:
 
 
 def test_from_package_import_submodule_resolves_to_the_submodule() -> None:
-    [imp] = imports_of("from llmjudge.sessions import worker\n", "llmjudge.queue.pool")
-    assert imp.target == "llmjudge.sessions.worker"
-    [imp] = imports_of("from . import hub\n", "llmjudge.events", is_package=True)
-    assert imp.target == "llmjudge.events.hub"
+    [imp] = imports_of("from llmjudge.sessions.run import jobs\n", "llmjudge.infra.queue.pool")
+    assert imp.target == "llmjudge.sessions.run.jobs"
+    [imp] = imports_of("from . import hub\n", "llmjudge.infra.events", is_package=True)
+    assert imp.target == "llmjudge.infra.events.hub"
+
+
+def test_layers_come_from_the_path() -> None:
+    assert layer_of("llmjudge.core.anything.new") == Layer("core")
+    assert layer_of("llmjudge.infra.anything") == Layer("infra")
+    assert layer_of("llmjudge.sessions.run.jobs") == Layer("domain", "sessions")
+    assert layer_of("llmjudge.app") == Layer("root")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmjudge.sessions.jobs import Breaker, is_setup_error
+from llmjudge.sessions.run.jobs import Breaker, is_setup_error
 
 KEY = "invalid API key for provider openai-main"
 REFUSED = "connection error: ConnectError: [Errno 111] Connection refused"

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmjudge.sessions.converters import (
+from llmjudge.core.tournaments.converters import (
     arena_hard_score,
     check_external_id,
     convert,
     convert_arena_hard,
     convert_fastchat,
 )
-from llmjudge.sessions.importing import parse_judgment_objects
+from llmjudge.sessions.imports.parsing import parse_judgment_objects
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TEMPLATE = "mtbench-{question_id}-{model}"

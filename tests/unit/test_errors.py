@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmjudge.errors import json_body_problem, safe_validation_errors
+from llmjudge.infra.errors import json_body_problem, safe_validation_errors
 
 # Text without lone surrogates (what any client can send as UTF-8).
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=20)
@@ -66,7 +66,7 @@ def test_validation_errors_drop_inputs_that_cannot_be_sent_or_should_not_be() ->
 
 
 def test_htmx_error_line_is_one_escaped_line_aimed_at_the_flash_region():
-    from llmjudge.errors import htmx_error_line
+    from llmjudge.infra.errors import htmx_error_line
 
     r = htmx_error_line("this needs the <admin> role")
     body = bytes(r.body).decode()

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmjudge.sessions.estimate import ModelCost, estimate_plan
-from llmjudge.sessions.pairing import PlanOptions, ThreadRef, build_plan, count_plan
+from llmjudge.core.tournaments.estimate import ModelCost, estimate_plan
+from llmjudge.core.tournaments.pairing import PlanOptions, ThreadRef, build_plan, count_plan
 
 CHEAP = ModelCost(latency_s=1.0)
 

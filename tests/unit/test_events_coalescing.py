@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from llmjudge.events.hub import Event, EventHub, Subscription
-from llmjudge.events.sse import event_frames, parse_lanes
+from llmjudge.infra.events.hub import Event, EventHub, Subscription
+from llmjudge.infra.events.sse import event_frames, parse_lanes
 
 
 def _ev(i: int, type: str = "comparison_complete", worker: str = "w0") -> Event:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmjudge.events import hub as hub_module
-from llmjudge.events.hub import (
+from llmjudge.infra.events import hub as hub_module
+from llmjudge.infra.events.hub import (
     INTEREST_GRACE_S,
     INTEREST_TTL_S,
     STREAM_INTEREST,

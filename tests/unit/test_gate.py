@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmjudge.personas.gate import corrected_pass_rate, rogan_gladen
+from llmjudge.core.personas.gate import corrected_pass_rate, rogan_gladen
 
 
 def test_rogan_gladen_known_value() -> None:
@@ -263,8 +263,8 @@ def test_ppi_is_used_with_enough_human_labels_and_both_are_reported() -> None:
 
 
 def test_ppi_without_unlabelled_items_is_the_human_rate_with_its_wilson_interval() -> None:
-    from llmjudge.personas.gate import ppi_pass_rate
-    from llmjudge.personas.metrics import wilson_interval
+    from llmjudge.core.personas.gate import ppi_pass_rate
+    from llmjudge.core.personas.metrics import wilson_interval
 
     human = [True] * 30 + [False] * 10
     judge = [True] * 40
@@ -278,7 +278,7 @@ def test_ppi_without_unlabelled_items_is_the_human_rate_with_its_wilson_interval
 
 
 def test_ppi_interval_is_never_zero_width() -> None:
-    from llmjudge.personas.gate import ppi_pass_rate
+    from llmjudge.core.personas.gate import ppi_pass_rate
 
     # the judge agrees with every human, and every item passes
     r = ppi_pass_rate([True] * 200, [True] * 40 + [None] * 160, lam=1.0)
@@ -320,8 +320,8 @@ def test_seeded_coverage_is_near_nominal(estimator: str) -> None:
 
 
 def test_ppi_is_narrower_than_human_labels_alone_with_a_good_judge() -> None:
-    from llmjudge.personas.gate import ppi_pass_rate
-    from llmjudge.personas.metrics import wilson_interval
+    from llmjudge.core.personas.gate import ppi_pass_rate
+    from llmjudge.core.personas.metrics import wilson_interval
 
     rng = np.random.default_rng(11)
     ratios = []

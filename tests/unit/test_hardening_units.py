@@ -7,10 +7,10 @@ import asyncpg
 from sqlalchemy.exc import DBAPIError
 
 from llmjudge.cli import uvicorn_options
-from llmjudge.config import Settings
-from llmjudge.db.faults import is_connection_problem, is_data_problem
-from llmjudge.sessions.claims import Finish
-from llmjudge.sessions.jobs import storable_finish
+from llmjudge.infra.config import Settings
+from llmjudge.infra.db.faults import is_connection_problem, is_data_problem
+from llmjudge.sessions.run.claims import Finish
+from llmjudge.sessions.run.jobs import storable_finish
 
 
 def _wrapped(orig: BaseException) -> DBAPIError:

@@ -10,8 +10,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from llmjudge.events import hub as hub_module
-from llmjudge.events.hub import EventHub, listen_forever
+from llmjudge.infra.events import hub as hub_module
+from llmjudge.infra.events.hub import EventHub, listen_forever
 
 
 class FakeConn:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from llmjudge.analysis.agreement import Judgment, agreement_report, to_pair_order
-from llmjudge.judging.formats import VerdictFormat, parse_with_format
+from llmjudge.core.agreement.judges import Judgment, agreement_report, to_pair_order
+from llmjudge.core.judging.formats import VerdictFormat, parse_with_format
 
 SLOT = {"1": "A", "2": "B"}
 SET_FILE = {"LLMBar/Natural": "LLMBar-Natural", "Processed/MT-Bench": "Processed-MT-Bench"}

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from llmjudge.app import create_app
-from llmjudge.config import Settings
-from llmjudge.errors import CONFLICTS, ID_MAX
+from llmjudge.infra.config import Settings
+from llmjudge.infra.errors import CONFLICTS, ID_MAX
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmjudge.sessions.pairing import (
+from llmjudge.core.tournaments.pairing import (
     PlannedComparison,
     PlanOptions,
     ThreadRef,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from llmjudge.sessions.importing import (
+from llmjudge.sessions.imports.parsing import (
     KnownThread,
     ParsedJudgment,
     group_panel,

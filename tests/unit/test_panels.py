@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score
 
-from llmjudge.judging.panels import (
+from llmjudge.core.judging.panels import (
     CascadePolicy,
     Vote,
     aggregate,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmjudge.personas.metrics import majority_label
+from llmjudge.core.personas.metrics import majority_label
 from llmjudge.providers.base import ProviderConfig, ProviderError
 from llmjudge.providers.gateway import CallRecord, Gateway, MemoryCache, ModelPricing
 from tests.fakes.servers import FakeGemini, FakeOpenAI

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmjudge.personas.convergence import (
+from llmjudge.core.personas.convergence import (
     BELOW_TARGET,
     CONVERGED,
     MOSTLY_BULK,

@@ -9,13 +9,13 @@ import sys
 import numpy as np
 import pytest
 
+from llmjudge.core.personas.similarity import fit_threshold
 from llmjudge.personas.embeddings import (
     LocalEmbedder,
     cosine_similarities,
     normalise_rows,
     similarities,
 )
-from llmjudge.personas.similarity import fit_threshold
 from tests.conftest import REPO
 
 

@@ -14,7 +14,7 @@ from sklearn.metrics import (
     recall_score,
 )
 
-from llmjudge.personas.metrics import (
+from llmjudge.core.personas.metrics import (
     Confusion,
     compute_metrics,
     confusion_from_decisions,

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sklearn.metrics import f1_score
 
-from llmjudge.personas.metrics import wilson_interval
-from llmjudge.personas.similarity import (
+from llmjudge.core.personas.metrics import wilson_interval
+from llmjudge.core.personas.similarity import (
     CORRECT,
     ESCALATE,
     INCORRECT,

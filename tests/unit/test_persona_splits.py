@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmjudge.personas.splits import (
+from llmjudge.core.personas.splits import (
     DEFAULT_FRACTIONS,
     SPLITS,
     SplitFractions,

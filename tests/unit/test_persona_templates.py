@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmjudge.personas import templates as tpl
-from llmjudge.personas.templates import (
+from llmjudge.core.personas import templates as tpl
+from llmjudge.core.personas.templates import (
     TEMPLATES,
     PersonaTemplate,
     TemplatePair,

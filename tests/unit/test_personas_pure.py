@@ -13,17 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmjudge.csvsafe import safe_cell
-from llmjudge.personas.convergence import (
-    NEEDS_MORE,
-    ConvergenceRule,
-    decide,
-    split_metrics,
-)
-from llmjudge.personas.loop import Stopped, run_bounded
-from llmjudge.personas.pairs import parse_pairs_csv
-from llmjudge.personas.prompt_versions import prompt_diff
-from llmjudge.personas.replies import (
+from llmjudge.core.personas.convergence import NEEDS_MORE, ConvergenceRule, decide, split_metrics
+from llmjudge.core.personas.replies import (
     MAX_JSON_ATTEMPTS,
     addressed_cases,
     missing_placeholders,
@@ -31,8 +22,12 @@ from llmjudge.personas.replies import (
     parse_engineer_rewrite,
     parse_judge_reply,
 )
+from llmjudge.core.personas.templates import TEMPLATES
+from llmjudge.core.text.csvsafe import safe_cell
+from llmjudge.personas.loop import Stopped, run_bounded
+from llmjudge.personas.pairs import parse_pairs_csv
+from llmjudge.personas.prompt_versions import prompt_diff
 from llmjudge.personas.summaries import PersonaSummary, matching
-from llmjudge.personas.templates import TEMPLATES
 
 # NUL included: PostgreSQL text cannot hold it, so the upload refuses it, naming the line and
 # field (one validation path with the thread import).

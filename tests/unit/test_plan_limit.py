@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmjudge.sessions.estimate import ModelCost, estimate_plan
-from llmjudge.sessions.pairing import (
+from llmjudge.core.tournaments.estimate import ModelCost, estimate_plan
+from llmjudge.core.tournaments.pairing import (
     PlanOptions,
     ThreadRef,
     build_plan,

@@ -10,18 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmjudge.auth.policy import (
-    DEFAULT_RULE,
-    POLICY,
-    SAFE_METHODS,
-    Role,
-    Rule,
-    can,
-    is_api_path,
-    match_rule,
-    normalise_path,
-    required_role,
-)
 from llmjudge.auth.security import (
     CSP,
     SlidingWindowLimiter,
@@ -34,7 +22,19 @@ from llmjudge.auth.security import (
     token_prefix,
     verify_password,
 )
-from llmjudge.csvsafe import FORMULA_PREFIXES, safe_cell, write_csv
+from llmjudge.core.access import (
+    DEFAULT_RULE,
+    POLICY,
+    SAFE_METHODS,
+    Role,
+    Rule,
+    can,
+    is_api_path,
+    match_rule,
+    normalise_path,
+    required_role,
+)
+from llmjudge.core.text.csvsafe import FORMULA_PREFIXES, safe_cell, write_csv
 
 R, S, A = Role.reviewer, Role.researcher, Role.admin
 METHODS = ("GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE")

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmjudge.judging.prompts import SYSTEM_PROMPT, build_judge_messages, render_answer
+from llmjudge.core.judging.prompts import SYSTEM_PROMPT, build_judge_messages, render_answer
 
 TEMPLATE = "# Instruction:\n{prompt}\n\n# Output (a):\n{answer_a}\n\n# Output (b):\n{answer_b}\n"
 
@@ -95,7 +95,7 @@ def test_answers_fill_their_slots_whatever_they_hold(a: str, b: str, prompt: str
 
 @pytest.mark.parametrize("criteria", [("quality",), ("empathy", "my own criterion")])
 def test_builtin_template_gives_the_builtin_messages(criteria: tuple[str, ...]) -> None:
-    from llmjudge.judging.prompts import builtin_template
+    from llmjudge.core.judging.prompts import builtin_template
 
     kwargs = {"content_a": "x {y} z", "content_b": [{"role": "user", "content": "q"}]}
     builtin = build_judge_messages(criteria=criteria, **kwargs)

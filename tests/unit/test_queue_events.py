@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmjudge.events.hub import (
+from llmjudge.infra.events.hub import (
     MAX_PAYLOAD_BYTES,
     DeltaBatcher,
     Event,

@@ -12,11 +12,16 @@ from typing import Any, cast
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from llmjudge.queue.pool import WorkerPool
-from llmjudge.queue.work import Group, Token, WorkKind, Written, token
+from llmjudge.infra.queue.pool import WorkerPool
+from llmjudge.infra.queue.work import Group, Token, WorkKind, Written, token
 
-QUEUE = Path(__file__).resolve().parents[2] / "src" / "llmjudge" / "queue"
-ALLOWED = ("llmjudge.config", "llmjudge.db", "llmjudge.events", "llmjudge.queue")
+QUEUE = Path(__file__).resolve().parents[2] / "src" / "llmjudge" / "infra" / "queue"
+ALLOWED = (
+    "llmjudge.infra.config",
+    "llmjudge.infra.db",
+    "llmjudge.infra.events",
+    "llmjudge.infra.queue",
+)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from llmjudge.providers.base import ChatResult, DeltaCallback, ProviderError
-from llmjudge.sessions.claims import Claimed
-from llmjudge.sessions.worker import (
+from llmjudge.sessions.run.claims import Claimed
+from llmjudge.sessions.run.judging import (
     MAX_ATTEMPTS,
     SessionConfig,
     ThreadCache,

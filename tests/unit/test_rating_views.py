@@ -15,19 +15,14 @@ from hypothesis import strategies as st
 from scipy.special import expit
 from scipy.stats import spearmanr
 
-from llmjudge import charts
-from llmjudge.analysis.categories import MAX_CATEGORIES, category_report, metadata_keys
-from llmjudge.analysis.leaderboard import leaderboard, pillar_ratings, score_distribution
-from llmjudge.analysis.outcomes import OutcomeTable, aggregate
-from llmjudge.analysis.quality import wilson
-from llmjudge.analysis.rating_report import (
-    RatingOptions,
-    quality_advice,
-    rate,
-    rating_report,
-)
-from llmjudge.analysis.ratings import comparison_clusters, verdict_weights
-from llmjudge.analysis.style import (
+from llmjudge.core.analysis.categories import MAX_CATEGORIES, category_report, metadata_keys
+from llmjudge.core.analysis.leaderboard import leaderboard, pillar_ratings, score_distribution
+from llmjudge.core.analysis.outcomes import OutcomeTable, aggregate
+from llmjudge.core.analysis.quality import wilson
+from llmjudge.core.charts import svg as charts
+from llmjudge.core.ratings.estimators import comparison_clusters, verdict_weights
+from llmjudge.core.ratings.report import RatingOptions, quality_advice, rate, rating_report
+from llmjudge.core.ratings.style import (
     STYLE_FEATURES,
     answer_features,
     answer_text,
@@ -35,7 +30,7 @@ from llmjudge.analysis.style import (
     stored_features,
     style_control,
 )
-from llmjudge.analysis.style_report import numeric_metadata_keys, style_report
+from llmjudge.core.ratings.style_report import numeric_metadata_keys, style_report
 
 
 def planted(
@@ -360,7 +355,7 @@ def test_views_are_plain_dataclasses() -> None:
 
 
 def test_collinear_style_covariates_are_not_identified() -> None:
-    from llmjudge.analysis.style_report import collinearity
+    from llmjudge.core.ratings.style_report import collinearity
 
     rng = np.random.default_rng(3)
     base = rng.normal(size=(200, 2))

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize
 from scipy.stats import kendalltau
 
-from llmjudge.analysis.outcomes import Outcome, OutcomeTable
-from llmjudge.analysis.ratings import (
+from llmjudge.core.analysis.outcomes import Outcome, OutcomeTable
+from llmjudge.core.ratings.estimators import (
     DEFAULT_PRIOR,
     ELO_SCALE,
     PairIndex,

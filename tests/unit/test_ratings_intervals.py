@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmjudge.analysis.outcomes import Outcome, OutcomeTable
-from llmjudge.analysis.ratings import (
+from llmjudge.core.analysis.outcomes import Outcome, OutcomeTable
+from llmjudge.core.ratings.estimators import (
     ELO_SCALE,
     PairIndex,
     bootstrap_bradley_terry,

@@ -11,14 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest, kendalltau, spearmanr
 
-from llmjudge.analysis.quality import (
+from llmjudge.core.analysis.quality import (
     dominant_position_bias,
     ordinal_ranks,
     rank_stability,
     reference_agreement,
     separability,
 )
-from llmjudge.analysis.scales import nice_bin_edges, nice_step
+from llmjudge.core.charts.scales import nice_bin_edges, nice_step
 
 intervals = st.lists(
     st.tuples(st.integers(-20, 20), st.integers(0, 10)), min_size=0, max_size=30

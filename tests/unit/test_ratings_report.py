@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmjudge.analysis.outcomes import OutcomeTable
-from llmjudge.analysis.rating_report import RatingReport, rating_report
-from llmjudge.analysis.ratings import ELO_SCALE, bradley_terry, verdict_weights
+from llmjudge.core.analysis.outcomes import OutcomeTable
+from llmjudge.core.ratings.estimators import ELO_SCALE, bradley_terry, verdict_weights
+from llmjudge.core.ratings.report import RatingReport, rating_report
 
 
 def twins_table(seed: int, n: int = 12, groups: int = 400, tie_rate: float = 0.1) -> OutcomeTable:

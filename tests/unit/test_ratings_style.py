@@ -8,8 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.linear_model import LogisticRegression
 
-from llmjudge.analysis.ratings import cluster_bootstrap_bradley_terry  # noqa: F401 (API check)
-from llmjudge.analysis.style import (
+from llmjudge.core.ratings.style import (
     STYLE_FEATURES,
     answer_features,
     fit_style_bradley_terry,

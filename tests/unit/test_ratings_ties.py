@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize
 
-from llmjudge.analysis.ratings import DEFAULT_PRIOR, PairIndex, fit_bradley_terry
-from llmjudge.analysis.ties import davidson_probabilities, fit_davidson
+from llmjudge.core.ratings.estimators import DEFAULT_PRIOR, PairIndex, fit_bradley_terry
+from llmjudge.core.ratings.ties import davidson_probabilities, fit_davidson
 
 
 def simulate(

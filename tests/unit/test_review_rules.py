@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmjudge.references import review_rules as rules
+from llmjudge.core import review as rules
 
 ids = st.integers(1, 2**31 - 1)
 labels = st.sampled_from(["A", "B", "TIE"])

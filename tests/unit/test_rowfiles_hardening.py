@@ -10,8 +10,8 @@ from pydantic import ValidationError
 
 from llmjudge.catalog.importing import MAX_METADATA_CHARS, parse_thread_file
 from llmjudge.catalog.schemas import PillarIn, PillarPatch
+from llmjudge.infra.rowfiles import MAX_JSON_DEPTH, RowError, read_upload, unstorable_value
 from llmjudge.personas.pairs import parse_pairs_csv
-from llmjudge.rowfiles import MAX_JSON_DEPTH, RowError, read_upload, unstorable_value
 
 
 def _jsonl(*lines: str) -> bytes:

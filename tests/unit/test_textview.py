@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmjudge.auth.service import login_banner
+from llmjudge.core.text.view import render_markdown, word_diff, word_diff_html
 from llmjudge.providers.schemas import ModelOut
 from llmjudge.providers.simulator import (
     SimulatorParams,
@@ -20,7 +21,6 @@ from llmjudge.providers.simulator import (
 )
 from llmjudge.sessions.pages.comparisons import Message, messages_of, side_by_side
 from llmjudge.sessions.pages.new import judge_capable
-from llmjudge.textview import render_markdown, word_diff, word_diff_html
 
 # -- Markdown ----------------------------------------------------------------------------
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from llmjudge.judging.prompts import thread_body
-from llmjudge.sessions.worker import ThreadCache, ThreadData
+from llmjudge.core.judging.prompts import thread_body
+from llmjudge.sessions.run.judging import ThreadCache, ThreadData
 
 
 def _t(tid: int, text: str) -> ThreadData:

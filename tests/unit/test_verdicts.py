@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmjudge.judging.verdicts import Verdict, VerdictParseError, parse_verdict
+from llmjudge.core.judging.verdicts import Verdict, VerdictParseError, parse_verdict
 
 MTBENCH = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mtbench"
 JUDGMENTS = MTBENCH / "judgments-gpt-3.5-turbo-1106.jsonl"

@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmjudge.judging import verdicts
-from llmjudge.judging.verdicts import parse_verdict
+from llmjudge.core.judging import verdicts
+from llmjudge.core.judging.verdicts import parse_verdict
 
 _KEYS = st.sampled_from(
     ["winner", " Winner ", "WINNER", "winner\n", "win ner", "winners", "A", "b", "Thread_A"]

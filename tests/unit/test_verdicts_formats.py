@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from llmjudge.judging.formats import LabelRule, VerdictFormat, parse_with_format
-from llmjudge.judging.verdicts import VerdictParseError, parse_verdict
+from llmjudge.core.judging.formats import LabelRule, VerdictFormat, parse_with_format
+from llmjudge.core.judging.verdicts import VerdictParseError, parse_verdict
 
 
 def labels(*rules: dict[str, object], **options: object) -> VerdictFormat:
@@ -211,7 +211,7 @@ def test_on_unparsed_tie_for_json_and_tags(kind: str) -> None:
 
 
 def test_timeout_is_a_failure_even_with_on_unparsed_tie(monkeypatch: pytest.MonkeyPatch) -> None:
-    from llmjudge.judging import formats
+    from llmjudge.core.judging import formats
 
     monkeypatch.setattr(formats, "SEARCH_BUDGET_S", 0.0)
     fmt = OUTPUT_AB.model_copy(update={"on_unparsed": "tie"})

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmjudge.judging import prompts, verdicts
-from llmjudge.judging.formats import VerdictFormat, parse_with_format
-from llmjudge.judging.verdicts import VerdictParseError, parse_verdict
+from llmjudge.core.judging import prompts, verdicts
+from llmjudge.core.judging.formats import VerdictFormat, parse_with_format
+from llmjudge.core.judging.verdicts import VerdictParseError, parse_verdict
 
 SIZE = 500_000
 BOUND_S = 0.5

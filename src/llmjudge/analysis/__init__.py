@@ -1,28 +1,51 @@
-"""Pure, vectorised analysis of judge verdicts (no database, JSON-ready dataclasses).
-
-- outcomes: the `Outcome` input contract, its columnar `OutcomeTable` (with each verdict's
-  strength), aggregation choices
-- ratings: Elo, Bradley-Terry with bootstrap intervals, pillar ratings; cluster bootstrap,
-  sandwich errors, verdict weights, the Elo scale and its anchor
-- ties, style, quality, scales: Davidson's tie model, style control (Bradley-Terry with
-  covariates), separability / rank stability / reference agreement / Wilson intervals,
-  round histogram bins
-- rating_report: one call for ratings with every option (`RatingOptions`, `rate`)
-- leaderboard: leaderboard (with how it was made and the tournament's quality), pillar
-  matrix, per-pillar score distributions
-- style_report, categories: the style-control view (raw and controlled pillar ranking,
-  coefficients) and the per-category view (ranking per category, win-rate matrix)
-- performance: per-thread performance, Likert consistency, sampling coverage
-- position: position-swap consistency and bias
-- findings: surprise findings
-
-Results are frozen dataclasses of plain Python values; `dataclasses.asdict` gives JSON.
-
-The read side around that core, which only ever reads the database (judgments made
-elsewhere are imported by the sessions domain):
+"""The analysis domain: a session's figures, read from the database and computed by the
+pure core (`llmjudge.core.analysis`, `core.ratings`, `core.agreement`). It only ever reads;
+what writes comparisons (plans, imports) lives in the sessions domain.
 
 - loading: a session's completed comparisons as an `OutcomeTable` (binary COPY, numpy)
 - figures: each figure of a session, cached per completed count
 - exports: CSV and JSON downloads, streamed
 - api: the `/api/sessions/{id}/<figure>` and `/export` routes
 """
+
+from llmjudge.analysis.figures import (
+    BOOTSTRAP_ROUNDS,
+    AnalysisCache,
+    RatingOptions,
+    RatingQuery,
+    categories_out,
+    findings,
+    get_cache,
+    pillar_matrix_out,
+    position_swap,
+    rating_options,
+    rating_query_raw,
+    score_distribution_out,
+    style_out,
+    thread_leaderboard,
+    thread_performance_out,
+)
+from llmjudge.analysis.loading import get_analysis_session
+from llmjudge.analysis.schemas import AnalysisSession, LeaderboardRow, ThreadLeaderboardOut
+
+__all__ = [
+    "AnalysisCache",
+    "AnalysisSession",
+    "BOOTSTRAP_ROUNDS",
+    "LeaderboardRow",
+    "RatingOptions",
+    "RatingQuery",
+    "ThreadLeaderboardOut",
+    "categories_out",
+    "findings",
+    "get_analysis_session",
+    "get_cache",
+    "pillar_matrix_out",
+    "position_swap",
+    "rating_options",
+    "rating_query_raw",
+    "score_distribution_out",
+    "style_out",
+    "thread_leaderboard",
+    "thread_performance_out",
+]

@@ -18,7 +18,6 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from llmjudge.analysis import exports, figures
 from llmjudge.analysis.figures import AnalysisCache, Rating, get_cache
 from llmjudge.analysis.loading import get_analysis_session
-from llmjudge.analysis.outcomes import Aggregation
 from llmjudge.analysis.schemas import (
     AnalysisSession,
     CategoriesOut,
@@ -33,7 +32,8 @@ from llmjudge.analysis.schemas import (
     ThreadLeaderboardOut,
     ThreadPerformanceOut,
 )
-from llmjudge.web import DbSession
+from llmjudge.core.analysis.outcomes import Aggregation
+from llmjudge.infra.web import DbSession
 
 router = APIRouter(prefix="/api/sessions", tags=["analysis"])
 

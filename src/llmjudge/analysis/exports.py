@@ -37,11 +37,11 @@ from sqlalchemy.orm import aliased
 
 from llmjudge import __version__
 from llmjudge.analysis.schemas import AnalysisSession, ThreadLeaderboardOut
-from llmjudge.catalog.models import Pillar, Thread
-from llmjudge.csvsafe import provenance_lines, safe_cell
-from llmjudge.judging.prompts import DEFAULT_TEMPLATE, SYSTEM_PROMPT
-from llmjudge.providers.models import LLMModel, Provider
-from llmjudge.sessions.models import Comparison, JudgeSession
+from llmjudge.catalog import Pillar, Thread
+from llmjudge.core.judging.prompts import DEFAULT_TEMPLATE, SYSTEM_PROMPT
+from llmjudge.core.text.csvsafe import provenance_lines, safe_cell
+from llmjudge.providers import LLMModel, Provider
+from llmjudge.sessions import Comparison, JudgeSession
 
 __all__ = [
     "ROUNDING",

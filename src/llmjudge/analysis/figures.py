@@ -21,29 +21,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Depends, Query, Request
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from llmjudge.analysis.categories import CategoryReport, category_report, metadata_keys
-from llmjudge.analysis.findings import Finding, surprise_findings
-from llmjudge.analysis.leaderboard import (
-    Leaderboard,
-    PillarMatrix,
-    ScoreDistribution,
-    leaderboard,
-    pillar_matrix,
-    score_distribution,
-)
 from llmjudge.analysis.loading import SessionData, load_session_data
-from llmjudge.analysis.outcomes import Aggregation, aggregate
-from llmjudge.analysis.performance import ThreadPerformance, thread_performance
-from llmjudge.analysis.position import position_swap_analysis
-from llmjudge.analysis.rating_report import (
-    ELO_BASES,
-    LEVELS,
-    MAX_STRONG_WEIGHT,
-    IntervalMethod,
-    RatingOptions,
-    TieModel,
-)
-from llmjudge.analysis.ratings import bradley_terry, elo_array, pillar_bradley_terry
 from llmjudge.analysis.schemas import (
     AnalysisSession,
     CategoriesOut,
@@ -60,8 +38,30 @@ from llmjudge.analysis.schemas import (
     ThreadLeaderboardOut,
     ThreadPerformanceOut,
 )
-from llmjudge.analysis.style_report import StyleReport, numeric_metadata_keys, style_report
-from llmjudge.errors import Conflict, Invalid
+from llmjudge.core.analysis.categories import CategoryReport, category_report, metadata_keys
+from llmjudge.core.analysis.findings import Finding, surprise_findings
+from llmjudge.core.analysis.leaderboard import (
+    Leaderboard,
+    PillarMatrix,
+    ScoreDistribution,
+    leaderboard,
+    pillar_matrix,
+    score_distribution,
+)
+from llmjudge.core.analysis.outcomes import Aggregation, aggregate
+from llmjudge.core.analysis.performance import ThreadPerformance, thread_performance
+from llmjudge.core.analysis.position import position_swap_analysis
+from llmjudge.core.ratings.estimators import bradley_terry, elo_array, pillar_bradley_terry
+from llmjudge.core.ratings.report import (
+    ELO_BASES,
+    LEVELS,
+    MAX_STRONG_WEIGHT,
+    IntervalMethod,
+    RatingOptions,
+    TieModel,
+)
+from llmjudge.core.ratings.style_report import StyleReport, numeric_metadata_keys, style_report
+from llmjudge.infra.errors import Conflict, Invalid
 
 __all__ = [
     "BOOTSTRAP_ROUNDS",

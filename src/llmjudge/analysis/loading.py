@@ -30,12 +30,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.analysis.outcomes import OutcomeTable
 from llmjudge.analysis.schemas import AnalysisSession, PillarLabel, ThreadLabel
-from llmjudge.analysis.style import STYLE_FEATURES
-from llmjudge.catalog.models import Pillar, Thread
-from llmjudge.errors import NotFound
-from llmjudge.sessions.models import Comparison, JudgeSession
+from llmjudge.catalog import Pillar, Thread
+from llmjudge.core.analysis.outcomes import OutcomeTable
+from llmjudge.core.ratings.style import STYLE_FEATURES
+from llmjudge.infra.errors import NotFound
+from llmjudge.sessions import Comparison, JudgeSession
 
 __all__ = ["SessionData", "get_analysis_session", "load_session_data", "parse_binary_copy"]
 

@@ -10,25 +10,25 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from llmjudge.analysis.categories import CategoryReport
-from llmjudge.analysis.findings import Finding
-from llmjudge.analysis.leaderboard import (
+from llmjudge.core.analysis.categories import CategoryReport
+from llmjudge.core.analysis.findings import Finding
+from llmjudge.core.analysis.leaderboard import (
     MatrixCell,
     PillarDistribution,
     PillarRef,
     RatingMethod,
     TournamentQuality,
 )
-from llmjudge.analysis.outcomes import Aggregation
-from llmjudge.analysis.performance import CoverageStats, PillarCoverage, ThreadStats
-from llmjudge.analysis.position import (
+from llmjudge.core.analysis.outcomes import Aggregation
+from llmjudge.core.analysis.performance import CoverageStats, PillarCoverage, ThreadStats
+from llmjudge.core.analysis.position import (
     Interpretation,
     LikertStability,
     PositionBias,
     SwapPair,
     SwapSummary,
 )
-from llmjudge.analysis.style_report import StyleReport
+from llmjudge.core.ratings.style_report import StyleReport
 
 ScoreKind = Literal["elo", "bt"]
 ExportFormat = Literal["csv", "json"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, status
 
 from llmjudge.auth import service
+from llmjudge.auth.deps import link_base
 from llmjudge.auth.middleware import CurrentPrincipal
 from llmjudge.auth.schemas import (
     LoginLinkOut,
@@ -22,15 +23,9 @@ from llmjudge.auth.schemas import (
     UserOut,
     UserPatch,
 )
-from llmjudge.web import DbSession
+from llmjudge.infra.web import DbSession
 
 router = APIRouter(prefix="/api", tags=["auth"])
-
-
-def link_base(request: Request) -> str:
-    """Base URL for login links: LLMJUDGE_PUBLIC_URL, else the URL this request came to."""
-    settings = request.app.state.settings
-    return settings.public_url.rstrip("/") if settings.public_url else str(request.base_url)[:-1]
 
 
 @router.get("/me", response_model=MeOut)

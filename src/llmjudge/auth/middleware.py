@@ -16,7 +16,6 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.datastructures import Headers, MutableHeaders
 
 from llmjudge.auth import service
-from llmjudge.auth.policy import SAFE_METHODS, Role, is_api_path, required_role
 
 # CurrentPrincipal is re-exported for the auth routes; its home is auth.schemas.
 from llmjudge.auth.schemas import CurrentPrincipal as CurrentPrincipal
@@ -28,8 +27,9 @@ from llmjudge.auth.security import (
     same_origin,
     secrets_equal,
 )
-from llmjudge.config import Settings
-from llmjudge.errors import htmx_error_line
+from llmjudge.core.access import SAFE_METHODS, Role, is_api_path, required_role
+from llmjudge.infra.config import Settings
+from llmjudge.infra.errors import htmx_error_line
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -206,7 +206,7 @@ def _forbidden(request: Request, message: str) -> Response:
         return JSONResponse({"detail": message}, 403)
     if request.headers.get("hx-request") == "true":
         return htmx_error_line(message)
-    from llmjudge.web import templates  # late: pages register their Jinja globals first
+    from llmjudge.infra.web import templates
 
     return templates.TemplateResponse(
         request, "auth/error.html", {"title": "Forbidden", "message": message}, status_code=403

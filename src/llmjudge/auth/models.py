@@ -10,7 +10,7 @@ from datetime import datetime
 from sqlalchemy import Boolean, CheckConstraint, DateTime, ForeignKey, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from llmjudge.db.base import Base, created_at_column
+from llmjudge.infra.db.base import Base, created_at_column
 
 ROLES = ("reviewer", "researcher", "admin")
 _ROLE_CHECK = f"role IN {ROLES!r}"

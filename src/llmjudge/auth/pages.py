@@ -14,11 +14,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import pass_context
 from pydantic import ValidationError
 
-from llmjudge.auth import policy, service
-from llmjudge.auth.api import link_base
+from llmjudge.auth import service
+from llmjudge.auth.deps import link_base
 from llmjudge.auth.middleware import CurrentPrincipal
 from llmjudge.auth.models import User
-from llmjudge.auth.policy import Role
 from llmjudge.auth.schemas import (
     PasswordChange,
     Principal,
@@ -29,9 +28,11 @@ from llmjudge.auth.schemas import (
     UserPatch,
 )
 from llmjudge.auth.security import safe_next
-from llmjudge.config import Settings
-from llmjudge.errors import Conflict, Invalid, NotFound
-from llmjudge.web import DbSession, render, templates
+from llmjudge.core import access as policy
+from llmjudge.core.access import Role
+from llmjudge.infra.config import Settings
+from llmjudge.infra.errors import Conflict, Invalid, NotFound
+from llmjudge.infra.web import DbSession, render, templates
 
 router = APIRouter(include_in_schema=False)
 

@@ -10,8 +10,8 @@ from typing import Annotated, Literal
 from fastapi import Depends, HTTPException, Path, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from llmjudge.auth.policy import Role
 from llmjudge.auth.security import PASSWORD_MAX, PASSWORD_MIN
+from llmjudge.core.access import Role
 
 Via = Literal["session", "token", "admin_token"]
 

@@ -13,7 +13,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.auth.models import ApiToken, LoginLink, User, UserSession
-from llmjudge.auth.policy import Role
 from llmjudge.auth.schemas import (
     LoginLinkOut,
     PasswordChange,
@@ -33,8 +32,9 @@ from llmjudge.auth.security import (
     token_prefix,
     verify_password,
 )
-from llmjudge.config import Settings
-from llmjudge.errors import Conflict, Invalid, NotFound
+from llmjudge.core.access import Role
+from llmjudge.infra.config import Settings
+from llmjudge.infra.errors import Conflict, Invalid, NotFound
 
 LOGIN_LINK_HOURS = 24
 # Writing last_used_at on every call would turn each read into a write.

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, File, Query, Request, UploadFile, status
 
 from llmjudge.catalog import service
-from llmjudge.catalog.importing import ParsedFile, parse_thread_file
+from llmjudge.catalog.deps import parse_upload
 from llmjudge.catalog.schemas import (
     ImportResult,
     PillarIn,
@@ -17,8 +16,7 @@ from llmjudge.catalog.schemas import (
     ThreadOut,
     ThreadPage,
 )
-from llmjudge.config import Settings
-from llmjudge.web import DbSession, ImportRejected, read_upload
+from llmjudge.infra.web import DbSession, ImportRejected
 
 router = APIRouter(prefix="/api", tags=["catalog"])
 
@@ -48,18 +46,6 @@ async def update_pillar(pillar_id: int, patch: PillarPatch, db: DbSession) -> Pi
 async def delete_pillar(pillar_id: int, db: DbSession) -> None:
     """Delete a pillar and all of its threads."""
     await service.delete_pillar(db=db, pillar_id=pillar_id)
-
-
-async def parse_upload(upload: UploadFile, settings: Settings) -> ParsedFile:
-    data = await read_upload(upload, settings)
-    # Parsing a large file is CPU work: off the event loop (/healthz keeps answering).
-    return await asyncio.to_thread(
-        parse_thread_file,
-        upload.filename or "",
-        data,
-        max_rows=settings.max_import_rows,
-        max_chars=settings.max_field_chars,
-    )
 
 
 @router.post(

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmjudge.catalog.schemas import RowError, ThreadIn
-from llmjudge.rowfiles import (
+from llmjudge.infra.rowfiles import (
     csv_records,
     jsonl_objects,
     parse_json_line,

@@ -9,7 +9,7 @@ from sqlalchemy import DateTime, Float, ForeignKey, Index, String, Text, UniqueC
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from llmjudge.db.base import Base, created_at_column
+from llmjudge.infra.db.base import Base, created_at_column
 
 
 class Pillar(Base):

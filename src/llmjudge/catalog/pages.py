@@ -9,8 +9,8 @@ from fastapi import APIRouter, File, HTTPException, Query, Request, UploadFile
 from fastapi.responses import HTMLResponse
 
 from llmjudge.catalog import service
-from llmjudge.catalog.api import parse_upload
-from llmjudge.web import DbSession, render
+from llmjudge.catalog.deps import parse_upload
+from llmjudge.infra.web import DbSession, render
 
 router = APIRouter(include_in_schema=False)
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # Re-exported: every import's error rows are the row reader's, shown the same way everywhere.
-from llmjudge.rowfiles import RowError as RowError
+from llmjudge.infra.rowfiles import RowError as RowError
 
 
 class Message(BaseModel):

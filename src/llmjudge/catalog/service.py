@@ -10,7 +10,6 @@ from sqlalchemy import Select, func, or_, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.analysis.style import stored_features
 from llmjudge.catalog.importing import ParsedFile, content_hash, stored_content
 from llmjudge.catalog.models import Pillar, Thread
 from llmjudge.catalog.schemas import (
@@ -23,7 +22,8 @@ from llmjudge.catalog.schemas import (
     ThreadPage,
     ThreadSummary,
 )
-from llmjudge.errors import Conflict, NotFound
+from llmjudge.core.ratings.style import stored_features
+from llmjudge.infra.errors import Conflict, NotFound
 
 
 async def list_pillars(*, db: AsyncSession) -> list[PillarOut]:

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from llmjudge.catalog.schemas import ImportResult
+from llmjudge.catalog import ImportResult
 from llmjudge.demo.service import load_demo
-from llmjudge.web import DbSession
+from llmjudge.infra.web import DbSession
 
 router = APIRouter(prefix="/api", tags=["demo"])
 

@@ -6,9 +6,7 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.catalog import service as catalog
-from llmjudge.catalog.importing import parse_thread_file
-from llmjudge.catalog.schemas import ImportResult
+from llmjudge.catalog import ImportResult, parse_thread_file, store_import
 
 DEMO_FILE = Path(__file__).with_name("mtbench_demo.jsonl")
 
@@ -18,4 +16,4 @@ async def load_demo(*, db: AsyncSession) -> ImportResult:
         DEMO_FILE.name, DEMO_FILE.read_bytes(), max_rows=10_000, max_chars=1_000_000
     )
     assert not parsed.errors, parsed.errors  # shipped data; a failure here is our bug
-    return await catalog.store_import(db=db, parsed=parsed)
+    return await store_import(db=db, parsed=parsed)

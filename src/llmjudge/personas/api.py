@@ -10,15 +10,17 @@ from fastapi import APIRouter, Body, File, HTTPException, Query, Request, Upload
 from fastapi.responses import Response
 from sse_starlette import EventSourceResponse
 
-from llmjudge.auth.schemas import CurrentPrincipal
-from llmjudge.catalog.schemas import RowError
-from llmjudge.events.sse import sse_response
-from llmjudge.personas import agreement as agreement_service
+from llmjudge.auth import CurrentPrincipal
+from llmjudge.catalog import RowError
+from llmjudge.core.personas.templates import TEMPLATES
+from llmjudge.infra.events.sse import sse_response
+from llmjudge.infra.web import DbSession, read_upload
+from llmjudge.personas import annotators as agreement_service
 from llmjudge.personas import estimate as estimates
 from llmjudge.personas import iterations as iteration_service
 from llmjudge.personas import pairs as pair_service
 from llmjudge.personas import prompt_versions, reports, review, service, training_control
-from llmjudge.personas.agreement import AgreementOut
+from llmjudge.personas.annotators import AgreementOut
 from llmjudge.personas.events import publish
 from llmjudge.personas.schemas import (
     BulkFeedbackIn,
@@ -46,9 +48,7 @@ from llmjudge.personas.schemas import (
     TrainingStatusOut,
 )
 from llmjudge.personas.summaries import PersonaSummary, matching, summaries
-from llmjudge.personas.templates import TEMPLATES
 from llmjudge.personas.training import TrainingRunner
-from llmjudge.web import DbSession, read_upload
 
 router = APIRouter(prefix="/api/personas", tags=["personas"])
 

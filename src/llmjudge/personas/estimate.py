@@ -8,17 +8,16 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.errors import Invalid
+from llmjudge.core.personas.keys import prompt_hash, task_input
+from llmjudge.core.personas.replies import ENGINEER_SYSTEM, MAX_ENGINEER_FAILURES
+from llmjudge.core.personas.templates import render_judge_prompt, render_task_prompt
+from llmjudge.infra.errors import Invalid
 from llmjudge.personas.iterations import spent_usd
-from llmjudge.personas.keys import prompt_hash, task_input
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import PersonaPair, TaskOutput
-from llmjudge.personas.replies import ENGINEER_SYSTEM, MAX_ENGINEER_FAILURES
 from llmjudge.personas.schemas import CallEstimate, EstimateOut
 from llmjudge.personas.service import get_persona
-from llmjudge.personas.templates import render_judge_prompt, render_task_prompt
-from llmjudge.providers.base import estimate_tokens
-from llmjudge.providers.service import LLMService
+from llmjudge.providers import LLMService, estimate_tokens
 
 # Estimates: tokens of a judge reply, of the engineer's rationale, and the share of
 # optimisation pairs assumed to be disagreements shown to the engineer.

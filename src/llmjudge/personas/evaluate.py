@@ -27,19 +27,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.errors import Conflict, Invalid
-from llmjudge.events.hub import EventHub
+from llmjudge.core.personas.gate import corrected_pass_rate
+from llmjudge.core.personas.metrics import wilson_interval
+from llmjudge.core.personas.replies import JUDGE_SCHEMA, parse_judge_reply
+from llmjudge.core.personas.similarity import CORRECT, ESCALATE, escalate
+from llmjudge.core.personas.templates import render_judge_prompt
+from llmjudge.infra.errors import Conflict, Invalid
+from llmjudge.infra.events.hub import EventHub
 from llmjudge.personas import service
-from llmjudge.personas.gate import corrected_pass_rate
 from llmjudge.personas.loop import DEFAULT_SIMILARITY_THRESHOLD, LLM, embed_texts
-from llmjudge.personas.metrics import wilson_interval
 from llmjudge.personas.models import Persona, PersonaDecision, PersonaIteration
-from llmjudge.personas.replies import JUDGE_SCHEMA, parse_judge_reply
 from llmjudge.personas.schemas import PersonaOut
-from llmjudge.personas.similarity import CORRECT, ESCALATE, escalate
-from llmjudge.personas.templates import render_judge_prompt
-from llmjudge.sessions import service as sessions
-from llmjudge.sessions.schemas import SessionIn, SessionOut
+from llmjudge.sessions import SessionIn, SessionOut, create_session
 
 MAX_ITEMS = 1000
 MAX_ITEM_CHARS = 200_000
@@ -607,4 +606,4 @@ async def create_persona_session(
     session_in = SessionIn(
         **fields, judge_model_id=persona.judge_model_id, prompt_template=template
     )
-    return await sessions.create_session(db=db, data=session_in, hub=hub)
+    return await create_session(db=db, data=session_in, hub=hub)

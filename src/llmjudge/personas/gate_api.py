@@ -11,36 +11,20 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi.responses import JSONResponse, Response
 
+from llmjudge.core.personas.templates import get_template, template_pairs_csv
+from llmjudge.infra.web import DbSession
 from llmjudge.personas import evaluate as ev
 from llmjudge.personas import service
-from llmjudge.personas.summaries import MAX_COMPARE, PersonaSummary, summaries
-from llmjudge.personas.templates import get_template, template_pairs_csv
-from llmjudge.providers.base import ProviderError
-from llmjudge.sessions.schemas import SessionOut
-from llmjudge.web import DbSession
+from llmjudge.personas.deps import parse_ids
+from llmjudge.personas.summaries import PersonaSummary, summaries
+from llmjudge.providers import ProviderError
+from llmjudge.sessions import SessionOut
 
 router = APIRouter(prefix="/api/personas", tags=["personas"])
 
 AllowUntrained = Annotated[
     bool, Query(description="use a persona that has not converged (status other than trained)")
 ]
-
-
-def parse_ids(raw: list[str]) -> list[int]:
-    """Persona ids from `?ids=1,2,3` and/or `?ids=1&ids=2`, in order, without repeats."""
-    ids: list[int] = []
-    for part in (p.strip() for chunk in raw for p in chunk.split(",")):
-        if not part:
-            continue
-        if not part.isdigit():
-            raise HTTPException(422, f"ids must be persona ids (integers), got {part!r}")
-        if int(part) not in ids:
-            ids.append(int(part))
-    if not ids:
-        raise HTTPException(422, "give the personas to compare: ?ids=1,2,3")
-    if len(ids) > MAX_COMPARE:
-        raise HTTPException(422, f"compare at most {MAX_COMPARE} personas at once")
-    return ids
 
 
 @router.get("/compare", response_model=list[PersonaSummary])

@@ -35,11 +35,11 @@ import httpx
 from pydantic import ValidationError
 from sqlalchemy import select
 
-from llmjudge.config import Settings
-from llmjudge.errors import Conflict, Invalid, NotFound
+from llmjudge.infra.config import Settings
+from llmjudge.infra.errors import Conflict, Invalid, NotFound
 from llmjudge.personas.evaluate import MAX_ITEMS, EvaluateIn, EvaluateItem, evaluate
 from llmjudge.personas.models import Persona
-from llmjudge.providers.base import ProviderError
+from llmjudge.providers import ProviderError
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
@@ -164,8 +164,8 @@ async def gate_in_process(
     allow_untrained: bool = False,
 ) -> dict[str, Any]:
     """Evaluate against the database directly, with this process's model service."""
-    from llmjudge.db.engine import make_engine, make_sessionmaker
-    from llmjudge.providers.service import LLMService
+    from llmjudge.infra.db.engine import make_engine, make_sessionmaker
+    from llmjudge.providers import LLMService
 
     engine = make_engine(settings.database_url or "", pool_size=2, pooled=settings.database_pooled)
     sessionmaker = make_sessionmaker(engine)

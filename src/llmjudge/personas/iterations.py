@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import PersonaDecision, PersonaIteration
 from llmjudge.personas.schemas import IterationOut, MetricsOut, TrainingStatusOut
-from llmjudge.providers.service import totals
+from llmjudge.providers import totals
 
 
 def metrics_out(m: dict[str, Any] | None) -> MetricsOut | None:

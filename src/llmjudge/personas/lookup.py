@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.errors import NotFound
+from llmjudge.infra.errors import NotFound
 from llmjudge.personas.models import Persona, PersonaIteration
 
 

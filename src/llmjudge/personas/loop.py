@@ -27,27 +27,15 @@ from sqlalchemy import and_, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from llmjudge.errors import NotFound
-from llmjudge.personas.convergence import (
+from llmjudge.core.personas.convergence import (
     ConvergenceRule,
     bulk_summary,
     decide,
     split_metrics,
     status_dict,
 )
-from llmjudge.personas.embeddings import LocalEmbedder, normalise_rows
-from llmjudge.personas.events import Progress, Publisher, publish
-from llmjudge.personas.keys import prompt_hash, task_input
-from llmjudge.personas.models import (
-    JudgePromptVersion,
-    Persona,
-    PersonaDecision,
-    PersonaIteration,
-    PersonaPair,
-    TaskOutput,
-)
-from llmjudge.personas.pairs import chosen_label, pair_labels
-from llmjudge.personas.replies import (
+from llmjudge.core.personas.keys import prompt_hash, task_input
+from llmjudge.core.personas.replies import (
     ENGINEER_SCHEMA,
     JUDGE_SCHEMA,
     MAX_ENGINEER_FAILURES,
@@ -58,11 +46,21 @@ from llmjudge.personas.replies import (
     parse_engineer_rewrite,
     parse_judge_reply,
 )
-from llmjudge.personas.similarity import fit_threshold
-from llmjudge.personas.templates import render_judge_prompt, render_task_prompt
-from llmjudge.providers.base import ChatResult, ProviderError
-from llmjudge.providers.models import LLMCall
-from llmjudge.providers.service import BudgetExceeded, totals
+from llmjudge.core.personas.similarity import fit_threshold
+from llmjudge.core.personas.templates import render_judge_prompt, render_task_prompt
+from llmjudge.infra.errors import NotFound
+from llmjudge.personas.embeddings import LocalEmbedder, normalise_rows
+from llmjudge.personas.events import Progress, Publisher, publish
+from llmjudge.personas.models import (
+    JudgePromptVersion,
+    Persona,
+    PersonaDecision,
+    PersonaIteration,
+    PersonaPair,
+    TaskOutput,
+)
+from llmjudge.personas.pairs import chosen_label, pair_labels
+from llmjudge.providers import BudgetExceeded, ChatResult, LLMCall, ProviderError, totals
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from llmjudge.db.base import Base, created_at_column
+from llmjudge.infra.db.base import Base, created_at_column
 
 PERSONA_STATUSES = ("draft", "training", "paused", "trained", "incomplete")
 ITERATION_STATUSES = ("generating", "judging", "awaiting_review", "optimising", "done")

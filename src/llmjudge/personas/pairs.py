@@ -17,16 +17,16 @@ from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.catalog.schemas import RowError
-from llmjudge.errors import Conflict
-from llmjudge.personas.keys import input_hash
+from llmjudge.catalog import RowError
+from llmjudge.core.personas.keys import input_hash
+from llmjudge.core.personas.metrics import majority_label
+from llmjudge.core.personas.splits import SplitFractions
+from llmjudge.core.personas.splits import assign_splits as plan_splits
+from llmjudge.infra.errors import Conflict
+from llmjudge.infra.rowfiles import csv_records, read_upload
 from llmjudge.personas.lookup import persona_row
-from llmjudge.personas.metrics import majority_label
 from llmjudge.personas.models import Persona, PersonaPair, PersonaPairLabel
 from llmjudge.personas.schemas import PairOut, PairRow, PairUploadResult
-from llmjudge.personas.splits import SplitFractions
-from llmjudge.personas.splits import assign_splits as plan_splits
-from llmjudge.rowfiles import csv_records, read_upload
 
 CSV_COLUMNS = {"input", "correct_output", "input_b", "answer", "human_label", "annotator"}
 HUMAN_LABELS = {"correct": "correct", "incorrect": "incorrect", "1": "correct", "0": "incorrect"}

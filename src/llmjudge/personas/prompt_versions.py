@@ -8,10 +8,10 @@ import difflib
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.errors import Invalid, NotFound
+from llmjudge.core.personas.replies import missing_placeholders
+from llmjudge.infra.errors import Invalid, NotFound
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import JudgePromptVersion
-from llmjudge.personas.replies import missing_placeholders
 from llmjudge.personas.schemas import DiffOpcode, PromptDiffOut, PromptVersionOut
 
 

@@ -12,16 +12,16 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge import __version__
-from llmjudge.csvsafe import provenance_lines, write_csv
+from llmjudge.core.personas.replies import human_label
+from llmjudge.core.text.csvsafe import provenance_lines, write_csv
 from llmjudge.personas.iterations import list_iterations, metrics_out, spent_usd
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import PersonaDecision, PersonaIteration, PersonaPair, TaskOutput
 from llmjudge.personas.pairs import pair_labels
 from llmjudge.personas.prompt_versions import list_versions
-from llmjudge.personas.replies import human_label
 from llmjudge.personas.schemas import MetricsRow, PairOut, ReportDecision, ReportOut
 from llmjudge.personas.service import get_persona
-from llmjudge.providers.models import LLMModel, Provider
+from llmjudge.providers import LLMModel, Provider
 
 
 async def metrics(*, db: AsyncSession, persona_id: int) -> list[MetricsRow]:

@@ -10,7 +10,7 @@ from typing import Literal
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.errors import Conflict, Invalid, NotFound
+from llmjudge.infra.errors import Conflict, Invalid, NotFound
 from llmjudge.personas.lookup import iteration_row, persona_row
 from llmjudge.personas.models import PersonaDecision, PersonaIteration, PersonaPair, TaskOutput
 from llmjudge.personas.schemas import (

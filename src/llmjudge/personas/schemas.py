@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from llmjudge.catalog.schemas import RowError
+from llmjudge.catalog import RowError
 
 PersonaStatus = Literal["draft", "training", "paused", "trained", "incomplete"]
 IterationStatus = Literal["generating", "judging", "awaiting_review", "optimising", "done"]

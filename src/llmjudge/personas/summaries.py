@@ -13,10 +13,10 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.errors import NotFound
+from llmjudge.infra.errors import NotFound
 from llmjudge.personas.models import Persona, PersonaIteration
 from llmjudge.personas.schemas import MetricsOut
-from llmjudge.providers.models import LLMCall
+from llmjudge.providers import LLMCall
 
 MAX_COMPARE = 20
 

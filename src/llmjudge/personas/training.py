@@ -15,10 +15,10 @@ import logging
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from llmjudge.infra.queue.locks import LockedRunner
 from llmjudge.personas.events import Publisher
 from llmjudge.personas.loop import LLM, PersonaLoop
 from llmjudge.personas.models import Persona, PersonaDecision, PersonaIteration
-from llmjudge.queue.locks import LockedRunner
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.errors import Conflict, Invalid
+from llmjudge.infra.errors import Conflict, Invalid
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import Persona, PersonaIteration, PersonaPair
 from llmjudge.personas.pairs import assign_splits

@@ -9,13 +9,13 @@ with the stored key, to internal hosts (SSRF): restrict these routes to administ
 
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import APIRouter, status
 
-from fastapi import APIRouter, Depends, Request, status
-
-from llmjudge.auth.policy import Role
-from llmjudge.auth.schemas import CurrentPrincipal
+from llmjudge.auth import CurrentPrincipal
+from llmjudge.core.access import Role
+from llmjudge.infra.web import DbSession
 from llmjudge.providers import service
+from llmjudge.providers.deps import LLM
 from llmjudge.providers.schemas import (
     ConnectionTestIn,
     ConnectionTestOut,
@@ -27,17 +27,8 @@ from llmjudge.providers.schemas import (
     ProviderPatch,
     ProviderSummary,
 )
-from llmjudge.providers.service import LLMService
-from llmjudge.web import DbSession
 
 router = APIRouter(prefix="/api", tags=["providers"])
-
-
-def get_llm(request: Request) -> LLMService:
-    return request.app.state.llm
-
-
-LLM = Annotated[LLMService, Depends(get_llm)]
 
 
 def _administers(principal: CurrentPrincipal) -> bool:

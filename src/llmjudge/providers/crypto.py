@@ -17,7 +17,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from llmjudge.config import Settings
+from llmjudge.infra.config import Settings
 
 KEY_FILE = "secret.key"
 _HKDF_SALT = b"llmjudge/api-keys/v1"

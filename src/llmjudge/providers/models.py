@@ -21,7 +21,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from llmjudge.db.base import Base, created_at_column
+from llmjudge.infra.db.base import Base, created_at_column
 
 PROVIDER_KINDS = ("openai", "anthropic", "gemini", "simulator")
 MAX_CONCURRENCY = 1024

@@ -12,11 +12,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
-from llmjudge.errors import Conflict, Invalid, NotFound
+from llmjudge.infra.errors import Conflict, Invalid, NotFound
+from llmjudge.infra.web import DbSession, is_htmx, render
 from llmjudge.providers import service
-from llmjudge.providers.api import LLM
+from llmjudge.providers.deps import LLM
 from llmjudge.providers.schemas import ModelIn, ModelPatch, ProviderIn, ProviderPatch
-from llmjudge.web import DbSession, is_htmx, render
 
 router = APIRouter(include_in_schema=False)
 

@@ -24,8 +24,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from llmjudge.config import Settings
-from llmjudge.errors import Conflict, Invalid, NotFound
+from llmjudge.infra.config import Settings
+from llmjudge.infra.errors import Conflict, Invalid, NotFound
 from llmjudge.providers.base import (
     ChatRequest,
     ChatResult,

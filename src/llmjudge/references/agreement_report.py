@@ -2,7 +2,7 @@
 
 Loads the comparisons and the labels of the pairs they compare, maps each comparison to
 the pair's canonical order (a comparison that showed the higher thread id first is the pair
-swapped), and hands everything to the pure :mod:`llmjudge.analysis.agreement`; the
+swapped), and hands everything to the pure :mod:`llmjudge.core.agreement.judges`; the
 bootstrap runs in a worker thread, off the event loop.
 """
 
@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy import ARRAY, Integer, and_, any_, cast, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.analysis import agreement as core
-from llmjudge.catalog.models import Pillar, Thread
-from llmjudge.errors import Invalid, NotFound
+from llmjudge.catalog import Pillar, Thread
+from llmjudge.core.agreement import judges as core
+from llmjudge.infra.errors import Invalid, NotFound
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.references.schemas import (
     AnnotatorPairOut,
@@ -31,7 +31,7 @@ from llmjudge.references.schemas import (
     SessionAgreementOut,
 )
 from llmjudge.references.service import session_pairs
-from llmjudge.sessions.models import Comparison, JudgeSession
+from llmjudge.sessions import Comparison, JudgeSession
 
 __all__ = ["DISAGREEMENTS_SHOWN", "GROUP_ROUNDS", "session_agreement"]
 

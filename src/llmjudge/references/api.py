@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, File, Query, Request, UploadFile, status
 from fastapi.responses import Response
 
+from llmjudge.infra.web import DbSession, ImportRejected, read_upload
 from llmjudge.references import agreement_report, service
 from llmjudge.references.schemas import (
     DeletedOut,
@@ -16,7 +17,6 @@ from llmjudge.references.schemas import (
     SessionAgreementOut,
     Source,
 )
-from llmjudge.web import DbSession, ImportRejected, read_upload
 
 router = APIRouter(prefix="/api/references", tags=["references"])
 agreement_router = APIRouter(prefix="/api/sessions", tags=["references"])

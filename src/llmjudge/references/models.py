@@ -22,7 +22,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from llmjudge.db.base import Base, created_at_column
+from llmjudge.infra.db.base import Base, created_at_column
 
 LABELS = ("A", "B", "TIE")
 SOURCES = ("human", "gold")

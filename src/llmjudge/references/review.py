@@ -20,9 +20,9 @@ from sqlalchemy import and_, func, literal, or_, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.catalog.models import Thread
-from llmjudge.errors import Invalid, NotFound
-from llmjudge.references import review_rules as rules
+from llmjudge.catalog import Thread
+from llmjudge.core import review as rules
+from llmjudge.infra.errors import Invalid, NotFound
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.references.review_schemas import (
     MyReviewLabel,
@@ -36,7 +36,7 @@ from llmjudge.references.review_schemas import (
     ShownThread,
     StoredReviewLabel,
 )
-from llmjudge.sessions.models import Comparison, JudgeSession
+from llmjudge.sessions import Comparison, JudgeSession
 
 __all__ = [
     "CLAIM_S",

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from llmjudge.auth.schemas import CurrentPrincipal, RowId
-from llmjudge.errors import Invalid
+from llmjudge.auth import CurrentPrincipal, RowId
+from llmjudge.infra.errors import Invalid
+from llmjudge.infra.web import DbSession
 from llmjudge.references import review
 from llmjudge.references.review_schemas import (
     MyReviewLabel,
@@ -21,7 +22,6 @@ from llmjudge.references.review_schemas import (
     ReviewSettingsOut,
     ReviewSkipIn,
 )
-from llmjudge.web import DbSession
 
 router = APIRouter(prefix="/api/sessions", tags=["review"])
 

@@ -15,13 +15,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.auth.policy import Role
-from llmjudge.auth.schemas import CurrentPrincipal, Principal, RowId
-from llmjudge.errors import Invalid, NotFound
+from llmjudge.auth import CurrentPrincipal, Principal, RowId
+from llmjudge.core import review as rules
+from llmjudge.core.access import Role
+from llmjudge.infra.errors import Invalid, NotFound
+from llmjudge.infra.web import DbSession, is_htmx, render
 from llmjudge.references import review
-from llmjudge.references import review_rules as rules
 from llmjudge.references.review_schemas import ReviewLabelIn, ReviewNext, ReviewSettings
-from llmjudge.web import DbSession, is_htmx, render
 
 router = APIRouter(include_in_schema=False)
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
-from llmjudge.rowfiles import RowError as RowError
+from llmjudge.infra.rowfiles import RowError as RowError
 
 Label = Literal["A", "B", "TIE"]
 Source = Literal["human", "gold"]

@@ -29,10 +29,11 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.analysis import agreement as core
-from llmjudge.catalog.models import Pillar, Thread
-from llmjudge.csvsafe import write_csv
-from llmjudge.errors import Invalid, NotFound
+from llmjudge.catalog import Pillar, Thread
+from llmjudge.core.agreement import judges as core
+from llmjudge.core.text.csvsafe import write_csv
+from llmjudge.infra.errors import Invalid, NotFound
+from llmjudge.infra.rowfiles import csv_records, jsonl_objects, read_upload
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.references.schemas import (
     ReferenceImportOut,
@@ -41,8 +42,7 @@ from llmjudge.references.schemas import (
     ReferenceRowIn,
     RowError,
 )
-from llmjudge.rowfiles import csv_records, jsonl_objects, read_upload
-from llmjudge.sessions.models import Comparison
+from llmjudge.sessions import Comparison
 
 __all__ = [
     "CSV_COLUMNS",

@@ -1,0 +1,14 @@
+"""The sessions domain's public surface: what other domains may import."""
+
+from llmjudge.sessions.models import Comparison, JudgeSession
+from llmjudge.sessions.schemas import SessionIn, SessionOut
+from llmjudge.sessions.service import create_session, list_sessions
+
+__all__ = [
+    "Comparison",
+    "JudgeSession",
+    "SessionIn",
+    "SessionOut",
+    "create_session",
+    "list_sessions",
+]

@@ -7,21 +7,26 @@ import asyncio
 import json
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, File, Form, Path, Query, Request, UploadFile, status
+from fastapi import APIRouter, File, Form, Path, Query, Request, UploadFile, status
 from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
 
-from llmjudge.errors import Invalid
-from llmjudge.events.hub import EventHub
-from llmjudge.events.sse import parse_lanes, sse_response
-from llmjudge.judging.formats import VerdictFormat
-from llmjudge.rowfiles import MAX_ERRORS, RowError
-from llmjudge.sessions import converters, judgment_import, panels, reads, service
-from llmjudge.sessions.importing import (
+from llmjudge.core.judging.formats import VerdictFormat
+from llmjudge.core.tournaments import converters
+from llmjudge.infra.errors import Invalid
+from llmjudge.infra.events.sse import parse_lanes, sse_response
+from llmjudge.infra.rowfiles import MAX_ERRORS, RowError
+from llmjudge.infra.web import DbSession, ImportRejected, read_upload
+from llmjudge.sessions import reads, service
+from llmjudge.sessions.deps import Hub, Tester, parse_ids
+from llmjudge.sessions.imports import storing as judgment_import
+from llmjudge.sessions.imports.parsing import (
     ParsedJudgments,
     judgment_file_objects,
     parse_judgment_objects,
 )
+from llmjudge.sessions.panels import report as panels
+from llmjudge.sessions.run.judging import session_topic
 from llmjudge.sessions.schemas import (
     AdaptiveEstimateOut,
     AdaptiveOut,
@@ -40,27 +45,12 @@ from llmjudge.sessions.schemas import (
     ThreadComparisons,
     ThreadLabelOut,
 )
-from llmjudge.sessions.worker import session_topic
-from llmjudge.web import DbSession, ImportRejected, read_upload
 
 router = APIRouter(prefix="/api/sessions", tags=["sessions"])
 threads_router = APIRouter(prefix="/api/threads", tags=["sessions"])
 THREAD_COMPARISONS_MAX = 500
 
 
-def get_hub(request: Request) -> EventHub | None:
-    return getattr(request.app.state, "events", None)
-
-
-Hub = Annotated[EventHub | None, Depends(get_hub)]
-
-
-def get_tester(request: Request) -> service.ConnectionTester | None:
-    """The LLM service, for the test call before a session first uses a provider."""
-    return getattr(request.app.state, "llm", None)
-
-
-Tester = Annotated[service.ConnectionTester | None, Depends(get_tester)]
 ThreadIds = Annotated[
     str,
     Query(
@@ -406,12 +396,6 @@ async def thread_labels(
     await service.get_session(db=db, session_id=session_id)  # 404 for an unknown session
     found = await reads.thread_labels(db=db, ids=parse_ids(ids))
     return {str(t): label for t, label in found.items()}
-
-
-def parse_ids(ids: str) -> list[int]:
-    """The ids of a checked comma-separated list; empty items and ids no row can have
-    (beyond int4) are skipped."""
-    return [n for n in (int(i) for i in ids.split(",") if i) if 0 < n < 2**31]
 
 
 @threads_router.get(

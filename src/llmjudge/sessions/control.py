@@ -11,15 +11,15 @@ from typing import Any, Protocol
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.errors import Conflict, Invalid, NotFound
-from llmjudge.events.hub import EventHub
-from llmjudge.providers.models import LLMCall, LLMModel, Provider
-from llmjudge.sessions.claims import notify_work
-from llmjudge.sessions.jobs import is_setup_error
+from llmjudge.infra.errors import Conflict, Invalid, NotFound
+from llmjudge.infra.events.hub import EventHub
+from llmjudge.providers import LLMCall, LLMModel, Provider
 from llmjudge.sessions.models import Comparison, JudgeSession
 from llmjudge.sessions.reads import get_session, judge_model, session_row
+from llmjudge.sessions.run.claims import notify_work
+from llmjudge.sessions.run.jobs import is_setup_error
+from llmjudge.sessions.run.judging import session_topic
 from llmjudge.sessions.schemas import RetryResult, SessionOut
-from llmjudge.sessions.worker import session_topic
 
 __all__ = [
     "ConnectionTester",

@@ -23,7 +23,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from llmjudge.db.base import Base, created_at_column
+from llmjudge.infra.db.base import Base, created_at_column
 
 SESSION_STATUSES = ("draft", "running", "paused", "completed", "cancelled", "failed")
 COMPARISON_STATUSES = ("pending", "running", "completed", "failed", "cancelled")

@@ -20,15 +20,15 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.catalog.models import Pillar, Thread
-from llmjudge.errors import Invalid
-from llmjudge.sessions.pairing import (
+from llmjudge.catalog import Pillar, Thread
+from llmjudge.core.tournaments.pairing import (
     PlanArrays,
     PlanOptions,
     ThreadRef,
     build_plan_arrays,
     count_plan,
 )
+from llmjudge.infra.errors import Invalid
 from llmjudge.sessions.schemas import Mode, SessionIn
 
 __all__ = [

@@ -14,10 +14,10 @@ from sqlalchemy import Select, case, func, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from llmjudge.catalog.models import Pillar, Thread
-from llmjudge.errors import Invalid, NotFound
-from llmjudge.providers.models import LLMModel, Provider
-from llmjudge.references.models import ReferenceLabel
+from llmjudge.catalog import Pillar, Thread
+from llmjudge.infra.errors import Invalid, NotFound
+from llmjudge.providers import LLMModel, Provider
+from llmjudge.references import ReferenceLabel
 from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
 from llmjudge.sessions.schemas import (
     ComparisonDetail,

@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from llmjudge.catalog.schemas import RowError
-from llmjudge.judging.formats import VerdictFormat
-from llmjudge.judging.prompts import DEFAULT_CRITERIA, build_judge_messages
+from llmjudge.catalog import RowError
+from llmjudge.core.judging.formats import VerdictFormat
+from llmjudge.core.judging.prompts import DEFAULT_CRITERIA, build_judge_messages
 from llmjudge.sessions.models import MAX_WORKERS
 
 Mode = Literal["pillar_sample", "round_robin", "free_for_all"]

@@ -24,17 +24,23 @@ from pydantic import ValidationError
 from sqlalchemy import Text, cast, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.catalog.models import Pillar, Thread
-from llmjudge.config import get_settings
-from llmjudge.errors import Conflict, Invalid
-from llmjudge.events.hub import EventHub
-from llmjudge.judging.panels import expected_cascade_cost
-from llmjudge.judging.prompts import build_judge_messages, estimate_tokens
-from llmjudge.providers.models import LLMModel, Provider
-from llmjudge.providers.service import configured_latency_s
-from llmjudge.sessions import rounds
-from llmjudge.sessions.adaptive import AdaptiveState, check_stop, fit_state, stability_widths
-from llmjudge.sessions.adaptive_sim import estimate_comparisons
+from llmjudge.catalog import Pillar, Thread
+from llmjudge.core.judging.panels import expected_cascade_cost
+from llmjudge.core.judging.prompts import build_judge_messages, estimate_tokens
+from llmjudge.core.tournaments.adaptive import (
+    AdaptiveState,
+    check_stop,
+    fit_state,
+    stability_widths,
+)
+from llmjudge.core.tournaments.estimate import ModelCost, estimate_plan, over_limit_message
+from llmjudge.core.tournaments.pairing import PlanOptions, plan_size_bound
+from llmjudge.core.tournaments.simulation import estimate_comparisons
+from llmjudge.infra.config import get_settings
+from llmjudge.infra.errors import Conflict, Invalid
+from llmjudge.infra.events.hub import EventHub
+from llmjudge.providers import LLMModel, Provider, configured_latency_s
+from llmjudge.sessions.adaptive import rounds
 
 # Reads live in `sessions.reads` and control in `sessions.control`; they stay importable
 # from here, the domain's front door.
@@ -50,10 +56,8 @@ from llmjudge.sessions.control import (
     set_running,
     start_session,
 )
-from llmjudge.sessions.estimate import ModelCost, estimate_plan, over_limit_message
 from llmjudge.sessions.models import AdaptiveRound, JudgeSession
-from llmjudge.sessions.pairing import PlanOptions, plan_size_bound
-from llmjudge.sessions.panels import learn_weights
+from llmjudge.sessions.panels.report import learn_weights
 from llmjudge.sessions.plans import (
     analyze_comparisons,
     build_plan,

@@ -10,12 +10,12 @@ from fastapi import Request
 from fastapi.responses import RedirectResponse
 from pydantic import ValidationError
 
-from llmjudge.auth.policy import Role
+from llmjudge.core.access import Role
+from llmjudge.infra.web import DbSession
 from llmjudge.personas import iterations as iteration_service
 from llmjudge.personas import service
 from llmjudge.personas.events import publish
-from llmjudge.providers import service as providers
-from llmjudge.web import DbSession
+from llmjudge.providers import list_models
 
 METRICS = ("f1", "precision", "recall", "kappa", "accuracy")
 METRIC_LABELS = {
@@ -85,7 +85,7 @@ def form_fields(form: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]
 
 
 async def models_by_id(db: DbSession) -> dict[int, Any]:
-    return {m.id: m for m in await providers.list_models(db=db)}
+    return {m.id: m for m in await list_models(db=db)}
 
 
 async def detail_ctx(request: Request, db: DbSession, persona_id: int, tab: str) -> dict:

@@ -8,12 +8,12 @@ from typing import Annotated
 from fastapi import APIRouter, File, HTTPException, Request, UploadFile
 from fastapi.responses import HTMLResponse
 
-from llmjudge.catalog.schemas import RowError
-from llmjudge.errors import Conflict
+from llmjudge.catalog import RowError
+from llmjudge.infra.errors import Conflict
+from llmjudge.infra.web import DbSession, read_upload, render
 from llmjudge.personas import pairs as pair_service
 from llmjudge.personas import service
 from llmjudge.personas.pages.common import detail_ctx
-from llmjudge.web import DbSession, read_upload, render
 
 router = APIRouter(include_in_schema=False)
 

@@ -10,9 +10,11 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
-from llmjudge.errors import Conflict, Invalid, NotFound
+from llmjudge.core.personas.templates import TEMPLATES
+from llmjudge.infra.errors import Conflict, Invalid, NotFound
+from llmjudge.infra.web import DbSession, is_htmx, render
 from llmjudge.personas import service
-from llmjudge.personas.gate_api import parse_ids
+from llmjudge.personas.deps import parse_ids
 from llmjudge.personas.models import PERSONA_STATUSES
 from llmjudge.personas.pages.common import (
     CREATE_FIELDS,
@@ -26,8 +28,6 @@ from llmjudge.personas.pages.common import (
 )
 from llmjudge.personas.schemas import FromTemplateIn, PersonaIn
 from llmjudge.personas.summaries import matching, summaries
-from llmjudge.personas.templates import TEMPLATES
-from llmjudge.web import DbSession, is_htmx, render
 
 router = APIRouter(include_in_schema=False)
 

@@ -9,13 +9,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
-from llmjudge.catalog import service as catalog
-from llmjudge.errors import Conflict, Invalid, NotFound
-from llmjudge.personas import agreement as agreement_service
+from llmjudge.catalog import list_pillars
+from llmjudge.core.personas.gate import MIN_CALIBRATION_PER_CLASS
+from llmjudge.infra.errors import Conflict, Invalid, NotFound
+from llmjudge.infra.web import DbSession, render
+from llmjudge.personas import annotators as agreement_service
 from llmjudge.personas import estimate as estimates
 from llmjudge.personas import evaluate as ev
 from llmjudge.personas import service, training_control
-from llmjudge.personas.gate import MIN_CALIBRATION_PER_CLASS
 from llmjudge.personas.pages.common import (
     detail_ctx,
     publish_event,
@@ -24,7 +25,6 @@ from llmjudge.personas.pages.common import (
     wake_runner,
 )
 from llmjudge.personas.schemas import PersonaOut
-from llmjudge.web import DbSession, render
 
 router = APIRouter(include_in_schema=False)
 
@@ -57,7 +57,7 @@ async def _overview(
         calibration=await ev.load_calibration(db=db, persona_id=persona.id),
         agreement=await agreement_service.agreement(db=db, persona_id=persona.id),
         min_calibration=MIN_CALIBRATION_PER_CLASS,
-        pillars=await catalog.list_pillars(db=db),
+        pillars=await list_pillars(db=db),
         base_url=str(request.base_url).rstrip("/"),
         **ctx,
     )

@@ -12,12 +12,12 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 from sqlalchemy import select
 
-from llmjudge.charts import line_chart
+from llmjudge.core.charts.svg import line_chart
+from llmjudge.infra.web import DbSession, render
 from llmjudge.personas import iterations as iteration_service
 from llmjudge.personas.pages.common import METRIC_LABELS, METRICS, detail_ctx
 from llmjudge.personas.schemas import IntervalOut, IterationOut, MetricsOut, PersonaOut
-from llmjudge.providers.models import LLMModel, Provider
-from llmjudge.web import DbSession, render
+from llmjudge.providers import LLMModel, Provider
 
 router = APIRouter(include_in_schema=False)
 

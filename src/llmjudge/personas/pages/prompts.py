@@ -9,11 +9,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from llmjudge.errors import Invalid
+from llmjudge.infra.errors import Invalid
+from llmjudge.infra.web import DbSession, is_htmx, render
 from llmjudge.personas import prompt_versions
 from llmjudge.personas.pages.common import detail_ctx, publish_event, see
 from llmjudge.personas.schemas import PromptDiffOut
-from llmjudge.web import DbSession, is_htmx, render
 
 router = APIRouter(include_in_schema=False)
 

@@ -8,13 +8,13 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
-from llmjudge.auth.schemas import CurrentPrincipal
-from llmjudge.errors import Conflict, Invalid, NotFound
+from llmjudge.auth import CurrentPrincipal
+from llmjudge.infra.errors import Conflict, Invalid, NotFound
+from llmjudge.infra.web import DbSession, is_htmx, render
 from llmjudge.personas import iterations as iteration_service
 from llmjudge.personas import review, service
 from llmjudge.personas.pages.common import see, wake_runner
 from llmjudge.personas.schemas import BulkFeedbackIn, FeedbackIn
-from llmjudge.web import DbSession, is_htmx, render
 
 router = APIRouter(include_in_schema=False)
 

@@ -9,7 +9,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 
-from llmjudge.errors import Conflict, Invalid, NotFound
+from llmjudge.infra.errors import Conflict, Invalid, NotFound
+from llmjudge.infra.web import DbSession, render
 from llmjudge.personas import service
 from llmjudge.personas.pages.common import (
     SETTINGS_FIELDS,
@@ -19,7 +20,6 @@ from llmjudge.personas.pages.common import (
     validation_messages,
 )
 from llmjudge.personas.schemas import PersonaOut, PersonaPatch
-from llmjudge.web import DbSession, render
 
 router = APIRouter(include_in_schema=False)
 

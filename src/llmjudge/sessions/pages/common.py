@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
-from llmjudge.events.hub import EventHub
-from llmjudge.web import render
+from llmjudge.infra.events.hub import EventHub
+from llmjudge.infra.web import render
 
 
 def hub(request: Request) -> EventHub | None:

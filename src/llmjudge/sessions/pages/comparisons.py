@@ -18,11 +18,11 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from llmjudge.catalog import service as catalog
-from llmjudge.errors import NotFound
+from llmjudge.catalog import threads_by_ids
+from llmjudge.infra.errors import NotFound
+from llmjudge.infra.web import DbSession, render
 from llmjudge.sessions import reads
 from llmjudge.sessions.pages.common import missing
-from llmjudge.web import DbSession, render
 
 router = APIRouter(include_in_schema=False)
 
@@ -118,7 +118,7 @@ async def comparison_page(request: Request, session_id: int, comparison_id: int,
         c = await reads.get_comparison(db=db, session_id=session_id, comparison_id=comparison_id)
     except NotFound:
         return missing(request, f"Comparison {comparison_id} of session {session_id} not found.")
-    threads = await catalog.threads_by_ids(db=db, ids=[c.thread_a_id, c.thread_b_id])
+    threads = await threads_by_ids(db=db, ids=[c.thread_a_id, c.thread_b_id])
     ta, tb = threads.get(c.thread_a_id), threads.get(c.thread_b_id)
     prompt = None
     if ta is not None and tb is not None and ta.prompt and ta.prompt == tb.prompt:

@@ -10,10 +10,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from llmjudge.analysis.schemas import LeaderboardRow
-from llmjudge.judging.prompts import criterion_label
+from llmjudge.analysis import LeaderboardRow
+from llmjudge.core.judging.prompts import criterion_label
+from llmjudge.infra.web import templates
 from llmjudge.sessions.reads import thread_name
-from llmjudge.web import templates
 
 __all__ = [
     "SORT_FIRST_DESC",

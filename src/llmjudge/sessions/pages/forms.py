@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from llmjudge.catalog.schemas import PillarOut
-from llmjudge.judging.prompts import CRITERIA_SETS
+from llmjudge.catalog import PillarOut
+from llmjudge.core.judging.prompts import CRITERIA_SETS
 from llmjudge.sessions.schemas import AdaptiveIn, CreateMode, SessionIn
 
 MODES: tuple[tuple[CreateMode, str, str], ...] = (

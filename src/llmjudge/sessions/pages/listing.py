@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from llmjudge.catalog import service as catalog
+from llmjudge.catalog import list_pillars
+from llmjudge.infra.web import DbSession, render
 from llmjudge.sessions import service
-from llmjudge.web import DbSession, render
 
 router = APIRouter(include_in_schema=False)
 
@@ -17,7 +17,7 @@ router = APIRouter(include_in_schema=False)
 @router.get("/sessions", response_class=HTMLResponse)
 async def sessions_page(request: Request, db: DbSession):
     sessions = await service.list_sessions(db=db, limit=200)
-    pillars = await catalog.list_pillars(db=db)
+    pillars = await list_pillars(db=db)
     return render(request, "sessions/list.html", sessions=sessions, has_pillars=bool(pillars))
 
 

@@ -14,13 +14,13 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.errors import Conflict, Invalid, NotFound
+from llmjudge.infra.errors import Conflict, Invalid, NotFound
+from llmjudge.infra.web import DbSession, is_htmx, render
 from llmjudge.sessions import reads, service
-from llmjudge.sessions.api import get_tester, parse_ids
+from llmjudge.sessions.deps import get_tester, parse_ids
 from llmjudge.sessions.pages.common import hub, missing
 from llmjudge.sessions.pages.formatting import eta_seconds
 from llmjudge.sessions.schemas import SessionOut
-from llmjudge.web import DbSession, is_htmx, render
 
 router = APIRouter(include_in_schema=False)
 

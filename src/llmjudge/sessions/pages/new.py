@@ -15,20 +15,20 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.catalog import service as catalog
-from llmjudge.errors import Invalid
-from llmjudge.judging.formats import VerdictFormat
-from llmjudge.judging.prompts import (
+from llmjudge.catalog import list_pillars, prompt_key_coverage
+from llmjudge.core.judging.formats import VerdictFormat
+from llmjudge.core.judging.prompts import (
     CRITERIA_SETS,
     DEFAULT_CRITERIA,
     SYSTEM_PROMPT,
     builtin_template,
     criteria_set_of,
 )
-from llmjudge.providers import service as providers
-from llmjudge.providers.schemas import ModelOut
+from llmjudge.infra.errors import Invalid
+from llmjudge.infra.web import DbSession, is_htmx, render
+from llmjudge.providers import BUILTIN_SIMULATED_MODELS, ModelOut, list_models
 from llmjudge.sessions import service
-from llmjudge.sessions.api import get_tester
+from llmjudge.sessions.deps import get_tester
 from llmjudge.sessions.pages.common import hub
 from llmjudge.sessions.pages.forms import (
     FIELD_LABELS,
@@ -39,13 +39,12 @@ from llmjudge.sessions.pages.forms import (
     session_form,
 )
 from llmjudge.sessions.schemas import SessionIn
-from llmjudge.web import DbSession, is_htmx, render
 
 router = APIRouter(include_in_schema=False)
 
 
 # The built-in simulator's other roles (task model, prompt engineer) are no judges.
-_NOT_JUDGES = frozenset(role for _, role in providers.BUILTIN_SIMULATED_MODELS if role != "judge")
+_NOT_JUDGES = frozenset(role for _, role in BUILTIN_SIMULATED_MODELS if role != "judge")
 
 
 def judge_capable(m: ModelOut) -> bool:
@@ -54,7 +53,7 @@ def judge_capable(m: ModelOut) -> bool:
 
 async def _judge_models(db: AsyncSession) -> list[ModelOut]:
     """Judge choices: the built-in simulated judge first; simulators of other roles left out."""
-    models = [m for m in await providers.list_models(db=db) if judge_capable(m)]
+    models = [m for m in await list_models(db=db) if judge_capable(m)]
     return sorted(models, key=lambda m: (m.name != service.BUILTIN_JUDGE, m.provider_name, m.name))
 
 
@@ -92,7 +91,7 @@ async def _form_page(
     status_code: int = 200,
     create_errors: Errors | None = None,
 ) -> HTMLResponse:
-    pillars = await catalog.list_pillars(db=db)
+    pillars = await list_pillars(db=db)
     chosen = {str(v) for v in values.get("pillar_ids", [])}
     return render(
         request,
@@ -117,9 +116,9 @@ async def _form_page(
 
 @router.get("/sessions/new", response_class=HTMLResponse)
 async def new_session_page(request: Request, db: DbSession):
-    pillars = await catalog.list_pillars(db=db)
+    pillars = await list_pillars(db=db)
     values = default_values(pillars, datetime.now(UTC))
-    keyed, total = await catalog.prompt_key_coverage(db=db, pillar_ids=values["pillar_ids"])
+    keyed, total = await prompt_key_coverage(db=db, pillar_ids=values["pillar_ids"])
     if total and keyed == total:
         # Answers to prompts (a benchmark, the demo): compare answers to the same question,
         # as every public benchmark does, on answer-quality criteria.

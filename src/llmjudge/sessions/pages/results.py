@@ -22,15 +22,30 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from llmjudge import charts
-from llmjudge.analysis import figures as analysis
-from llmjudge.analysis.figures import AnalysisCache, RatingOptions, get_cache
-from llmjudge.analysis.loading import get_analysis_session
-from llmjudge.analysis.schemas import AnalysisSession, ThreadLeaderboardOut
-from llmjudge.errors import Conflict, Invalid, NotFound
-from llmjudge.references import agreement_report
-from llmjudge.references import service as references
-from llmjudge.sessions import panels, service
+from llmjudge.analysis import (
+    AnalysisCache,
+    AnalysisSession,
+    RatingOptions,
+    RatingQuery,
+    ThreadLeaderboardOut,
+    categories_out,
+    findings,
+    get_analysis_session,
+    get_cache,
+    pillar_matrix_out,
+    position_swap,
+    rating_options,
+    rating_query_raw,
+    score_distribution_out,
+    style_out,
+    thread_leaderboard,
+    thread_performance_out,
+)
+from llmjudge.core.charts import svg as charts
+from llmjudge.infra.errors import Conflict, Invalid, NotFound
+from llmjudge.infra.web import DbSession, render
+from llmjudge.references import session_agreement, session_annotators
+from llmjudge.sessions import service
 from llmjudge.sessions.pages.common import missing
 from llmjudge.sessions.pages.formatting import (
     SORT_FIRST_DESC,
@@ -39,7 +54,7 @@ from llmjudge.sessions.pages.formatting import (
     sort_rows,
     thread_name,
 )
-from llmjudge.web import DbSession, render
+from llmjudge.sessions.panels import report as panels
 
 router = APIRouter(include_in_schema=False)
 
@@ -62,7 +77,7 @@ CHART_TOP = 20  # threads in the leaderboard chart
 TABLE_ROWS = 200  # rows of the leaderboard and performance tables
 SWAP_PAIRS_SHOWN = 20
 SWAP_PAIRS_SCANNED = 500  # as the API's default page, so both share one cached figure
-BOOTSTRAP_ROUNDS = analysis.BOOTSTRAP_ROUNDS  # as the API's: the same figures on both
+
 BASELINE_CHOICES = 50  # threads offered as the anchor on the leaderboard form
 CATEGORY_KEY = "category"  # MT-Bench's; any thread metadata key can be picked
 Cache = AnalysisCache
@@ -83,7 +98,7 @@ async def results_page(
     request: Request,
     session_id: int,
     db: DbSession,
-    rating: analysis.RatingQuery,
+    rating: RatingQuery,
     tab: str = "overview",
     sort: SortKey = "rank",
     dir: Literal["asc", "desc"] | None = None,
@@ -107,7 +122,7 @@ async def results_tab(
     session_id: int,
     tab: str,
     db: DbSession,
-    rating: analysis.RatingQuery,
+    rating: RatingQuery,
     sort: SortKey = "rank",
     dir: Literal["asc", "desc"] | None = None,
     key: Annotated[str, Query(min_length=1, max_length=100)] = CATEGORY_KEY,
@@ -151,7 +166,7 @@ async def _tab_context(
         if tab == "agreement":  # reads reference labels, not the analysis cache
             ctx |= await _agreement(request, maker, session_id)
         else:
-            options = analysis.rating_options(**extra.rating)
+            options = rating_options(**extra.rating)
             wanted = _builder_params(build)
             more = {k: v for k, v in (("options", options), ("extra", extra)) if k in wanted}
             ctx |= await build(cache=cache, maker=maker, session=session, **more)
@@ -180,7 +195,7 @@ def _builder_params(build: Callable[..., Any]) -> frozenset[str]:
 
 def _rating_qs(rating: dict[str, Any]) -> str:
     """The rating options that differ from the defaults, as a query string to carry on."""
-    defaults = analysis.rating_query_raw()
+    defaults = rating_query_raw()
     names = {"tie_model": "ties", "base": "elo_base"}
     changed = {
         names.get(k, k): (int(v) if k == "base" else v)
@@ -193,8 +208,8 @@ def _rating_qs(rating: dict[str, Any]) -> str:
 async def _leaderboard(
     cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions | None = None
 ) -> ThreadLeaderboardOut:
-    opts = options or analysis.rating_options()
-    return await analysis.thread_leaderboard(
+    opts = options or rating_options()
+    return await thread_leaderboard(
         cache=cache,
         sessionmaker=maker,
         session=session,
@@ -240,12 +255,10 @@ async def _overview(
     if session.completed == 0:
         return {}
     board = await _leaderboard(cache, maker, session, options)
-    position = await analysis.position_swap(
+    position = await position_swap(
         cache=cache, sessionmaker=maker, session=session, pairs_limit=0, pairs_offset=0
     )
-    found = await analysis.findings(
-        cache=cache, sessionmaker=maker, session=session, aggregation="all"
-    )
+    found = await findings(cache=cache, sessionmaker=maker, session=session, aggregation="all")
     pillars = [p for p in board.pillar_aggregates if p.bt_score is not None]
     method = board.pillar_method
     has = any(p.bt_ci_low is not None for p in pillars)
@@ -306,7 +319,7 @@ async def _leaderboard_tab(
 async def _distribution(
     *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
 ) -> dict[str, Any]:
-    dist = await analysis.score_distribution_out(
+    dist = await score_distribution_out(
         cache=cache, sessionmaker=maker, session=session, aggregation="all", score=None, bins=10
     )
     label = "Elo" if dist.score == "elo" else "Bradley-Terry score"
@@ -324,7 +337,7 @@ async def _distribution(
 async def _matrix(
     *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
 ) -> dict[str, Any]:
-    matrix = await analysis.pillar_matrix_out(
+    matrix = await pillar_matrix_out(
         cache=cache, sessionmaker=maker, session=session, aggregation="all"
     )
     names = [p.name for p in matrix.pillars]
@@ -341,7 +354,7 @@ async def _matrix(
 async def _position(
     *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
 ) -> dict[str, Any]:
-    position = await analysis.position_swap(
+    position = await position_swap(
         cache=cache,
         sessionmaker=maker,
         session=session,
@@ -372,7 +385,7 @@ async def _position(
 async def _performance(
     *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
 ) -> dict[str, Any]:
-    perf = await analysis.thread_performance_out(
+    perf = await thread_performance_out(
         cache=cache, sessionmaker=maker, session=session, aggregation="all"
     )
     return {"perf": perf, "threads": perf.threads[:TABLE_ROWS]}
@@ -381,16 +394,14 @@ async def _performance(
 async def _findings(
     *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
 ) -> dict[str, Any]:
-    found = await analysis.findings(
-        cache=cache, sessionmaker=maker, session=session, aggregation="all"
-    )
+    found = await findings(cache=cache, sessionmaker=maker, session=session, aggregation="all")
     return {"found": found}
 
 
 async def _style(
     *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
 ) -> dict[str, Any]:
-    out = await analysis.style_out(
+    out = await style_out(
         cache=cache,
         sessionmaker=maker,
         session=session,
@@ -423,7 +434,7 @@ async def _style(
 async def _categories(
     *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
 ) -> dict[str, Any]:
-    out = await analysis.categories_out(
+    out = await categories_out(
         cache=cache,
         sessionmaker=maker,
         session=session,
@@ -484,10 +495,10 @@ async def _agreement(request: Request, maker: Maker, session_id: int) -> dict[st
     reference = request.query_params.get("reference") or "gold"
     group_by = (request.query_params.get("group_by") or "").strip()[:100] or None
     async with maker() as db:
-        report = await agreement_report.session_agreement(
+        report = await session_agreement(
             db=db, session_id=session_id, reference=reference[:220], group_by=group_by
         )
-        annotators = await references.session_annotators(db=db, session_id=session_id)
+        annotators = await session_annotators(db=db, session_id=session_id)
     query = {"reference": report.reference, "group_by": report.group_by or ""}
     return {"agreement": report, "annotators": annotators, "tab_qs": urlencode(query)}
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from llmjudge.infra.web import DbSession, render
 from llmjudge.sessions import reads
-from llmjudge.web import DbSession, render
 
 router = APIRouter(include_in_schema=False)
 

@@ -1,0 +1,278 @@
+"""Verdict formats as data: how a session reads its judge's answers.
+
+A session's judge may be llmjudge's own (it answers JSON) or one published elsewhere,
+whose prompt and answer reading must run unchanged. A :class:`VerdictFormat` says which:
+
+- ``json``: today's reading, :func:`~llmjudge.core.judging.verdicts.parse_verdict` (a JSON
+  verdict, else tags, else an unambiguous closing sentence);
+- ``tags``: MT-Bench / Arena-Hard tags only (``[[A]]``, ``[[C]]``, ``[[A>>B]]`` ...; the
+  last tag wins and disagreeing final tags are an error), with no JSON or prose fallback;
+- ``labels``: an ordered list of regular-expression rules, each naming a winner (A, B or
+  TIE relative to the answer as shown) and a strength (1, or 2 for "much better"), read
+  from the answer with surrounding whitespace stripped under a ``match`` policy:
+  ``rule_order`` (the first rule, in list order, whose pattern occurs anywhere: how most
+  published judges are read), ``first`` (the rule whose match starts earliest) or
+  ``last`` (the one that starts latest); equal starts go to the earlier rule.
+
+What no rule reads is a :class:`VerdictParseError` (``on_unparsed="fail"``) or, when the
+format says ``on_unparsed="tie"``, a tie marked as unparsed: never a guess.
+
+Run time: rule patterns are user data, so they are compiled with the ``regex`` package
+and every search runs under a time limit (``regex``'s ``timeout=``; an answer that runs
+past it is a parse error whatever ``on_unparsed`` says, since no rule was read to the
+end). Validation also probes each pattern on long runs of single characters and rejects
+one that blows the limit there (exponential ones such as ``(a+)+$``), so they fail at
+creation with a clear message instead of on every answer; merely quadratic patterns are
+accepted and left to the time limit.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import regex
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from llmjudge.core.judging.verdicts import (
+    Format,
+    Verdict,
+    VerdictParseError,
+    Winner,
+    parse_tags,
+    parse_verdict,
+)
+
+__all__ = [
+    "MAX_PATTERN_LENGTH",
+    "MAX_RULES",
+    "SEARCH_BUDGET_S",
+    "LabelRule",
+    "ParsedVerdict",
+    "VerdictFormat",
+    "parse_with_format",
+]
+
+FormatKind = Literal["json", "tags", "labels"]
+MatchPolicy = Literal["rule_order", "first", "last"]
+OnUnparsed = Literal["fail", "tie"]
+Strength = Literal[1, 2]
+
+MAX_RULES = 64
+MAX_PATTERN_LENGTH = 2_000
+# All rule searches on one answer share this budget (seconds). Linear patterns read a
+# 500k-character answer in a few milliseconds; a pattern that needs more is broken.
+SEARCH_BUDGET_S = 0.25
+# Validation probes: runs of one character, long enough that exponential backtracking
+# blows the probe limit. Quadratic patterns (``b+a`` on a run of b) pass: they are common,
+# harmless on answers of normal length, and bounded by SEARCH_BUDGET_S on hostile ones.
+_PROBE_LENGTH = 2_000
+_PROBE_TIMEOUT_S = 0.05
+_PROBE_DEFAULT_CHARS = "a A1 \n"
+_MAX_PROBE_CHARS = 24
+
+
+@functools.lru_cache(maxsize=512)
+def _compile(pattern: str, ignore_case: bool) -> regex.Pattern[str]:
+    # V0: the same syntax and semantics as Python's re, which users already know.
+    flags = regex.V0 | (regex.IGNORECASE if ignore_case else 0)
+    return regex.compile(pattern, flags)
+
+
+def _probe(compiled: regex.Pattern[str], pattern: str) -> None:
+    """Reject a pattern that backtracks catastrophically on a run of one character."""
+    literal = [c for c in dict.fromkeys(pattern) if c.isprintable() and not c.isspace()]
+    chars = list(dict.fromkeys(_PROBE_DEFAULT_CHARS + "".join(literal)))[:_MAX_PROBE_CHARS]
+    for char in chars:
+        # The tail keeps an end-anchored pattern from matching at once.
+        probe = char * _PROBE_LENGTH + "\x00"
+        try:
+            compiled.search(probe, timeout=_PROBE_TIMEOUT_S)
+        except TimeoutError:
+            raise ValueError(
+                f"pattern backtracks catastrophically (over {_PROBE_TIMEOUT_S:g} s on a run "
+                f"of {_PROBE_LENGTH:,} {char!r}); avoid nested or overlapping quantifiers "
+                "such as (a+)+ or \\s*\\s*"
+            ) from None
+
+
+class LabelRule(BaseModel):
+    """One reading of a judge's answer: where ``pattern`` occurs, ``winner`` won."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pattern: str = Field(min_length=1, max_length=MAX_PATTERN_LENGTH)
+    winner: Winner
+    strength: Strength = 1
+    ignore_case: bool = False
+
+    @model_validator(mode="after")
+    def _valid_pattern(self) -> LabelRule:
+        try:
+            compiled = _compile(self.pattern, self.ignore_case)
+        except (regex.error, OverflowError, RecursionError) as exc:
+            raise ValueError(
+                f"pattern {self.pattern!r} is not a valid regular expression: {exc}"
+            ) from None
+        if compiled.search("") is not None:
+            raise ValueError(
+                f"pattern {self.pattern!r} matches an empty answer, so it would read every "
+                "answer as a verdict"
+            )
+        _probe(compiled, self.pattern)
+        return self
+
+    @property
+    def compiled(self) -> regex.Pattern[str]:
+        return _compile(self.pattern, self.ignore_case)
+
+
+class VerdictFormat(BaseModel):
+    """How to read a judge's answer; see the module docstring.
+
+    Accepts a bare kind as shorthand: ``VerdictFormat.model_validate("tags")``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: FormatKind = "json"
+    rules: tuple[LabelRule, ...] = Field(default=(), max_length=MAX_RULES)
+    match: MatchPolicy = "rule_order"
+    on_unparsed: OnUnparsed = "fail"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_kind(cls, data: Any) -> Any:
+        return {"kind": data} if isinstance(data, str) else data
+
+    @field_validator("rules", mode="before")
+    @classmethod
+    def _list_of_rules(cls, value: Any) -> Any:
+        return tuple(value) if isinstance(value, list) else value
+
+    @model_validator(mode="after")
+    def _rules_fit_kind(self) -> VerdictFormat:
+        if self.kind == "labels" and not self.rules:
+            raise ValueError("a labels verdict format needs at least one rule")
+        if self.kind != "labels" and self.rules:
+            raise ValueError(f"rules apply to the labels format only, not to {self.kind!r}")
+        return self
+
+
+@dataclass(frozen=True)
+class ParsedVerdict:
+    """A verdict read under a format, in the order the answer was shown.
+
+    ``strength`` is 1 or 2 (2: "much better", from a ``>>`` tag or a strength-2 rule; a
+    tie is 1). ``rule`` is the index of the labels rule that matched. ``unparsed`` holds
+    the reason when no reading was found and the format turned it into a tie.
+    """
+
+    verdict: Verdict
+    strength: Strength = 1
+    rule: int | None = None
+    unparsed: str | None = None
+
+    @property
+    def winner(self) -> Winner:
+        return self.verdict.winner
+
+
+def parse_with_format(text: str, fmt: VerdictFormat, criteria: Sequence[str] = ()) -> ParsedVerdict:
+    """Read ``text`` under ``fmt``; raise :class:`VerdictParseError` if it holds no verdict
+    (and the format does not count that as a tie) or if a rule ran out of time."""
+    if not isinstance(text, str):
+        raise VerdictParseError(f"judge response must be text, got {type(text).__name__}")
+    try:
+        if fmt.kind == "labels":
+            return _read_labels(text, fmt)
+        verdict = parse_verdict(text, criteria) if fmt.kind == "json" else parse_tags(text)
+    except _Unreadable as exc:  # a rule ran out of time: never a tie
+        raise VerdictParseError(str(exc)) from None
+    except VerdictParseError as exc:
+        if fmt.on_unparsed == "fail":
+            raise
+        return _unparsed_tie(text, str(exc), fmt.kind)
+    return ParsedVerdict(verdict=verdict, strength=2 if verdict.strength == "strong" else 1)
+
+
+class _Unreadable(Exception):
+    """A rule pattern ran past the search budget."""
+
+
+_VERDICT_FORMAT: dict[FormatKind, Format] = {"json": "json", "tags": "tag", "labels": "labels"}
+
+
+def _unparsed_tie(text: str, reason: str, kind: FormatKind) -> ParsedVerdict:
+    verdict = Verdict(
+        winner="TIE", confidence=None, reasoning=text.strip(), format=_VERDICT_FORMAT[kind]
+    )
+    return ParsedVerdict(verdict=verdict, unparsed=reason)
+
+
+def _read_labels(text: str, fmt: VerdictFormat) -> ParsedVerdict:
+    answer = text.strip()
+    deadline = time.monotonic() + SEARCH_BUDGET_S
+    best: tuple[int, int] | None = None  # (start, rule index)
+    for index, rule in enumerate(fmt.rules):
+        start = _rule_start(rule, answer, fmt.match, deadline, index)
+        if start is None:
+            continue
+        if fmt.match == "rule_order":
+            best = (start, index)
+            break
+        later = best is None or (start < best[0] if fmt.match == "first" else start > best[0])
+        if later:
+            best = (start, index)
+    if best is None:
+        reason = f"no rule of the verdict format matches the answer ({len(fmt.rules)} tried)"
+        if fmt.on_unparsed == "fail":
+            raise VerdictParseError(reason)
+        return _unparsed_tie(text, reason, fmt.kind)
+    rule = fmt.rules[best[1]]
+    verdict = Verdict(
+        winner=rule.winner,
+        confidence=None,
+        reasoning=answer,
+        format="labels",
+        strength=("strong" if rule.strength == 2 else "weak") if rule.winner != "TIE" else None,
+    )
+    return ParsedVerdict(verdict=verdict, strength=rule.strength, rule=best[1])
+
+
+def _rule_start(
+    rule: LabelRule, answer: str, policy: MatchPolicy, deadline: float, index: int
+) -> int | None:
+    """Where ``rule`` matches: its earliest start, or its latest one under ``last``."""
+    compiled = rule.compiled
+
+    def search(pos: int) -> regex.Match[str] | None:
+        left = deadline - time.monotonic()
+        try:
+            if left <= 0:
+                raise TimeoutError
+            return compiled.search(answer, pos, timeout=left)
+        except TimeoutError:
+            raise _Unreadable(
+                f"rule {index} ({rule.pattern!r}) ran past {SEARCH_BUDGET_S:g} s on this "
+                f"answer of {len(answer):,} characters"
+            ) from None
+
+    first = search(0)
+    if first is None or policy != "last":
+        return None if first is None else first.start()
+    # "Some match starts at or after p" is monotone in p: bisect for the latest start,
+    # O(log n) searches instead of every overlapping match. A search from pos sees the
+    # text before it, so anchors and lookbehinds read as in the whole answer.
+    lo, hi = first.start(), len(answer)  # a match starts at >= lo; none starts after hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        found = search(mid)
+        if found is None:
+            hi = mid - 1
+        else:
+            lo = found.start()
+    return lo

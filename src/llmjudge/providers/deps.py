@@ -1,0 +1,16 @@
+"""Request-bound helpers shared by the providers API and its pages."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from llmjudge.providers.service import LLMService
+
+
+def get_llm(request: Request) -> LLMService:
+    return request.app.state.llm
+
+
+LLM = Annotated[LLMService, Depends(get_llm)]

@@ -1,0 +1,414 @@
+"""Judging one comparison: threads in, one ``Finish`` (verdict, retry or failure) out.
+
+No database transaction is open here: the pool loads threads before and writes the
+``Finish`` after, in batches. A verdict is never guessed: an answer that does not parse is
+recorded (raw response and parse error) and the comparison goes back to the queue until
+``max_attempts`` is spent, then fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from llmjudge.catalog import Thread
+from llmjudge.core.judging.formats import VerdictFormat, parse_with_format
+from llmjudge.core.judging.prompts import build_judge_messages, thread_body, verdict_json_schema
+from llmjudge.core.judging.verdicts import Verdict, VerdictParseError
+from llmjudge.infra.events.hub import DeltaBatcher
+from llmjudge.providers import ChatResult, DeltaCallback, ModelPricing, ProviderError
+from llmjudge.sessions.run.claims import Claimed, Finish
+
+__all__ = [
+    "MAX_ATTEMPTS",
+    "Publish",
+    "SessionConfig",
+    "ThreadCache",
+    "ThreadData",
+    "WantsStream",
+    "judge_comparison",
+    "session_topic",
+    "verdict_strength",
+]
+
+# Attempts per comparison (parse errors, non-retryable provider errors, provider errors left
+# after the gateway's own retries, dead workers) before it fails for good.
+MAX_ATTEMPTS = 3
+RAW_RESPONSE_LIMIT = 100_000
+
+Publish = Callable[[str, str, dict[str, Any]], None]
+# (topic, lane) -> whether anyone may follow that lane's token stream (EventHub.wants_stream)
+WantsStream = Callable[[str, str], bool]
+
+
+def session_topic(session_id: int) -> str:
+    return f"session:{session_id}"
+
+
+class ChatService(Protocol):
+    async def chat(
+        self,
+        *,
+        model_id: int,
+        messages: list[dict[str, str]],
+        json_schema: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+        purpose: str,
+        related: Mapping[str, Any] | None = None,
+        on_delta: DeltaCallback = None,
+        use_cache: bool | None = None,
+    ) -> ChatResult: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    """What a worker needs to know about a session (immutable once created)."""
+
+    id: int
+    criteria: tuple[str, ...]
+    prompt_template: str | None
+    judge_model_id: int | None
+    input_price_per_million: float = 0.0
+    output_price_per_million: float = 0.0
+    system_prompt: str | None = None  # None: the built-in one; "": none
+    verdict_format: VerdictFormat = VerdictFormat()
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        pricing = ModelPricing(self.input_price_per_million, self.output_price_per_million)
+        return pricing.cost(input_tokens, output_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadData:
+    id: int
+    pillar_id: int
+    title: str
+    content: Any  # a string, or a list of {"role", "content"} messages
+    quality: float | None  # metadata "quality": the simulator's latent truth, if given
+    prompt: str | None = None  # the text of the prompt the thread answers
+
+
+def _quality(meta: Mapping[str, Any] | None) -> float | None:
+    value = (meta or {}).get("quality")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _size(value: Any) -> int:
+    """Bytes a thread's content holds, roughly: its characters plus a little per object."""
+    if isinstance(value, str):
+        return len(value) + 50
+    if isinstance(value, dict):
+        return 100 + sum(_size(k) + _size(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return 60 + sum(_size(v) for v in value)
+    return 30
+
+
+class ThreadCache:
+    """Thread contents by id, least recently used evicted beyond ``max_bytes``; shared by a
+    pool's workers.
+
+    Contents are held once per content hash (threads with the same text share it) and
+    counted in bytes, not items: 20,000 long conversations used to be held as readily as
+    20,000 one-liners. A thread re-imported under the same id gets a new hash: ``revalidate``
+    (run by the pool every ``revalidate_s``, one small query) drops every entry whose stored
+    hash changed, so a re-import is judged with its new text.
+    """
+
+    def __init__(
+        self,
+        max_bytes: int = 256 * 1024 * 1024,
+        *,
+        revalidate_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_bytes = max_bytes
+        self.revalidate_s = revalidate_s
+        self.bytes = 0
+        self._clock = clock
+        self._checked = clock()
+        self._items: OrderedDict[int, tuple[str, ThreadData]] = OrderedDict()
+        self._contents: dict[str, list[Any]] = {}  # hash -> [content, bytes, threads using it]
+        self._bodies: dict[int, tuple[ThreadData, str]] = {}  # id -> (item, its prompt body)
+
+    def get(self, thread_id: int) -> ThreadData | None:
+        entry = self._items.get(thread_id)
+        if entry is None:
+            return None
+        self._items.move_to_end(thread_id)
+        return entry[1]
+
+    def put(self, item: ThreadData, content_hash: str | None = None) -> None:
+        """Cache ``item``; without its stored hash it shares its content with no other."""
+        content_hash = content_hash or f"thread:{item.id}"
+        self.drop(item.id)
+        shared = self._contents.get(content_hash)
+        if shared is None:
+            shared = self._contents[content_hash] = [item.content, _size(item.content), 0]
+            self.bytes += shared[1]
+        shared[2] += 1
+        data = dataclasses.replace(item, content=shared[0])
+        self._items[item.id] = (content_hash, data)
+        self._evict()
+
+    def body(self, item: ThreadData) -> str:
+        """``item`` as the judge prompt shows it (``prompts.thread_body``), rendered once per
+        cached thread: a thread is judged many times. Raises ``ValueError`` for a malformed
+        stored thread, as the rendering does."""
+        memo = self._bodies.get(item.id)
+        if memo is not None and memo[0] is item:
+            return memo[1]
+        body = thread_body(item.content, item.title or None)
+        if self._items.get(item.id, ("", None))[1] is item:  # only for what is cached
+            self._bodies[item.id] = (item, body)
+            self.bytes += len(body) + 50
+            self._evict()
+        return body
+
+    def _evict(self) -> None:
+        """Drop the oldest threads while over the byte bound (the newest always stays)."""
+        while self.bytes > self.max_bytes and len(self._items) > 1:
+            self.drop(next(iter(self._items)))
+
+    def drop(self, thread_id: int) -> None:
+        entry = self._items.pop(thread_id, None)
+        if entry is None:
+            return
+        memo = self._bodies.pop(thread_id, None)
+        if memo is not None:
+            self.bytes -= len(memo[1]) + 50
+        shared = self._contents[entry[0]]
+        shared[2] -= 1
+        if shared[2] == 0:
+            del self._contents[entry[0]]
+            self.bytes -= shared[1]
+
+    async def load(self, conn: AsyncConnection, ids: Iterable[int]) -> None:
+        """Fetch the missing ones of ``ids`` in one query (deleted threads stay missing)."""
+        missing = sorted({i for i in ids if self.get(i) is None})
+        if not missing:
+            return
+        rows = await conn.execute(
+            select(
+                Thread.id,
+                Thread.pillar_id,
+                Thread.title,
+                Thread.content,
+                Thread.meta,
+                Thread.prompt,
+                Thread.content_hash,
+            ).where(Thread.id.in_(missing))
+        )
+        for tid, pillar_id, title, content, meta, prompt, digest in rows.all():
+            item = ThreadData(tid, pillar_id, title or "", content, _quality(meta), prompt)
+            self.put(item, digest)
+
+    def due(self) -> bool:
+        return bool(self._items) and self._clock() - self._checked >= self.revalidate_s
+
+    async def revalidate(self, conn: AsyncConnection) -> int:
+        """Drop the entries whose thread was re-imported (new hash) or deleted; how many."""
+        self._checked = self._clock()
+        cached = {tid: digest for tid, (digest, _) in self._items.items()}
+        if not cached:
+            return 0
+        rows = await conn.execute(
+            select(Thread.id, Thread.content_hash).where(Thread.id.in_(list(cached)))
+        )
+        current = {tid: digest for tid, digest in rows.all()}
+        stale = [tid for tid, digest in cached.items() if current.get(tid) != digest]
+        for tid in stale:
+            self.drop(tid)
+        return len(stale)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def _thread_context(t: ThreadData) -> dict[str, Any]:
+    return {"id": t.id, "quality": t.quality, "pillar_id": t.pillar_id}
+
+
+def prepare_prompt(
+    item: Claimed, config: SessionConfig, threads: ThreadCache, max_attempts: int
+) -> tuple[ThreadData, ThreadData, list[dict[str, str]]] | Finish:
+    """The two threads of ``item`` and the judge's messages (each thread's body rendered
+    once per cache entry), or the ``Finish`` that fails the comparison without a call:
+    abandoned by too many workers, a deleted thread, or a prompt that cannot be built."""
+    base = {"id": item.id, "worker_id": item.worker_id, "attempts": item.attempts}
+    a, b = threads.get(item.thread_a_id), threads.get(item.thread_b_id)
+    if item.attempts > max_attempts:
+        return Finish(**base, status="failed", error=f"abandoned by {max_attempts} workers")
+    if a is None or b is None:
+        return Finish(**base, status="failed", error="a thread of this comparison was deleted")
+    try:
+        messages = build_judge_messages(
+            content_a=a.content,
+            content_b=b.content,
+            criteria=config.criteria,
+            template=config.prompt_template,
+            title_a=a.title or None,
+            title_b=b.title or None,
+            # Threads of one prompt key share one prompt text; A's is as good as B's.
+            prompt=a.prompt if a.prompt is not None else b.prompt,
+            system_prompt=config.system_prompt,
+            bodies=(threads.body(a), threads.body(b)),
+        )
+    except ValueError as exc:  # a malformed stored thread
+        return Finish(**base, status="failed", error=f"cannot build the judge prompt: {exc}")
+    return a, b, messages
+
+
+def _retry_or_fail(item: Claimed, max_attempts: int) -> str:
+    return "failed" if item.attempts >= max_attempts else "pending"
+
+
+async def judge_comparison(
+    *,
+    llm: ChatService,
+    item: Claimed,
+    config: SessionConfig,
+    threads: ThreadCache,
+    publish: Publish | None = None,
+    max_attempts: int = MAX_ATTEMPTS,
+    stream_interval_s: float = 0.1,
+    wants_stream: WantsStream | None = None,
+) -> Finish:
+    """Judge ``item`` once and say how it ended. Raises only ``CancelledError``.
+
+    With ``publish``, the answer is streamed and its text published in batches
+    (``llm_stream``), except the batches ``wants_stream`` says nobody follows (asked at each
+    batch: a viewer may arrive mid-answer)."""
+    started = datetime.now(UTC)
+    base = {"id": item.id, "worker_id": item.worker_id, "attempts": item.attempts}
+    topic = session_topic(item.session_id)
+    if config.judge_model_id is None and item.attempts <= max_attempts:
+        return Finish(**base, status="failed", error="the session's judge model was deleted")
+    prepared = prepare_prompt(item, config, threads, max_attempts)
+    if isinstance(prepared, Finish):
+        return prepared
+    a, b, messages = prepared
+
+    if publish is not None:
+        publish(
+            topic,
+            "comparison_start",
+            {
+                "comparison_id": item.id,
+                "worker_id": item.worker_id,
+                "thread_a_id": item.thread_a_id,
+                "thread_b_id": item.thread_b_id,
+                # titles ride along so the live lanes name the threads at once, before the
+                # labels fetch answers
+                "thread_a_title": a.title or None,
+                "thread_b_title": b.title or None,
+                "pillar_a_id": item.pillar_a_id,
+                "pillar_b_id": item.pillar_b_id,
+                "attempt": item.attempts,
+            },
+        )
+    batcher: DeltaBatcher | None = None
+    if publish is not None:
+        stream = {"comparison_id": item.id, "worker_id": item.worker_id}
+
+        def publish_text(text: str) -> None:
+            if wants_stream is None or wants_stream(topic, item.worker_id):
+                publish(topic, "llm_stream", {**stream, "text": text})
+
+        batcher = DeltaBatcher(publish_text, interval_s=stream_interval_s)
+    try:
+        result = await llm.chat(
+            model_id=config.judge_model_id,
+            messages=messages,
+            # Structured output only for the built-in JSON verdict: a published judge answers
+            # in its own words, and forcing JSON on it would change what it says.
+            json_schema=verdict_json_schema(config.criteria)
+            if config.verdict_format.kind == "json"
+            else None,
+            context={
+                "task": "pairwise",
+                "thread_a": _thread_context(a),
+                "thread_b": _thread_context(b),
+                "criteria": list(config.criteria),
+                "call_key": f"{item.session_id}:{item.queue_position}:{item.attempts}",
+            },
+            purpose="judge",
+            related={"session_id": item.session_id, "comparison_id": item.id},
+            on_delta=batcher.add if batcher is not None else None,
+            # Repetitions and retries must be fresh judgements, not the cached first one.
+            use_cache=False if item.repetition > 0 or item.attempts > 1 else None,
+        )
+    except ProviderError as exc:
+        status = _retry_or_fail(item, max_attempts)
+        return Finish(**base, status=status, started_at=started, error=exc.cause[:2000])
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a bug or an unknown model must not kill the worker
+        status = _retry_or_fail(item, max_attempts)
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        return Finish(**base, status=status, started_at=started, error=error)
+    finally:
+        if batcher is not None:
+            await batcher.flush()
+
+    usage = call_usage(result, config.cost) | {"started_at": started}
+    try:
+        parsed = parse_with_format(result.text, config.verdict_format, config.criteria)
+    except VerdictParseError as exc:
+        status = _retry_or_fail(item, max_attempts)
+        return Finish(**base, **usage, status=status, parse_error=str(exc)[:2000])
+    verdict = parsed.verdict
+    # The verdict is in the order the pair was shown (item.thread_a first): the comparison
+    # row stores it that way and readers map swaps back. An unreadable answer the format
+    # counts as a tie keeps its reason in parse_error, so it is never mistaken for a read.
+    return Finish(
+        **base,
+        **usage,
+        **verdict_fields(verdict),
+        status="completed",
+        parse_error=parsed.unparsed[:2000] if parsed.unparsed is not None else None,
+    )
+
+
+def call_usage(result: ChatResult, cost: Callable[[int, int], float]) -> dict[str, Any]:
+    """What one judge call used, as stored on a comparison or a panel vote (a cache hit
+    costs nothing)."""
+    return {
+        "input_tokens": result.input_tokens,
+        "output_tokens": result.output_tokens,
+        "cost_usd": 0.0 if result.cached else cost(result.input_tokens, result.output_tokens),
+        "latency_s": result.latency_s,
+        "cache_hit": result.cached,
+        "raw_response": result.text[:RAW_RESPONSE_LIMIT],
+    }
+
+
+def verdict_fields(verdict: Verdict) -> dict[str, Any]:
+    """A read verdict's stored fields, in the order the pair was shown."""
+    return {
+        "winner": verdict.winner,
+        "confidence": verdict.confidence,
+        "scores_a": verdict.scores_a,
+        "scores_b": verdict.scores_b,
+        "reasoning": verdict.reasoning,
+        "strength": verdict_strength(verdict),
+    }
+
+
+def verdict_strength(verdict: Verdict) -> int | None:
+    """2 for "much better", 1 for "better"; None for a tie or a format without strengths
+    (the built-in JSON verdict says only who won)."""
+    if verdict.winner == "TIE" or verdict.strength is None:
+        return None
+    return 2 if verdict.strength == "strong" else 1

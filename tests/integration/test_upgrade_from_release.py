@@ -1,0 +1,159 @@
+"""An upgrade from the previous release's database keeps its data readable through the API.
+
+``tests/data/upgrade/release-0012.sql`` is a database written by the previous release (git
+034582a, Alembic head 0012) through its own API: the demo catalog, a single-judge session
+with swapped pairs and human labels, a panel session of three judges, an adaptive session,
+reference labels, a persona mid-training and a persona with two annotators' labels.
+``release-0012-api.json`` is what that release's read API answered for it
+(``tests/data/upgrade/README.md`` says how both were made). Here the dump is loaded into a
+database at 0012, migrated to head by this code, and every recorded path is read again:
+the answers must be the same, field for field (floats to 1e-9), old field names included.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from llmjudge.app import create_app
+from llmjudge.infra.config import Settings
+from llmjudge.infra.db.embedded import EmbeddedPostgres
+from llmjudge.infra.db.engine import make_engine
+from llmjudge.infra.db.migrate import current, upgrade
+from tests.conftest import ADMIN_TOKEN, drop_database, make_client
+
+pytestmark = pytest.mark.slow
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "upgrade"
+RELEASE = "0012"
+RECORDED: dict[str, Any] = json.loads((DATA / "release-0012-api.json").read_text())
+META = RECORDED["_meta"]
+ADMIN_PATHS = [p for p in RECORDED if not p.startswith("_")]
+REVIEWER_PATHS = list(RECORDED["_as_reviewer"])
+
+
+@pytest.fixture(scope="module")
+async def upgraded_app(
+    pg: EmbeddedPostgres, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[FastAPI]:
+    name = "upgrade_from_0012"
+    admin = await asyncpg.connect(pg.dsn("postgres"))
+    await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    engine = make_engine(pg.url(name), pool_size=1)
+    await upgrade(engine, RELEASE)
+    await engine.dispose()
+    conn = await asyncpg.connect(pg.dsn(name))
+    try:
+        await conn.execute((DATA / "release-0012.sql").read_text())
+    finally:
+        await conn.close()
+    settings = Settings(
+        database_url=pg.url(name),
+        data_dir=tmp_path_factory.mktemp("upgrade-data"),
+        admin_token=ADMIN_TOKEN,
+        workers_enabled=False,  # read only: nothing may be judged again
+    )
+    app = create_app(settings)  # its start-up migrates to head
+    app.state.defer_login_banner = True
+    async with app.router.lifespan_context(app):
+        yield app
+    await drop_database(pg, name)
+
+
+@pytest.fixture(scope="module")
+async def admin(upgraded_app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with make_client(upgraded_app, ADMIN_TOKEN) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+async def reviewer(upgraded_app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with make_client(upgraded_app, META["ids"]["reviewer_token"]) as c:
+        yield c
+
+
+def differences(old: Any, new: Any, where: str = "") -> list[str]:
+    """JSON paths where the new answer differs from the recorded one (floats to 1e-9)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = [f"{where}.{k} (missing)" for k in old if k not in new]
+        out += [f"{where}.{k} (new)" for k in new if k not in old]
+        for k in old.keys() & new.keys():
+            if k == "exported_at":  # the one value that differs between any two reads
+                continue
+            out += differences(old[k], new[k], f"{where}.{k}")
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        if len(old) != len(new):
+            return [f"{where} ({len(old)} items, now {len(new)})"]
+        return [
+            d
+            for i, (a, b) in enumerate(zip(old, new, strict=True))
+            for d in differences(a, b, f"{where}[{i}]")
+        ]
+    if isinstance(old, str) and isinstance(new, str) and "\n" in old:
+        strip = [ln for ln in old.splitlines() if not ln.startswith("# exported_at")]
+        now = [ln for ln in new.splitlines() if not ln.startswith("# exported_at")]
+        return [] if strip == now else [f"{where} (text differs)"]
+    if isinstance(old, float) or isinstance(new, float):
+        if isinstance(old, int | float) and isinstance(new, int | float):
+            return [] if math.isclose(old, new, rel_tol=1e-9, abs_tol=1e-9) else [where]
+    return [] if old == new and type(old) is type(new) else [f"{where}: {old!r} -> {new!r}"]
+
+
+async def read(c: httpx.AsyncClient, path: str) -> dict[str, Any]:
+    r = await c.get(path)
+    is_json = r.headers.get("content-type", "").startswith("application/json")
+    return {
+        "status": r.status_code,
+        "content_type": r.headers.get("content-type", "").split(";")[0],
+        "body": r.json() if is_json and r.content else r.text,
+    }
+
+
+async def test_the_database_is_at_head_after_the_upgrade(upgraded_app: FastAPI) -> None:
+    engine = make_engine(upgraded_app.state.settings.database_url, pool_size=1)
+    try:
+        rev, head = await current(engine)
+    finally:
+        await engine.dispose()
+    assert rev == head
+
+
+def _old(recorded: dict[str, Any]) -> dict[str, Any]:
+    return {**recorded, "content_type": recorded["content_type"].split(";")[0]}
+
+
+@pytest.mark.parametrize("path", ADMIN_PATHS)
+async def test_every_recorded_answer_reads_back_the_same(
+    admin: httpx.AsyncClient, path: str
+) -> None:
+    found = differences(_old(RECORDED[path]), await read(admin, path))
+    assert not found, f"{path}:\n" + "\n".join(found[:40])
+
+
+@pytest.mark.parametrize("path", REVIEWER_PATHS)
+async def test_a_reviewer_reads_back_the_same(reviewer: httpx.AsyncClient, path: str) -> None:
+    found = differences(_old(RECORDED["_as_reviewer"][path]), await read(reviewer, path))
+    assert not found, f"{path}:\n" + "\n".join(found[:40])
+
+
+async def test_the_fixture_holds_what_it_promises() -> None:
+    """The dump is not trivially small: results, panel votes and a persona's decisions."""
+    ids = META["ids"]
+    single = RECORDED[f"/api/sessions/{ids['single_session_id']}"]["body"]
+    panel = RECORDED[f"/api/sessions/{ids['panel_session_id']}/panel"]["body"]
+    assert single["status"] == "completed" and single["completed"] >= 50
+    assert RECORDED[f"/api/sessions/{ids['panel_session_id']}"]["body"]["completed"] >= 50
+    assert panel  # a panel report with members
+    iterations = RECORDED[f"/api/personas/{ids['persona_id']}/iterations"]["body"]
+    assert len(iterations) >= 2

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 
-from llmjudge.core.ratings.estimators import PairIndex, fit_bradley_terry
+from llmjudge.core.ratings.bradley_terry import PairIndex, fit_bradley_terry
 from llmjudge.core.tournaments.adaptive import (
     SOURCE_COVERAGE,
     SOURCE_RANDOM,

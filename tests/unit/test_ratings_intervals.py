@@ -8,19 +8,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmjudge.core.analysis.outcomes import Outcome, OutcomeTable
-from llmjudge.core.ratings.estimators import (
-    ELO_SCALE,
+from llmjudge.core.ratings.bradley_terry import (
     PairIndex,
     bootstrap_bradley_terry,
-    bradley_terry,
     cluster_bootstrap_bradley_terry,
-    comparison_clusters,
-    elo_scale,
     fit_bradley_terry,
+)
+from llmjudge.core.ratings.elo import ELO_SCALE, elo_scale
+from llmjudge.core.ratings.estimators import bradley_terry, pillar_bradley_terry
+from llmjudge.core.ratings.intervals import (
+    comparison_clusters,
     leaderboard_order,
     normal_interval,
     percentile_interval,
-    pillar_bradley_terry,
     sandwich_bradley_terry,
     verdict_weights,
 )

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize
 
-from llmjudge.core.ratings.estimators import DEFAULT_PRIOR, PairIndex, fit_bradley_terry
+from llmjudge.core.ratings.bradley_terry import DEFAULT_PRIOR, PairIndex, fit_bradley_terry
 from llmjudge.core.ratings.ties import davidson_probabilities, fit_davidson
 
 

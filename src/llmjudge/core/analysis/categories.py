@@ -20,7 +20,7 @@ import numpy as np
 from llmjudge.core.analysis.leaderboard import pillar_ratings
 from llmjudge.core.analysis.outcomes import OutcomeTable, map_ids
 from llmjudge.core.analysis.quality import wilson
-from llmjudge.core.ratings.estimators import DEFAULT_PRIOR
+from llmjudge.core.ratings.bradley_terry import DEFAULT_PRIOR
 from llmjudge.core.ratings.report import RatingOptions
 
 MAX_CATEGORIES = 24

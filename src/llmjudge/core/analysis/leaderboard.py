@@ -27,7 +27,9 @@ from llmjudge.core.analysis.outcomes import (
 )
 from llmjudge.core.analysis.quality import reference_agreement
 from llmjudge.core.charts.scales import nice_bin_edges
-from llmjudge.core.ratings.estimators import DEFAULT_PRIOR, comparison_clusters, elo_array
+from llmjudge.core.ratings.bradley_terry import DEFAULT_PRIOR
+from llmjudge.core.ratings.elo import elo_array
+from llmjudge.core.ratings.intervals import comparison_clusters
 from llmjudge.core.ratings.report import RatingOptions, RatingReport, quality_advice, rate
 
 

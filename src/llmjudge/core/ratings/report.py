@@ -17,18 +17,18 @@ import numpy as np
 
 from llmjudge.core.analysis.outcomes import OutcomeTable
 from llmjudge.core.analysis.quality import Separability, rank_stability, separability
-from llmjudge.core.ratings.estimators import (
-    DEFAULT_BOOTSTRAP_ROUNDS,
-    DEFAULT_LEVEL,
+from llmjudge.core.ratings.bradley_terry import (
     DEFAULT_PRIOR,
-    ELO_BASE,
-    ELO_SCALE,
-    ClusterBy,
     PairIndex,
     cluster_bootstrap_bradley_terry,
-    comparison_clusters,
-    elo_scale,
     fit_bradley_terry,
+)
+from llmjudge.core.ratings.elo import ELO_BASE, ELO_SCALE, elo_scale
+from llmjudge.core.ratings.estimators import DEFAULT_BOOTSTRAP_ROUNDS
+from llmjudge.core.ratings.intervals import (
+    DEFAULT_LEVEL,
+    ClusterBy,
+    comparison_clusters,
     leaderboard_order,
     normal_interval,
     percentile_interval,

@@ -27,15 +27,13 @@ import numpy as np
 from scipy.sparse import csr_array
 from scipy.special import expit
 
-from llmjudge.core.ratings.estimators import (
-    DEFAULT_LEVEL,
+from llmjudge.core.ratings.bradley_terry import (
     DEFAULT_PRIOR,
     PairIndex,
     block_pcg,
     fit_bradley_terry,
-    normal_interval,
-    percentile_interval,
 )
+from llmjudge.core.ratings.intervals import DEFAULT_LEVEL, normal_interval, percentile_interval
 
 STYLE_FEATURES: tuple[str, ...] = ("length", "headers", "list_items", "bold")
 MAX_CONFOUNDING = 0.99

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from llmjudge.core.analysis.outcomes import OutcomeTable, map_ids, opt_float
-from llmjudge.core.ratings.estimators import (
-    DEFAULT_PRIOR,
-    ELO_SCALE,
+from llmjudge.core.ratings.bradley_terry import DEFAULT_PRIOR
+from llmjudge.core.ratings.elo import ELO_SCALE
+from llmjudge.core.ratings.intervals import (
     comparison_clusters,
     ranks_from_intervals,
     verdict_weights,

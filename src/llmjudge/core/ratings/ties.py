@@ -21,7 +21,8 @@ import numpy as np
 from scipy.sparse import csr_array
 from scipy.stats import norm
 
-from llmjudge.core.ratings.estimators import DEFAULT_LEVEL, DEFAULT_PRIOR, PairIndex, block_pcg
+from llmjudge.core.ratings.bradley_terry import DEFAULT_PRIOR, PairIndex, block_pcg
+from llmjudge.core.ratings.intervals import DEFAULT_LEVEL
 
 
 @dataclass(frozen=True, eq=False)

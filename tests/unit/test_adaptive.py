@@ -450,7 +450,7 @@ def test_order_gain_is_the_weighted_variance_removed_from_neighbour_pairs(
     Var(theta_k - theta_l) weighted by P(wrong order) / Var."""
     from scipy.special import expit, ndtr
 
-    from llmjudge.core.tournaments.adaptive import _order_gain
+    from llmjudge.core.tournaments.adaptive.design import _order_gain
 
     a, b, s = _random_outcomes(n, m, seed)
     state = fit_state(n, a, b, s)

@@ -10,6 +10,7 @@ the tournament's quality (separability, rank stability). The service layer maps
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -273,18 +274,15 @@ def rate(
     """rating_report of `table` with `options`; strong verdicts weighted from
     `table.strength`."""
     options.validate()
+    # the options are rating_report's arguments, but for the baselines (the caller picks
+    # the thread's or the pillar's as baseline_id)
+    chosen = dataclasses.asdict(options)
+    del chosen["baseline_thread"], chosen["baseline_pillar"]
     return rating_report(
         table,
-        level=options.level,
-        interval=options.interval,
-        clusters=options.clusters,
-        bootstrap_rounds=options.bootstrap_rounds,
-        seed=options.seed,
+        **chosen,
         prior=prior,
         weights=verdict_weights(table.strength, options.strong_weight),
-        strong_weight=options.strong_weight,
-        tie_model=options.tie_model,
-        base=options.base,
         baseline_id=baseline_id,
         cluster_ids=cluster_ids,
     )

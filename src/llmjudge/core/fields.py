@@ -1,6 +1,7 @@
-"""Building one dataclass from another that shares field names, so a result type is not
-copied into the next field by field (the core's counterpart of pydantic's
-``from_attributes``)."""
+"""One dataclass built from another's same-named fields.
+
+So a result type is not copied into the next field by field: the core's counterpart of
+pydantic's ``from_attributes``."""
 
 from __future__ import annotations
 

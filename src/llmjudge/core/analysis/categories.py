@@ -1,5 +1,6 @@
-"""Per-category views of a session for any thread metadata key (MT-Bench's `category`):
-a pillar ranking per category and the category x pillar win-rate matrix. Pure: no I/O.
+"""Per-category views of a session for any thread metadata key (MT-Bench's `category`).
+
+A pillar ranking per category and the category x pillar win-rate matrix. Pure: no I/O.
 
 A comparison belongs to a category when both its threads carry that value under the key
 (MT-Bench pairs answers to one question, so both share it); comparisons across categories

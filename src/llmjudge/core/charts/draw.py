@@ -1,5 +1,7 @@
-"""What every SVG chart shares: the palette, coordinates and escaping, round ticks and
-linear scales, the frame (title, empty state), markers, legends and axes.
+"""What every SVG chart shares: palette, escaping, ticks, scales, frame, legends, axes.
+
+Coordinates and escaping, round ticks and linear scales, the frame (title, empty state),
+markers, legends and axes.
 
 The helpers keep their leading underscore: they are the charts package's internals, for
 the chart modules beside this one, not for callers (who use the charts package).

@@ -1,5 +1,7 @@
-"""The Bradley-Terry solver: outcomes grouped by pair, a penalised Newton fit, and its
-bootstrap resamples (i.i.d. or by cluster).
+"""The Bradley-Terry solver: a penalised Newton fit on pair totals, and its bootstrap.
+
+Outcomes are grouped by pair (:class:`PairIndex`); the bootstrap resamples comparisons
+i.i.d. or by cluster.
 
 Model: P(i beats j) = 1 / (1 + exp(theta_j - theta_i)); a tie counts as half a win to each
 side. The fit maximises the log-likelihood plus a Gaussian prior N(0, 1/prior) on each

@@ -1,5 +1,7 @@
-"""Elo ratings and the Elo scale: sequential Elo over the canonical outcome order, and
-log-strengths (Bradley-Terry logits) shown as Elo points (400 / ln 10 per logit)."""
+"""Elo ratings and the Elo scale.
+
+Sequential Elo over the canonical outcome order, and log-strengths (Bradley-Terry logits)
+shown as Elo points (400 / ln 10 per logit)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Ratings of threads or pillars: Bradley-Terry scores on the Elo scale, ranked by their
-bootstrap intervals (the primary ranking). The solver is :mod:`.bradley_terry`, the
-intervals :mod:`.intervals`, Elo itself :mod:`.elo`."""
+"""Bradley-Terry ratings of threads or pillars, on the Elo scale, ranked by their intervals.
+
+The primary ranking. The solver is :mod:`.bradley_terry`, the intervals
+:mod:`.intervals`, Elo itself :mod:`.elo`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Honest intervals for Bradley-Terry ratings: which verdicts are not independent
-(clusters), verdict weights, percentile and Wald intervals, the cluster-robust sandwich,
-and ranks read from intervals."""
+"""Honest intervals for Bradley-Terry ratings, and the ranks they support.
+
+Which verdicts are not independent (clusters), verdict weights, percentile and Wald
+intervals, the cluster-robust sandwich, and ranks read from intervals."""
 
 from __future__ import annotations
 

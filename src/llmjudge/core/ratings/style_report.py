@@ -1,5 +1,6 @@
-"""The style-control view of a session: the pillar ranking with style held out, beside the
-raw one, and the style coefficients with their intervals. Pure: no I/O.
+"""The style-control view of a session: the pillar ranking with style held out.
+
+Beside the raw ranking, with the style coefficients and their intervals. Pure: no I/O.
 
 Pillars are the players and the threads' stored style features the covariates (see
 analysis.style: with threads as players, one text per thread, style is a function of who

@@ -1,5 +1,4 @@
-"""The design of an adaptive tournament: which pairs to judge next, and the field-wide
-rates that the uniform share of those pairs makes possible.
+"""Adaptive design: which pairs to judge next, and field-wide rates from the uniform share.
 
 Pair value (strategy ``information``): for a candidate pair with difference variance ``V``,
 win probability ``p`` and Fisher information ``f = p(1 - p)``, one more comparison is a

@@ -1,5 +1,4 @@
-"""The state of an adaptive tournament: the Bradley-Terry fit of the outcomes so far and
-its Laplace uncertainty.
+"""Adaptive state: the Bradley-Terry fit of the outcomes so far and its Laplace uncertainty.
 
 Uncertainty is the Laplace approximation: the inverse of the penalised log-likelihood's
 Hessian at the fit (a weighted graph Laplacian plus the prior). It is exact (dense) up to

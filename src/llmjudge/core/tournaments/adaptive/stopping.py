@@ -1,5 +1,6 @@
-"""When an adaptive tournament stops: the budget, the stopping rules and the check that
-reads them against the current state."""
+"""When an adaptive tournament stops: the budget, the stopping rules and the check.
+
+:func:`check_stop` reads a rule and the budget against the current state."""
 
 from __future__ import annotations
 

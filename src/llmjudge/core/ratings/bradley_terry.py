@@ -18,7 +18,7 @@ search: memory O(threads + comparisons), no threads x threads matrix.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +27,7 @@ from scipy.sparse.linalg import LinearOperator, cg
 from scipy.special import expit
 
 DEFAULT_PRIOR = 0.01
+DEFAULT_BOOTSTRAP_ROUNDS = 200
 
 
 @dataclass(frozen=True)
@@ -222,19 +223,28 @@ def cluster_bootstrap_bradley_terry(
     comparison_clusters); `weights` (m,) weights each row (strong verdicts).
     With one cluster per row this is the i.i.d. bootstrap.
     """
-    clusters = np.asarray(clusters, dtype=np.int64)
-    if clusters.size != pairs.row_pair.size:
+    if np.asarray(clusters).size != pairs.row_pair.size:
         raise ValueError("one cluster id per comparison")
-    n_clusters = int(clusters.max()) + 1 if clusters.size else 0
-    rng = np.random.default_rng(seed)
     samples = np.empty((rounds, pairs.n_players))
-    for i in range(rounds):
-        counts = np.bincount(rng.integers(0, n_clusters, n_clusters), minlength=n_clusters)
-        row_weights = counts[clusters].astype(np.float64)
-        if weights is not None:
-            row_weights *= weights
+    for i, row_weights in enumerate(cluster_resamples(clusters, rounds, seed, weights)):
         wins, games = pairs.totals(row_weights)
         samples[i] = fit_bradley_terry(
             pairs, wins, games, prior=prior, init=theta_hat, tol=1e-4, cg_rtol=1e-3
         )
     return samples
+
+
+def cluster_resamples(
+    clusters: np.ndarray, rounds: int, seed: int, weights: np.ndarray | None = None
+) -> Iterator[np.ndarray]:
+    """(m,) row weights of each of ``rounds`` cluster resamples: how often each row's
+    cluster was drawn (with replacement, as many draws as clusters) times its ``weights``.
+    Every cluster bootstrap (Bradley-Terry, Davidson, style control) draws through this,
+    so one seed gives them the same resamples."""
+    clusters = np.asarray(clusters, dtype=np.int64)
+    n_clusters = int(clusters.max()) + 1 if clusters.size else 0
+    base = np.ones(clusters.size) if weights is None else np.asarray(weights, np.float64)
+    rng = np.random.default_rng(seed)
+    for _ in range(rounds):
+        counts = np.bincount(rng.integers(0, n_clusters, n_clusters), minlength=n_clusters)
+        yield base * counts[clusters]

@@ -1,7 +1,8 @@
 """Bradley-Terry ratings of threads or pillars, on the Elo scale, ranked by their intervals.
 
-The primary ranking. The solver is :mod:`.bradley_terry`, the intervals
-:mod:`.intervals`, Elo itself :mod:`.elo`."""
+The short form of :func:`~llmjudge.core.ratings.report.rating_report` (ties as half wins,
+the mean at 1500): scores, intervals and ranks only. The solver is :mod:`.bradley_terry`,
+the intervals :mod:`.intervals`, Elo itself :mod:`.elo`."""
 
 from __future__ import annotations
 
@@ -11,22 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from llmjudge.core.analysis.outcomes import Outcome, OutcomeTable, as_table, map_ids
-from llmjudge.core.ratings.bradley_terry import (
-    DEFAULT_PRIOR,
-    PairIndex,
-    bootstrap_bradley_terry,
-    cluster_bootstrap_bradley_terry,
-    fit_bradley_terry,
-)
-from llmjudge.core.ratings.elo import elo_scale
-from llmjudge.core.ratings.intervals import (
-    ClusterBy,
-    comparison_clusters,
-    percentile_interval,
-    ranks_from_intervals,
-)
-
-DEFAULT_BOOTSTRAP_ROUNDS = 200
+from llmjudge.core.fields import build_from
+from llmjudge.core.ratings.bradley_terry import DEFAULT_BOOTSTRAP_ROUNDS, DEFAULT_PRIOR
+from llmjudge.core.ratings.intervals import ClusterBy, comparison_clusters
+from llmjudge.core.ratings.report import rating_report
 
 
 @dataclass(frozen=True)
@@ -61,65 +50,32 @@ def bradley_terry(
     weights: np.ndarray | None = None,
     clusters: ClusterBy | np.ndarray | None = None,
 ) -> BTRatings:
-    """Bradley-Terry scores on the Elo scale with percentile bootstrap intervals.
+    """Bradley-Terry scores on the Elo scale with percentile bootstrap intervals: the
+    :func:`~llmjudge.core.ratings.report.rating_report` of the outcomes, ties as half wins,
+    the mean at 1500, in its order (by rank, then score, then id).
 
     With bootstrap_rounds=0 there are no intervals and rank = 1 + number of players
     with a strictly higher score. `weights` (m,), aligned with `as_table(outcomes)` rows,
     weights each verdict (see verdict_weights). `clusters` ("pair", "swap" or an (m,)
     array of ids aligned with the table rows) makes the bootstrap resample clusters
-    (cluster_bootstrap_bradley_terry); None resamples single comparisons i.i.d.
+    (cluster_bootstrap_bradley_terry); None resamples single comparisons i.i.d. Fewer than
+    two clusters give no intervals (fail closed, as the report does).
     """
     table = as_table(outcomes)
-    if table.n_players == 0:
-        return BTRatings(ratings=[], bootstrap_rounds=0, confidence=confidence, prior=prior)
-    pairs = PairIndex.build(table.a, table.b, table.score_a, table.n_players)
-    row_weights = None if weights is None else np.asarray(weights, dtype=np.float64)
-    wins, games = pairs.totals(row_weights)
-    theta = fit_bradley_terry(pairs, wins, games, prior=prior)
-    scores = elo_scale(theta)
-    if bootstrap_rounds > 0:
-        if clusters is None and row_weights is None:
-            raw = bootstrap_bradley_terry(
-                pairs, theta, rounds=bootstrap_rounds, seed=seed, prior=prior
-            )
-        else:
-            ids = (
-                np.arange(len(table))
-                if clusters is None
-                else comparison_clusters(table, clusters)
-                if isinstance(clusters, str)
-                else np.unique(np.asarray(clusters), return_inverse=True)[1].ravel()
-            )
-            raw = cluster_bootstrap_bradley_terry(
-                pairs,
-                theta,
-                ids,
-                rounds=bootstrap_rounds,
-                seed=seed,
-                prior=prior,
-                weights=row_weights,
-            )
-        low, high = percentile_interval(elo_scale(raw), confidence)
-        ranks = ranks_from_intervals(low, high)
-        ci_low: list[float | None] = low.tolist()
-        ci_high: list[float | None] = high.tolist()
-    else:
-        ranks = ranks_from_intervals(scores, scores)
-        ci_low = ci_high = [None] * table.n_players
-    order = np.lexsort((table.players, -scores))
-    ratings = [
-        Rating(
-            player_id=int(table.players[i]),
-            score=float(scores[i]),
-            ci_low=ci_low[i],
-            ci_high=ci_high[i],
-            rank=int(ranks[i]),
-        )
-        for i in order.tolist()
-    ]
-    return BTRatings(
-        ratings=ratings,
+    ids = None if clusters is None or isinstance(clusters, str) else np.asarray(clusters)
+    report = rating_report(
+        table,
+        level=confidence,
+        clusters=clusters if isinstance(clusters, str) else None,
+        cluster_ids=ids,
         bootstrap_rounds=bootstrap_rounds,
+        seed=seed,
+        prior=prior,
+        weights=weights,
+    )
+    return BTRatings(
+        ratings=[build_from(Rating, p) for p in report.players],
+        bootstrap_rounds=bootstrap_rounds if table.n_players else 0,
         confidence=confidence,
         prior=prior,
     )

@@ -19,13 +19,14 @@ import numpy as np
 from llmjudge.core.analysis.outcomes import OutcomeTable
 from llmjudge.core.analysis.quality import Separability, rank_stability, separability
 from llmjudge.core.ratings.bradley_terry import (
+    DEFAULT_BOOTSTRAP_ROUNDS,
     DEFAULT_PRIOR,
     PairIndex,
     cluster_bootstrap_bradley_terry,
+    cluster_resamples,
     fit_bradley_terry,
 )
 from llmjudge.core.ratings.elo import ELO_BASE, ELO_SCALE, elo_scale
-from llmjudge.core.ratings.estimators import DEFAULT_BOOTSTRAP_ROUNDS
 from llmjudge.core.ratings.intervals import (
     DEFAULT_LEVEL,
     ClusterBy,
@@ -149,18 +150,14 @@ def rating_report(
                 pairs, theta, ids, rounds=rounds, seed=seed, prior=prior, weights=w
             )
         else:
-            rng = np.random.default_rng(seed)
             raw = np.empty((rounds, n))
-            for i in range(rounds):
-                counts = np.bincount(
-                    rng.integers(0, cluster_count, cluster_count), minlength=cluster_count
-                )
+            for i, row_weights in enumerate(cluster_resamples(ids, rounds, seed, w)):
                 raw[i] = fit_davidson(
                     table.a,
                     table.b,
                     table.score_a,
                     n,
-                    weights=w * counts[ids],
+                    weights=row_weights,
                     prior=prior,
                     pairs=pairs,
                 ).theta

@@ -225,17 +225,21 @@ def _y_axis(
     return out
 
 
-def _axis_label_y(label: str, x: float, y: float, max_chars: int) -> str:
+def _axis_label(
+    label: str, x: float, y: float, max_chars: int | None = None, *, vertical: bool = False
+) -> str:
+    """An axis title centred at (x, y); ``vertical`` turns it to read upwards (y axes)."""
+    turn = f' transform="translate({_n(x)} {_n(y)}) rotate(-90)"' if vertical else ""
     return _text(
-        0,
-        0,
+        0 if vertical else x,
+        0 if vertical else y,
         label,
         anchor="middle",
         size=11,
         fill=MUTED,
         cls="axis-label",
         max_chars=max_chars,
-        extra=f' transform="translate({_n(x)} {_n(y)}) rotate(-90)"',
+        extra=turn,
     )
 
 
@@ -254,18 +258,3 @@ def _x_axis(
         out.append(_text(x, bottom + 16, label, anchor="middle", size=11, fill=MUTED))
     out.append("</g>")
     return out
-
-
-def _axis_label_x(
-    label: str, left: float, right: float, y: float, max_chars: int | None = None
-) -> str:
-    return _text(
-        (left + right) / 2,
-        y,
-        label,
-        anchor="middle",
-        size=11,
-        fill=MUTED,
-        cls="axis-label",
-        max_chars=max_chars,
-    )

@@ -10,8 +10,7 @@ from markupsafe import Markup
 from llmjudge.core.charts.draw import (
     CHAR_W,
     TITLE_H,
-    _axis_label_x,
-    _axis_label_y,
+    _axis_label,
     _box_swatch,
     _color,
     _empty,
@@ -88,8 +87,10 @@ def histogram_chart(
     stride = max(1, math.ceil((nbins + 1) / 8))
     edges = [(left + e * group_w, _num(bin_edges[e])) for e in range(0, nbins + 1, stride)]
     body += _x_axis(edges, left, right, bottom)
-    body.append(_axis_label_x(x_label, left, right, height - 8, int((right - left) / CHAR_W)))
-    body.append(_axis_label_y(y_label, 14, (top + bottom) / 2, int((bottom - top) / CHAR_W)))
+    body.append(_axis_label(x_label, (left + right) / 2, height - 8, int((right - left) / CHAR_W)))
+    body.append(
+        _axis_label(y_label, 14, (top + bottom) / 2, int((bottom - top) / CHAR_W), vertical=True)
+    )
     totals = "; ".join(f"{n}: {sum(series[n])}" for n in names[:20])
     desc = f"{nbins} bins from {_num(bin_edges[0])} to {_num(bin_edges[-1])}. Totals: {totals}"
     return _svg("histogram", width, height, title, desc, body)

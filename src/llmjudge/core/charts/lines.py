@@ -15,8 +15,7 @@ from llmjudge.core.charts.draw import (
     MUTED,
     PALETTE,
     TITLE_H,
-    _axis_label_x,
-    _axis_label_y,
+    _axis_label,
     _color,
     _empty,
     _esc,
@@ -135,8 +134,10 @@ def line_chart(
                     f"<title>{_esc(name)} at {_num(x[k])}: {_esc(_fmt(y_format, v))}</title></g>"
                 )
         body.append("</g>")
-    body.append(_axis_label_x(x_label, left, right, height - 8))
-    body.append(_axis_label_y(y_label, 14, (top + bottom) / 2, int((bottom - top) / CHAR_W)))
+    body.append(_axis_label(x_label, (left + right) / 2, height - 8))
+    body.append(
+        _axis_label(y_label, 14, (top + bottom) / 2, int((bottom - top) / CHAR_W), vertical=True)
+    )
     last = "; ".join(
         f"{n}: {next((_fmt(y_format, v) for v in reversed(series[n]) if v is not None), '–')}"
         for n in names[:20]

@@ -46,11 +46,6 @@ LEVELS: tuple[tuple[float, Level], ...] = (
 STABLE_DELTA = 1.0  # a Likert score that moves by at most one point is stable
 
 
-def classify_swap(first: Winner, second: Winner) -> SwapClass:
-    """Class of a (first, second) verdict pair, both given as positions."""
-    return _CLASSES[_CLASS_OF[_WINNERS.index(first), _WINNERS.index(second)]]
-
-
 @dataclass(frozen=True)
 class SwapPair:
     swap_group: int

@@ -32,14 +32,14 @@ from llmjudge.core.analysis.leaderboard import leaderboard
 from llmjudge.core.analysis.outcomes import Outcome, OutcomeTable
 from llmjudge.core.analysis.performance import thread_performance
 from llmjudge.core.analysis.position import position_swap_analysis
-from llmjudge.core.ratings.estimators import (
+from llmjudge.core.ratings.bradley_terry import (
     PairIndex,
     bootstrap_bradley_terry,
     cluster_bootstrap_bradley_terry,
-    elo_array,
     fit_bradley_terry,
-    sandwich_bradley_terry,
 )
+from llmjudge.core.ratings.elo import elo_array
+from llmjudge.core.ratings.intervals import sandwich_bradley_terry
 from llmjudge.core.ratings.report import rating_report
 from llmjudge.core.ratings.style import (
     answer_features,

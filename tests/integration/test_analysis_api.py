@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.analysis.figures import AnalysisCache
 from llmjudge.core.charts.scales import nice_bin_edges
-from llmjudge.core.ratings.estimators import elo
+from llmjudge.core.ratings.elo import elo
 from llmjudge.sessions.models import Comparison, JudgeSession
 
 HYPERLINK = '=HYPERLINK("http://evil.example","click")'

@@ -23,7 +23,7 @@ from sqlalchemy import select, update
 
 from llmjudge.catalog.models import Thread
 from llmjudge.core.analysis.outcomes import OutcomeTable
-from llmjudge.core.ratings.estimators import comparison_clusters
+from llmjudge.core.ratings.intervals import comparison_clusters
 from llmjudge.core.ratings.style import (
     STYLE_FEATURES,
     answer_features,

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 
-from llmjudge.core.ratings.estimators import PairIndex, fit_bradley_terry
+from llmjudge.core.ratings.bradley_terry import PairIndex, fit_bradley_terry
 from llmjudge.core.tournaments.adaptive import (
     SOURCE_COVERAGE,
     SOURCE_RANDOM,
@@ -450,7 +450,7 @@ def test_order_gain_is_the_weighted_variance_removed_from_neighbour_pairs(
     Var(theta_k - theta_l) weighted by P(wrong order) / Var."""
     from scipy.special import expit, ndtr
 
-    from llmjudge.core.tournaments.adaptive import _order_gain
+    from llmjudge.core.tournaments.adaptive.design import _order_gain
 
     a, b, s = _random_outcomes(n, m, seed)
     state = fit_state(n, a, b, s)

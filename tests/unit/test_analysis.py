@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from llmjudge.core.analysis.leaderboard import leaderboard, pillar_matrix, score_distribution
 from llmjudge.core.analysis.outcomes import Outcome, OutcomeTable, aggregate, as_table
-from llmjudge.core.ratings.estimators import ELO_SCALE, bradley_terry, elo
+from llmjudge.core.ratings.elo import ELO_SCALE, elo
+from llmjudge.core.ratings.estimators import bradley_terry
 from llmjudge.core.ratings.report import rating_report
 
 PILLAR_OF = {1: 10, 2: 10, 3: 20, 4: 20}

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markupsafe import Markup
 
-from llmjudge.core.charts.svg import (
+from llmjudge.core.charts import (
     DIVERGING,
     EMPTY_TEXT,
     MISSING_FILL,

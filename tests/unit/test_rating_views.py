@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 from scipy.special import expit
 from scipy.stats import spearmanr
 
+from llmjudge.core import charts
 from llmjudge.core.analysis.categories import MAX_CATEGORIES, category_report, metadata_keys
 from llmjudge.core.analysis.leaderboard import leaderboard, pillar_ratings, score_distribution
 from llmjudge.core.analysis.outcomes import OutcomeTable, aggregate
 from llmjudge.core.analysis.quality import wilson
-from llmjudge.core.charts import svg as charts
-from llmjudge.core.ratings.estimators import comparison_clusters, verdict_weights
+from llmjudge.core.ratings.intervals import comparison_clusters, verdict_weights
 from llmjudge.core.ratings.report import RatingOptions, quality_advice, rate, rating_report
 from llmjudge.core.ratings.style import (
     STYLE_FEATURES,

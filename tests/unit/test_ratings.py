@@ -13,16 +13,10 @@ from scipy.optimize import minimize
 from scipy.stats import kendalltau
 
 from llmjudge.core.analysis.outcomes import Outcome, OutcomeTable
-from llmjudge.core.ratings.estimators import (
-    DEFAULT_PRIOR,
-    ELO_SCALE,
-    PairIndex,
-    bradley_terry,
-    elo,
-    fit_bradley_terry,
-    pillar_bradley_terry,
-    ranks_from_intervals,
-)
+from llmjudge.core.ratings.bradley_terry import DEFAULT_PRIOR, PairIndex, fit_bradley_terry
+from llmjudge.core.ratings.elo import ELO_SCALE, elo
+from llmjudge.core.ratings.estimators import bradley_terry, pillar_bradley_terry
+from llmjudge.core.ratings.intervals import ranks_from_intervals
 
 
 def simulate(

@@ -8,7 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmjudge.core.analysis.outcomes import OutcomeTable
-from llmjudge.core.ratings.estimators import ELO_SCALE, bradley_terry, verdict_weights
+from llmjudge.core.ratings.elo import ELO_SCALE
+from llmjudge.core.ratings.estimators import bradley_terry
+from llmjudge.core.ratings.intervals import verdict_weights
 from llmjudge.core.ratings.report import RatingReport, rating_report
 
 

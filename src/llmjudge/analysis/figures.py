@@ -51,7 +51,8 @@ from llmjudge.core.analysis.leaderboard import (
 from llmjudge.core.analysis.outcomes import Aggregation, aggregate
 from llmjudge.core.analysis.performance import ThreadPerformance, thread_performance
 from llmjudge.core.analysis.position import position_swap_analysis
-from llmjudge.core.ratings.estimators import bradley_terry, elo_array, pillar_bradley_terry
+from llmjudge.core.ratings.elo import elo_array
+from llmjudge.core.ratings.estimators import bradley_terry, pillar_bradley_terry
 from llmjudge.core.ratings.report import (
     ELO_BASES,
     LEVELS,

@@ -22,7 +22,6 @@ import numpy.typing as npt
 
 __all__ = [
     "Label",
-    "build_pool",
     "canonical",
     "choose_next",
     "count_per_pair",
@@ -127,19 +126,6 @@ def pool_order(
     if sample_size is not None:
         order = order[: max(sample_size, 0)]
     return chosen[order]
-
-
-def build_pool(
-    lo: IntArray,
-    hi: IntArray,
-    *,
-    seed: int,
-    sample_size: int | None = None,
-    keep: BoolArray | None = None,
-) -> tuple[IntArray, IntArray]:
-    """The pool's pairs themselves, in queue order (see ``pool_order``)."""
-    idx = pool_order(lo, hi, seed=seed, sample_size=sample_size, keep=keep)
-    return np.asarray(lo, dtype=np.int64)[idx], np.asarray(hi, dtype=np.int64)[idx]
 
 
 def count_per_pair(pool_keys: IntArray, keys: IntArray) -> IntArray:

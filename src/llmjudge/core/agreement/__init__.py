@@ -1,0 +1,2 @@
+"""Agreement, pure: of a judge with reference labels, and of people with each other
+(``judges``)."""

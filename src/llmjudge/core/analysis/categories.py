@@ -1,5 +1,6 @@
-"""Per-category views of a session for any thread metadata key (MT-Bench's `category`):
-a pillar ranking per category and the category x pillar win-rate matrix. Pure: no I/O.
+"""Per-category views of a session for any thread metadata key (MT-Bench's `category`).
+
+A pillar ranking per category and the category x pillar win-rate matrix. Pure: no I/O.
 
 A comparison belongs to a category when both its threads carry that value under the key
 (MT-Bench pairs answers to one question, so both share it); comparisons across categories
@@ -20,7 +21,8 @@ import numpy as np
 from llmjudge.core.analysis.leaderboard import pillar_ratings
 from llmjudge.core.analysis.outcomes import OutcomeTable, map_ids
 from llmjudge.core.analysis.quality import wilson
-from llmjudge.core.ratings.estimators import DEFAULT_PRIOR
+from llmjudge.core.fields import build_from
+from llmjudge.core.ratings.bradley_terry import DEFAULT_PRIOR
 from llmjudge.core.ratings.report import RatingOptions
 
 MAX_CATEGORIES = 24
@@ -164,7 +166,9 @@ def category_report(
             [float(points[c, j] / matches[c, j]) if matches[c, j] else None for j in range(k)]
         )
         counts.append([int(matches[c, j]) for j in range(k)])
-    return CategoryReport(
+    return build_from(
+        CategoryReport,
+        options,  # level
         key=key,
         categories=views,
         pillars=[CategoryColumn(p, pillar_names.get(p, f"pillar {p}")) for p in order],
@@ -173,5 +177,4 @@ def category_report(
         comparisons_left_out=int(len(table) - inside.sum())
         + int(sum(per_cat[c] for c in range(len(values)) if c not in set(shown))),
         categories_left_out=left_out_cats,
-        level=options.level,
     )

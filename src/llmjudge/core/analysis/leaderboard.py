@@ -27,7 +27,10 @@ from llmjudge.core.analysis.outcomes import (
 )
 from llmjudge.core.analysis.quality import reference_agreement
 from llmjudge.core.charts.scales import nice_bin_edges
-from llmjudge.core.ratings.estimators import DEFAULT_PRIOR, comparison_clusters, elo_array
+from llmjudge.core.fields import build_from
+from llmjudge.core.ratings.bradley_terry import DEFAULT_PRIOR
+from llmjudge.core.ratings.elo import elo_array
+from llmjudge.core.ratings.intervals import comparison_clusters
 from llmjudge.core.ratings.report import RatingOptions, RatingReport, quality_advice, rate
 
 
@@ -125,21 +128,13 @@ class Leaderboard:
 
 
 def rating_method(report: RatingReport, table: OutcomeTable) -> RatingMethod:
-    return RatingMethod(
-        level=report.level,
-        interval=report.interval,
-        clusters=report.clusters,
-        cluster_count=report.cluster_count,
-        bootstrap_rounds=report.bootstrap_rounds,
-        tie_model=report.tie_model,
+    return build_from(
+        RatingMethod,
+        report,
         nu=_finite(report.nu),
         nu_low=_finite(report.nu_low),
         nu_high=_finite(report.nu_high),
-        strong_weight=report.strong_weight,
         strong_verdicts=int(np.count_nonzero(table.strength == 2)),
-        base=report.base,
-        baseline_id=report.baseline_id,
-        comparisons=report.comparisons,
     )
 
 
@@ -156,21 +151,15 @@ def tournament_quality(
         scores = np.array([p.score for p in report.players])
         ref = np.array([reference.get(p.player_id, np.nan) for p in report.players], float)
         found = reference_agreement(scores, ref)
-        agreement = RankAgreement(
-            source=reference_source,
-            n=found.n,
-            spearman=found.spearman,
-            spearman_p=found.spearman_p,
-            kendall=found.kendall,
-            kendall_p=found.kendall_p,
-        )
+        agreement = build_from(RankAgreement, found, source=reference_source)
     sep, top = report.separability, report.top_separability
-    return TournamentQuality(
+    return build_from(
+        TournamentQuality,
+        report,  # mean_rank_shift
         separable_share=None if sep is None else sep.share,
         separated_pairs=0 if sep is None else sep.separated_pairs,
         pairs=0 if sep is None else sep.pairs,
         top_separable_share=None if top is None else top.share,
-        mean_rank_shift=report.mean_rank_shift,
         reference=agreement,
         advice=quality_advice(report, what),
     )
@@ -219,16 +208,15 @@ def leaderboard(
     for rating in report.players:
         i = index[rating.player_id]
         entries.append(
-            LeaderboardEntry(
-                rank=rating.rank,
+            build_from(
+                LeaderboardEntry,
+                rating,  # rank, rank_low, rank_high
                 thread_id=rating.player_id,
                 pillar_id=int(pillars[i]),
                 elo_score=float(elo[i]),
                 bt_score=rating.score,
                 bt_ci_low=rating.ci_low,
                 bt_ci_high=rating.ci_high,
-                rank_low=rating.rank_low,
-                rank_high=rating.rank_high,
                 rank_held=rating.held_share,
                 matches_played=int(stats.matches[i]),
                 wins=int(stats.wins[i]),
@@ -243,10 +231,11 @@ def leaderboard(
             )
         )
     pillar_report, pillar_table = pillar_ratings(table, thread_pillar, opts, prior=prior)
-    return Leaderboard(
+    return build_from(
+        Leaderboard,
+        report,  # bootstrap_rounds
         aggregation=aggregation,
         outcome_count=len(table),
-        bootstrap_rounds=report.bootstrap_rounds,
         entries=entries,
         pillar_aggregates=_pillar_aggregates(
             table,

@@ -161,22 +161,13 @@ class OutcomeTable:
 
     def take(self, rows: np.ndarray) -> OutcomeTable:
         """Rows selected by index or mask; the player index is kept as is."""
-        return OutcomeTable(
-            players=self.players,
-            a=self.a[rows],
-            b=self.b[rows],
-            score_a=self.score_a[rows],
-            comparison_id=self.comparison_id[rows],
-            confidence=self.confidence[rows],
-            criteria=self.criteria,
-            scores_a=self.scores_a[rows],
-            scores_b=self.scores_b[rows],
-            swap_group=self.swap_group[rows],
-            is_swap=self.is_swap[rows],
-            repetition=self.repetition[rows],
-            completed_order=self.completed_order[rows],
-            strength=self.strength[rows],
-        )
+        kept = {"players": self.players, "criteria": self.criteria}
+        columns = {
+            f.name: getattr(self, f.name)[rows]
+            for f in dataclasses.fields(self)
+            if f.name not in kept
+        }
+        return OutcomeTable(**columns, **kept)
 
     def map_players(self, mapping: Mapping[int, int]) -> OutcomeTable:
         """Relabel players (e.g. thread -> pillar); outcomes within one new player are dropped."""

@@ -22,6 +22,7 @@ import numpy as np
 
 from llmjudge.core.analysis.outcomes import Outcome, OutcomeTable, Winner, as_table, opt_float
 from llmjudge.core.analysis.quality import BIAS_ALPHA, Bias, dominant_position_bias
+from llmjudge.core.fields import build_from
 
 SwapClass = Literal["consistent", "primacy", "recency"]
 Level = Literal["excellent", "good", "fair", "poor", "insufficient"]
@@ -43,11 +44,6 @@ LEVELS: tuple[tuple[float, Level], ...] = (
     (0.0, "poor"),
 )
 STABLE_DELTA = 1.0  # a Likert score that moves by at most one point is stable
-
-
-def classify_swap(first: Winner, second: Winner) -> SwapClass:
-    """Class of a (first, second) verdict pair, both given as positions."""
-    return _CLASSES[_CLASS_OF[_WINNERS.index(first), _WINNERS.index(second)]]
 
 
 @dataclass(frozen=True)
@@ -171,13 +167,13 @@ def _swap_pairs(table: OutcomeTable) -> tuple[np.ndarray, np.ndarray, int]:
 def _bias(primacy: int, recency: int) -> PositionBias:
     leaning: Bias = "primacy" if primacy > recency else "recency" if recency > primacy else "none"
     test = dominant_position_bias(primacy, recency)
-    return PositionBias(
+    return build_from(
+        PositionBias,
+        test,  # p_value, alpha
         primacy_count=primacy,
         recency_count=recency,
         dominant_bias=test.dominant,
-        p_value=test.p_value,
         leaning=leaning,
-        alpha=test.alpha,
     )
 
 

@@ -1,4 +1,4 @@
-"""Round numbers for histogram bins (charts.py already rounds its axis ticks).
+"""Round numbers for axis ticks (draw.py) and histogram bins.
 
 A bin width is 1, 2, 2.5 or 5 times a power of ten, and edges are multiples of it, so
 an Elo histogram reads 1400, 1425, 1450 ... instead of 1403.7, 1431.2 ...

@@ -10,6 +10,7 @@ the tournament's quality (separability, rank stability). The service layer maps
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -17,18 +18,19 @@ import numpy as np
 
 from llmjudge.core.analysis.outcomes import OutcomeTable
 from llmjudge.core.analysis.quality import Separability, rank_stability, separability
-from llmjudge.core.ratings.estimators import (
+from llmjudge.core.ratings.bradley_terry import (
     DEFAULT_BOOTSTRAP_ROUNDS,
-    DEFAULT_LEVEL,
     DEFAULT_PRIOR,
-    ELO_BASE,
-    ELO_SCALE,
-    ClusterBy,
     PairIndex,
     cluster_bootstrap_bradley_terry,
-    comparison_clusters,
-    elo_scale,
+    cluster_resamples,
     fit_bradley_terry,
+)
+from llmjudge.core.ratings.elo import ELO_BASE, ELO_SCALE, elo_scale
+from llmjudge.core.ratings.intervals import (
+    DEFAULT_LEVEL,
+    ClusterBy,
+    comparison_clusters,
     leaderboard_order,
     normal_interval,
     percentile_interval,
@@ -148,18 +150,14 @@ def rating_report(
                 pairs, theta, ids, rounds=rounds, seed=seed, prior=prior, weights=w
             )
         else:
-            rng = np.random.default_rng(seed)
             raw = np.empty((rounds, n))
-            for i in range(rounds):
-                counts = np.bincount(
-                    rng.integers(0, cluster_count, cluster_count), minlength=cluster_count
-                )
+            for i, row_weights in enumerate(cluster_resamples(ids, rounds, seed, w)):
                 raw[i] = fit_davidson(
                     table.a,
                     table.b,
                     table.score_a,
                     n,
-                    weights=w * counts[ids],
+                    weights=row_weights,
                     prior=prior,
                     pairs=pairs,
                 ).theta
@@ -273,18 +271,15 @@ def rate(
     """rating_report of `table` with `options`; strong verdicts weighted from
     `table.strength`."""
     options.validate()
+    # the options are rating_report's arguments, but for the baselines (the caller picks
+    # the thread's or the pillar's as baseline_id)
+    chosen = dataclasses.asdict(options)
+    del chosen["baseline_thread"], chosen["baseline_pillar"]
     return rating_report(
         table,
-        level=options.level,
-        interval=options.interval,
-        clusters=options.clusters,
-        bootstrap_rounds=options.bootstrap_rounds,
-        seed=options.seed,
+        **chosen,
         prior=prior,
         weights=verdict_weights(table.strength, options.strong_weight),
-        strong_weight=options.strong_weight,
-        tie_model=options.tie_model,
-        base=options.base,
         baseline_id=baseline_id,
         cluster_ids=cluster_ids,
     )

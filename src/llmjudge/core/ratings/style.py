@@ -27,15 +27,14 @@ import numpy as np
 from scipy.sparse import csr_array
 from scipy.special import expit
 
-from llmjudge.core.ratings.estimators import (
-    DEFAULT_LEVEL,
+from llmjudge.core.ratings.bradley_terry import (
     DEFAULT_PRIOR,
     PairIndex,
     block_pcg,
+    cluster_resamples,
     fit_bradley_terry,
-    normal_interval,
-    percentile_interval,
 )
+from llmjudge.core.ratings.intervals import DEFAULT_LEVEL, normal_interval, percentile_interval
 
 STYLE_FEATURES: tuple[str, ...] = ("length", "headers", "list_items", "bold")
 MAX_CONFOUNDING = 0.99
@@ -361,20 +360,17 @@ def style_control(
     coef_low, coef_high = normal_interval(beta, se, level)
     theta_low = theta_high = None
     if bootstrap_rounds > 0:
-        n_clusters = int(clusters.max()) + 1
-        rng = np.random.default_rng(seed)
         thetas = np.empty((bootstrap_rounds, n_players))
         betas = np.empty((bootstrap_rounds, z.shape[1]))
-        base = np.ones(a.size) if weights is None else np.asarray(weights, np.float64)
-        for i in range(bootstrap_rounds):
-            counts = np.bincount(rng.integers(0, n_clusters, n_clusters), minlength=n_clusters)
+        resamples = cluster_resamples(clusters, bootstrap_rounds, seed, weights)
+        for i, row_weights in enumerate(resamples):
             thetas[i], betas[i] = fit_style_bradley_terry(
                 a,
                 b,
                 score_a,
                 n_players,
                 z,
-                weights=base * counts[clusters],
+                weights=row_weights,
                 prior=prior,
                 init=(theta, beta),
                 tol=1e-4,

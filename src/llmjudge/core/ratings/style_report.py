@@ -1,5 +1,6 @@
-"""The style-control view of a session: the pillar ranking with style held out, beside the
-raw one, and the style coefficients with their intervals. Pure: no I/O.
+"""The style-control view of a session: the pillar ranking with style held out.
+
+Beside the raw ranking, with the style coefficients and their intervals. Pure: no I/O.
 
 Pillars are the players and the threads' stored style features the covariates (see
 analysis.style: with threads as players, one text per thread, style is a function of who
@@ -12,15 +13,17 @@ picked metadata value are left out, and counted.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from llmjudge.core.analysis.outcomes import OutcomeTable, map_ids, opt_float
-from llmjudge.core.ratings.estimators import (
-    DEFAULT_PRIOR,
-    ELO_SCALE,
+from llmjudge.core.fields import build_from
+from llmjudge.core.ratings.bradley_terry import DEFAULT_PRIOR
+from llmjudge.core.ratings.elo import ELO_SCALE
+from llmjudge.core.ratings.intervals import (
     comparison_clusters,
     ranks_from_intervals,
     verdict_weights,
@@ -120,7 +123,9 @@ def collinearity(x: np.ndarray) -> np.ndarray:
 def _empty(
     reason: str, options: RatingOptions, keys: Sequence[str], used: int, skipped: int
 ) -> StyleReport:
-    return StyleReport(
+    return build_from(
+        StyleReport,
+        options,  # level and base
         identified=False,
         reason=reason,
         covariates=[],
@@ -128,9 +133,7 @@ def _empty(
         comparisons_used=used,
         comparisons_skipped=skipped,
         metadata_keys=list(keys),
-        level=options.level,
         bootstrap_rounds=0,
-        base=options.base,
     )
 
 
@@ -217,14 +220,14 @@ def style_report(
     pillar_kept = kept.map_players(thread_pillar)
     raw = rate(
         pillar_kept,
-        RatingOptions(
-            level=options.level,
+        # the style fit's own choices: its rounds, ties as half wins, the mean anchored
+        dataclasses.replace(
+            options,
             interval="bootstrap" if rounds else "sandwich",
-            clusters=options.clusters,
             bootstrap_rounds=rounds,
-            strong_weight=options.strong_weight,
-            base=options.base,
-            seed=options.seed,
+            tie_model="half",
+            baseline_thread=None,
+            baseline_pillar=None,
         ),
         cluster_ids=clusters,
         prior=prior,
@@ -297,7 +300,9 @@ def style_report(
             f"{', '.join(confounded)}: almost a function of which pillars play (it hardly "
             "varies within a pillar)"
         )
-    return StyleReport(
+    return build_from(
+        StyleReport,
+        options,  # level and base
         identified=True,
         reason="; ".join(reasons) + ", so not identified" if reasons else None,
         covariates=covariates,
@@ -305,7 +310,5 @@ def style_report(
         comparisons_used=used,
         comparisons_skipped=skipped,
         metadata_keys=list(metadata_keys),
-        level=options.level,
         bootstrap_rounds=rounds,
-        base=options.base,
     )

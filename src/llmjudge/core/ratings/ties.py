@@ -21,7 +21,8 @@ import numpy as np
 from scipy.sparse import csr_array
 from scipy.stats import norm
 
-from llmjudge.core.ratings.estimators import DEFAULT_LEVEL, DEFAULT_PRIOR, PairIndex, block_pcg
+from llmjudge.core.ratings.bradley_terry import DEFAULT_PRIOR, PairIndex, block_pcg
+from llmjudge.core.ratings.intervals import DEFAULT_LEVEL
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,12 +142,3 @@ def fit_davidson(
         ties=total_ties,
         comparisons=total,
     )
-
-
-def davidson_probabilities(
-    theta_a: np.ndarray, theta_b: np.ndarray, nu: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(P(a wins), P(b wins), P(tie)) under Davidson's model."""
-    half = 0.5 * (np.asarray(theta_a) - np.asarray(theta_b))
-    d = np.exp(half) + np.exp(-half) + nu
-    return np.exp(half) / d, np.exp(-half) / d, nu / d

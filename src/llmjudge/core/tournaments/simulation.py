@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from llmjudge.core.fields import build_from
 from llmjudge.core.tournaments.adaptive import (
     AdaptiveState,
     Position,
@@ -140,7 +141,9 @@ def simulate_session(
         if on_round is not None:
             on_round(state, spent)
     cat = {k: (np.concatenate(v) if v else np.empty(0)) for k, v in parts.items()}
-    return SimRun(
+    return build_from(
+        SimRun,
+        decision,  # progress
         a=cat["a"].astype(np.int64),
         b=cat["b"].astype(np.int64),
         score_a=cat["s"],
@@ -148,7 +151,6 @@ def simulate_session(
         state=state,
         rounds=rounds,
         stopped_by=decision.reason or "cap",
-        progress=decision.progress,
     )
 
 

@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 from sqlalchemy import select
 
-from llmjudge.core.charts.svg import line_chart
+from llmjudge.core.charts import line_chart
 from llmjudge.infra.web import DbSession, render
 from llmjudge.personas import iterations as iteration_service
 from llmjudge.personas.pages.common import METRIC_LABELS, METRICS, detail_ctx

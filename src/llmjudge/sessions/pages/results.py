@@ -41,7 +41,7 @@ from llmjudge.analysis import (
     thread_leaderboard,
     thread_performance_out,
 )
-from llmjudge.core.charts import svg as charts
+from llmjudge.core import charts
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
 from llmjudge.infra.web import DbSession, render
 from llmjudge.references import session_agreement, session_annotators

@@ -1,4 +1,4 @@
-"""Agreement metrics of a persona's judge against the human, and the held-out split.
+"""Agreement metrics of a persona's judge against the human.
 
 The human's label is the truth and the judge's label the prediction; the positive class
 is "the answer is correct". Values equal scikit-learn's with ``zero_division=0``:
@@ -22,7 +22,6 @@ rather than the plain bootstrap's [1, 1]: a resample of a perfect record is perf
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -110,37 +109,6 @@ def compute_metrics(c: Confusion) -> Metrics:
         n=n,
         confusion=c,
     )
-
-
-def split_holdout(
-    pair_ids: Sequence[int], fraction: float = 0.25, seed: int = 0
-) -> tuple[list[int], list[int]]:
-    """Split pair ids into (optimisation, holdout), each in input order.
-
-    The holdout is the ``round(fraction * n)`` ids with the smallest seeded hash, at least
-    one when ``fraction > 0`` and ``n >= 2``, and never all of them. Hashing each id on its
-    own (instead of shuffling the list) keeps the split stable as pairs are added: sides
-    are prefixes of one fixed hash order, so a new pair only moves the boundary, and old
-    pairs change side only where the boundary crosses them.
-    """
-    if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"fraction must be within [0, 1], got {fraction}")
-    if len(set(pair_ids)) != len(pair_ids):
-        raise ValueError("pair_ids contains duplicates")
-    n = len(pair_ids)
-    k = round(fraction * n)
-    if fraction > 0 and n >= 2:
-        k = max(k, 1)
-    k = min(k, max(n - 1, 0))
-    ranked = sorted(pair_ids, key=lambda pid: (_split_hash(pid, seed), pid))
-    holdout_set = set(ranked[:k])
-    optimisation = [pid for pid in pair_ids if pid not in holdout_set]
-    holdout = [pid for pid in pair_ids if pid in holdout_set]
-    return optimisation, holdout
-
-
-def _split_hash(pair_id: int, seed: int) -> bytes:
-    return hashlib.sha256(f"{seed}:{pair_id}".encode()).digest()
 
 
 # -- intervals -------------------------------------------------------------------------------

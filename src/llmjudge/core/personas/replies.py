@@ -153,12 +153,6 @@ def parse_engineer_rewrite(text: str, cases: int | None = None) -> EngineerReply
     return None
 
 
-def parse_engineer_reply(text: str) -> tuple[str, str] | None:
-    """(new prompt, rationale) from the prompt engineer's JSON reply."""
-    reply = parse_engineer_rewrite(text)
-    return None if reply is None else (reply.prompt, reply.rationale)
-
-
 def addressed_cases(
     numbers: Sequence[int], failures: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:

@@ -458,4 +458,3 @@ class ReportOut(BaseModel):
         description="confident judge decisions the human disagreed with"
     )
     spent_usd: float
-

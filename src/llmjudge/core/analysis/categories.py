@@ -19,9 +19,9 @@ import numpy as np
 
 from llmjudge.core.analysis.leaderboard import pillar_ratings
 from llmjudge.core.analysis.outcomes import OutcomeTable, map_ids
-from llmjudge.core.analysis.quality import wilson
 from llmjudge.core.ratings.estimators import DEFAULT_PRIOR
 from llmjudge.core.ratings.report import RatingOptions
+from llmjudge.core.stats import wilson_bounds as wilson
 
 MAX_CATEGORIES = 24
 

@@ -40,8 +40,8 @@ from scipy.linalg.lapack import dpotrf, dpotri
 from scipy.sparse import coo_matrix
 from scipy.special import expit, ndtr, ndtri
 
-from llmjudge.core.analysis.quality import wilson
 from llmjudge.core.ratings.estimators import DEFAULT_PRIOR, PairIndex, fit_bradley_terry
+from llmjudge.core.stats import wilson_bounds as wilson
 
 try:  # optional (installed with scikit-learn); without it BLAS keeps its own threads
     from threadpoolctl import ThreadpoolController

@@ -21,11 +21,11 @@ from llmjudge.core.personas.replies import (
     parse_engineer_rewrite,
     parse_judge_reply,
 )
-from llmjudge.core.personas.templates import TEMPLATES
 from llmjudge.core.text.csvsafe import safe_cell
 from llmjudge.personas.loop import Stopped, run_bounded
 from llmjudge.personas.pairs import parse_pairs_csv
 from llmjudge.personas.prompt_versions import prompt_diff
+from llmjudge.personas.starters import TEMPLATES
 from llmjudge.personas.summaries import PersonaSummary, matching
 
 # NUL included: PostgreSQL text cannot hold it, so the upload refuses it, naming the line and

@@ -21,7 +21,6 @@ from fastapi import FastAPI
 from sqlalchemy import update
 
 from llmjudge.core.personas.keys import input_hash, prompt_hash
-from llmjudge.core.personas.templates import get_template
 from llmjudge.personas.evaluate import calibration_rates, pairwise_template
 from llmjudge.personas.gate_cli import (
     EXIT_ERROR,
@@ -39,6 +38,7 @@ from llmjudge.personas.models import (
     PersonaPair,
     TaskOutput,
 )
+from llmjudge.personas.starters import get_template
 from tests.conftest import REPO
 
 JUDGE_ACCURACY = 0.85  # the simulated judge's TPR and TNR alike

@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 
 from llmjudge.auth.middleware import ADMIN_TOKEN_USER
 from llmjudge.core.personas.metrics import compute_metrics, confusion_from_decisions
-from llmjudge.core.personas.templates import get_template
+from llmjudge.personas.starters import get_template
 from llmjudge.providers.models import LLMCall
 from llmjudge.providers.simulator import RULE_PREFIX, normalise
 from tests.fakes.servers import FakeOpenAI

@@ -48,6 +48,7 @@ def test_wheel_installs_and_serves_the_demo(tmp_path: Path) -> None:
         "llmjudge/_resources/templates/base.html",
         "llmjudge/_resources/static/app.css",
         "llmjudge/demo/mtbench_demo.jsonl",
+        "llmjudge/personas/templates/factual-qa.json",
     ):
         assert needed in names, f"{needed} missing from the wheel"
 

@@ -15,6 +15,7 @@ from scipy.stats import binomtest
 from sklearn.metrics import cohen_kappa_score, precision_recall_fscore_support
 from sklearn.metrics import confusion_matrix as sk_confusion
 
+from llmjudge.core import stats
 from llmjudge.core.agreement import judges as ag
 from llmjudge.core.agreement.judges import (
     CLASSES,
@@ -22,18 +23,20 @@ from llmjudge.core.agreement.judges import (
     ReferenceLabel,
     agreement_by_group,
     agreement_report,
-    cohen_kappa,
     confusion_matrix,
-    fleiss_kappa,
     flip,
-    human_agreement,
-    krippendorff_alpha_nominal,
     macro_prf,
     pair_group,
     select_references,
     to_pair_order,
     wilson,
 )
+from llmjudge.core.agreement.people import (
+    fleiss_kappa,
+    human_agreement,
+    krippendorff_alpha_nominal,
+)
+from llmjudge.core.stats import cohen_kappa
 
 LABEL = st.sampled_from(CLASSES)
 
@@ -275,7 +278,7 @@ def test_bootstrap_is_seeded_and_chunking_does_not_change_it(
     judgments, refs = _hand_case()
     first = agreement_report(judgments, refs, rounds=400, seed=7)
     assert agreement_report(judgments, refs, rounds=400, seed=7) == first
-    monkeypatch.setattr(ag, "_CELLS_PER_CHUNK", 17)  # many small chunks of rounds
+    monkeypatch.setattr(stats, "_CELLS_PER_CHUNK", 17)  # many small chunks of rounds
     assert agreement_report(judgments, refs, rounds=400, seed=7).kappa == first.kappa
 
 

@@ -11,7 +11,7 @@ import pytest
 from llmjudge.core.analysis.findings import surprise_findings
 from llmjudge.core.analysis.outcomes import Outcome
 from llmjudge.core.analysis.performance import thread_performance
-from llmjudge.core.analysis.quality import wilson
+from llmjudge.core.stats import wilson_bounds as wilson
 from tests.unit.test_analysis import assert_plain_json
 
 PILLAR_OF = {1: 10, 2: 10, 5: 20, 6: 20, 7: 20, 8: 20}

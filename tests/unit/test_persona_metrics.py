@@ -20,7 +20,6 @@ from llmjudge.core.personas.metrics import (
     confusion_from_decisions,
     confusion_from_labels,
     metrics_with_intervals,
-    split_holdout,
     wilson_interval,
 )
 
@@ -143,92 +142,6 @@ def test_to_dict() -> None:
 
 
 # --- held-out split ---------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("n", "fraction", "expected_holdout"),
-    [
-        (0, 0.25, 0),
-        (1, 0.25, 0),
-        (1, 1.0, 0),
-        (2, 0.25, 1),
-        (3, 0.1, 1),
-        (8, 0.25, 2),
-        (100, 0.25, 25),
-        (100, 0.0, 0),
-        (10, 1.0, 9),
-        (10, 0.97, 9),
-    ],
-)
-def test_split_sizes(n: int, fraction: float, expected_holdout: int) -> None:
-    ids = list(range(100, 100 + n))
-    optimisation, holdout = split_holdout(ids, fraction=fraction, seed=3)
-    assert len(holdout) == expected_holdout
-    assert len(optimisation) == n - expected_holdout
-    if n:
-        assert optimisation
-
-
-@given(
-    st.lists(st.integers(-(10**6), 10**6), unique=True, max_size=80),
-    st.floats(0.0, 1.0),
-    st.integers(0, 10**6),
-)
-def test_split_partitions_in_input_order(ids: list[int], fraction: float, seed: int) -> None:
-    optimisation, holdout = split_holdout(ids, fraction=fraction, seed=seed)
-    assert sorted(optimisation + holdout) == sorted(ids)
-    assert not set(optimisation) & set(holdout)
-    position = {pid: i for i, pid in enumerate(ids)}
-    assert [position[p] for p in optimisation] == sorted(position[p] for p in optimisation)
-    assert [position[p] for p in holdout] == sorted(position[p] for p in holdout)
-    # same answer whatever order the ids come in
-    _, holdout_reversed = split_holdout(ids[::-1], fraction=fraction, seed=seed)
-    assert set(holdout_reversed) == set(holdout)
-
-
-def test_split_is_deterministic_per_seed() -> None:
-    ids = list(range(200))
-    assert split_holdout(ids, seed=7) == split_holdout(ids, seed=7)
-    assert split_holdout(ids, seed=7)[1] != split_holdout(ids, seed=8)[1]
-    _, holdout = split_holdout(ids, seed=7)
-    assert holdout != ids[:50]  # hashed, not the first ids
-
-
-@given(
-    st.lists(st.integers(0, 10**5), unique=True, min_size=2, max_size=60),
-    st.lists(st.integers(10**5 + 1, 2 * 10**5), unique=True, max_size=30),
-    st.integers(0, 100),
-)
-def test_adding_pairs_moves_old_pairs_one_way_only(
-    old: list[int], added: list[int], seed: int
-) -> None:
-    old_opt, old_hold = split_holdout(old, seed=seed)
-    new_opt, new_hold = split_holdout(old + added, seed=seed)
-    to_holdout = set(old_opt) & set(new_hold)
-    to_optimisation = set(old_hold) & set(new_opt)
-    # both sides are prefixes of one hash order, so the boundary moves one way
-    assert not (to_holdout and to_optimisation)
-
-
-def test_adding_ten_percent_moves_few_pairs() -> None:
-    old = list(range(1000))
-    _, old_hold = split_holdout(old, seed=1)
-    _, new_hold = split_holdout(old + list(range(1000, 1100)), seed=1)
-    moved = set(old_hold) ^ (set(new_hold) & set(old))
-    assert len(new_hold) == 275
-    assert len(moved) <= 25  # a reshuffle would move about 375 of 1000
-
-
-def test_split_rejects_bad_input() -> None:
-    with pytest.raises(ValueError):
-        split_holdout([1, 2, 2])
-    with pytest.raises(ValueError):
-        split_holdout([1, 2], fraction=1.5)
-    with pytest.raises(ValueError):
-        split_holdout([1, 2], fraction=-0.1)
-
-
-# -- counts and intervals ----------------------------------------------------------------------
 
 
 @given(st.integers(1, 500).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))

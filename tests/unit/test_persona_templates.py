@@ -6,17 +6,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmjudge.core.personas import templates as tpl
 from llmjudge.core.personas.templates import (
-    TEMPLATES,
     PersonaTemplate,
     TemplatePair,
-    get_template,
-    neutralise_fences,
     render_judge_prompt,
     render_task_prompt,
-    template_pairs_csv,
 )
+from llmjudge.core.text.fences import MARKERS
+from llmjudge.personas import starters as tpl
+from llmjudge.personas.starters import TEMPLATES, get_template, template_pairs_csv
 
 ALL = list(TEMPLATES.values())
 JUDGE_FIELDS = {"input", "correct_output", "answer"}
@@ -112,7 +110,7 @@ def test_render_equals_format_for_well_formed_templates(i: str, c: str, a: str) 
 
 @given(st.text())
 def test_neutralised_text_has_no_fence_markers(text: str) -> None:
-    out = neutralise_fences(text)
+    out = MARKERS.neutralise(text)
     assert "<<<" not in out and ">>>" not in out
     assert out.replace(" ", "") == text.replace(" ", "")
 

@@ -18,15 +18,14 @@ from llmjudge.core.personas.replies import (
     MAX_JSON_ATTEMPTS,
     addressed_cases,
     missing_placeholders,
-    parse_engineer_reply,
     parse_engineer_rewrite,
     parse_judge_reply,
 )
-from llmjudge.core.personas.templates import TEMPLATES
 from llmjudge.core.text.csvsafe import safe_cell
 from llmjudge.personas.loop import Stopped, run_bounded
 from llmjudge.personas.pairs import parse_pairs_csv
 from llmjudge.personas.prompt_versions import prompt_diff
+from llmjudge.personas.starters import TEMPLATES
 from llmjudge.personas.summaries import PersonaSummary, matching
 
 # NUL included: PostgreSQL text cannot hold it, so the upload refuses it, naming the line and
@@ -137,12 +136,6 @@ def test_judge_replies(reply: str, label: str, confidence: float | None) -> None
 @pytest.mark.parametrize("reply", ['{"label": "maybe"}', '{"label": "corr', "no json", "[1]"])
 def test_unreadable_judge_replies(reply: str) -> None:
     assert parse_judge_reply(reply) is None
-
-
-def test_engineer_reply() -> None:
-    reply = "Here it is:\n" + json.dumps({"prompt": "P {input}", "rationale": "why"})
-    assert parse_engineer_reply(reply) == ("P {input}", "why")
-    assert parse_engineer_reply('{"prompt": "  "}') is None
 
 
 def test_split_metrics_cover_three_splits_with_intervals() -> None:

@@ -19,7 +19,6 @@ from llmjudge.core import charts
 from llmjudge.core.analysis.categories import MAX_CATEGORIES, category_report, metadata_keys
 from llmjudge.core.analysis.leaderboard import leaderboard, pillar_ratings, score_distribution
 from llmjudge.core.analysis.outcomes import OutcomeTable, aggregate
-from llmjudge.core.analysis.quality import wilson
 from llmjudge.core.ratings.intervals import comparison_clusters, verdict_weights
 from llmjudge.core.ratings.report import RatingOptions, quality_advice, rate, rating_report
 from llmjudge.core.ratings.style import (
@@ -31,6 +30,7 @@ from llmjudge.core.ratings.style import (
     style_control,
 )
 from llmjudge.core.ratings.style_report import numeric_metadata_keys, style_report
+from llmjudge.core.stats import wilson_bounds as wilson
 
 
 def planted(

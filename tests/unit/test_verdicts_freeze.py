@@ -15,9 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmjudge.core.judging import prompts, verdicts
+from llmjudge.core.judging import verdicts
 from llmjudge.core.judging.formats import VerdictFormat, parse_with_format
 from llmjudge.core.judging.verdicts import VerdictParseError, parse_verdict
+from llmjudge.core.text.fences import THREAD_TAGS
 
 SIZE = 500_000
 BOUND_S = 0.5
@@ -112,7 +113,7 @@ _LABELS = VerdictFormat.model_validate(
 )
 PARSERS: dict[str, Callable[[str], object]] = {
     "parse_verdict": parse_verdict,
-    "neutralise": prompts._neutralise,
+    "neutralise": THREAD_TAGS.neutralise,
     "labels format": lambda text: parse_with_format(text, _LABELS),
 }
 
@@ -150,7 +151,7 @@ _FENCE_ALPHABET = st.lists(
 @settings(max_examples=400, deadline=None)
 @given(_FENCE_ALPHABET)
 def test_fence_pattern_matches_the_old_one(text: str) -> None:
-    assert prompts._FENCE_TAG.sub("#", text) == OLD_FENCE_TAG.sub("#", text)
+    assert THREAD_TAGS.pattern.sub("#", text) == OLD_FENCE_TAG.sub("#", text)
 
 
 def _tag_matches(pattern: re.Pattern[str], text: str) -> list[tuple[object, ...]]:

@@ -2,7 +2,7 @@
 
 When several people labelled the same answers, their agreement with each other (Cohen's
 kappa per pair of annotators, Fleiss' kappa over all, each with a bootstrap interval over
-the pairs, from ``analysis.agreement.human_agreement``) is the ceiling a judge can be
+the pairs, from ``core.agreement.people.human_agreement``) is the ceiling a judge can be
 expected to reach: a judge cannot agree with "the human" more than humans agree.
 """
 
@@ -12,7 +12,8 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.core.agreement.judges import Estimate, human_agreement
+from llmjudge.core.agreement.labels import Estimate
+from llmjudge.core.agreement.people import human_agreement
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import PersonaIteration
 from llmjudge.personas.pairs import pair_labels

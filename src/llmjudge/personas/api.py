@@ -12,7 +12,6 @@ from sse_starlette import EventSourceResponse
 
 from llmjudge.auth import CurrentPrincipal
 from llmjudge.catalog import RowError
-from llmjudge.core.personas.templates import TEMPLATES
 from llmjudge.infra.events.sse import sse_response
 from llmjudge.infra.web import DbSession, read_upload
 from llmjudge.personas import annotators as agreement_service
@@ -47,6 +46,7 @@ from llmjudge.personas.schemas import (
     TemplateOut,
     TrainingStatusOut,
 )
+from llmjudge.personas.starters import TEMPLATES
 from llmjudge.personas.summaries import PersonaSummary, matching, summaries
 from llmjudge.personas.training import TrainingRunner
 

@@ -11,11 +11,11 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi.responses import JSONResponse, Response
 
-from llmjudge.core.personas.templates import get_template, template_pairs_csv
 from llmjudge.infra.web import DbSession
 from llmjudge.personas import evaluate as ev
 from llmjudge.personas import service
 from llmjudge.personas.deps import parse_ids
+from llmjudge.personas.starters import get_template, template_pairs_csv
 from llmjudge.personas.summaries import PersonaSummary, summaries
 from llmjudge.providers import ProviderError
 from llmjudge.sessions import SessionOut

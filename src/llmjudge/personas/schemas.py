@@ -7,8 +7,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from llmjudge.catalog import RowError
-
 PersonaStatus = Literal["draft", "training", "paused", "trained", "incomplete"]
 IterationStatus = Literal["generating", "judging", "awaiting_review", "optimising", "done"]
 Split = Literal["optimisation", "selection", "calibration"]
@@ -460,8 +458,3 @@ class ReportOut(BaseModel):
         description="confident judge decisions the human disagreed with"
     )
     spent_usd: float
-
-
-class UploadRejected(BaseModel):
-    message: str
-    errors: list[RowError]

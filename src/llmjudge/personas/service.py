@@ -11,7 +11,6 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.core.personas.templates import get_template
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import (
@@ -24,6 +23,7 @@ from llmjudge.personas.models import (
 from llmjudge.personas.pairs import assign_splits, pair_labels, store_pairs
 from llmjudge.personas.prompt_versions import check_judge_prompt
 from llmjudge.personas.schemas import FromTemplateIn, PairRow, PersonaIn, PersonaOut, PersonaPatch
+from llmjudge.personas.starters import get_template
 from llmjudge.providers import BUILTIN_SIMULATED_MODELS, LLMModel, ensure_builtin_simulator
 
 EDITABLE_WHILE_TRAINING = {

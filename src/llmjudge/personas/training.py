@@ -75,10 +75,6 @@ class TrainingRunner:
         """Ask this process's loop of the persona to stop after the calls in flight."""
         self._runner.stop_key(persona_id)
 
-    async def wait_persona(self, persona_id: int) -> None:
-        """Wait until this process's loop of the persona (if any) has exited."""
-        await self._runner.wait_key(persona_id)
-
     async def stop(self) -> None:
         await self._runner.stop()
 

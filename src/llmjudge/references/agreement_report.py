@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import Pillar, Thread
 from llmjudge.core.agreement import judges as core
+from llmjudge.core.agreement import people
 from llmjudge.infra.errors import Invalid, NotFound
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.references.schemas import (
@@ -64,7 +65,7 @@ def _judge_out(r: core.AgreementReport) -> dict[str, Any]:
     }
 
 
-def _human_out(h: core.HumanAgreement) -> HumanAgreementOut:
+def _human_out(h: people.HumanAgreement) -> HumanAgreementOut:
     return HumanAgreementOut(
         items=h.items,
         annotators=list(h.annotators),
@@ -142,7 +143,7 @@ def _compute(
     for label in loaded.labels:  # time order: a later label replaces an earlier one
         if label.source == "human":
             annotations[label.pair][label.annotator] = label.label
-    human = core.human_agreement(annotations, rounds=rounds)
+    human = people.human_agreement(annotations, rounds=rounds)
     shown = report.disagreements[:DISAGREEMENTS_SHOWN]
     return SessionAgreementOut(
         session_id=session_id,

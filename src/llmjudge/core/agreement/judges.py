@@ -1,4 +1,4 @@
-"""Agreement of a judge with reference labels, and of people with each other (pure, numpy).
+"""Agreement of a judge with reference labels (pure, numpy).
 
 Labels and verdicts are ``"A"``, ``"B"`` or ``"TIE"`` relative to the pair *as written*
 (its thread_a, thread_b). A comparison that showed the pair swapped is mapped back first
@@ -23,130 +23,56 @@ The report (:func:`agreement_report`):
 - the disagreements (each comparison whose mapped verdict differs from the label).
 
 References come from :func:`select_references` (gold, human, one annotator, majority);
-people's agreement with each other from :func:`human_agreement`.
-
-One module (over 500 lines) on purpose: judge-vs-reference and human-human figures share
-the label coding, the Estimate type and the vectorised bootstrap, and the service that
-builds the agreement report reads them together.
+people's agreement with each other is :mod:`llmjudge.core.agreement.people`. The label
+coding and the Estimate type are :mod:`llmjudge.core.agreement.labels` (re-exported here for
+the callers that read both).
 """
 
 from __future__ import annotations
 
-import itertools
-import math
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
+from llmjudge.core.agreement.labels import (
+    CLASSES,
+    DEFAULT_ROUNDS,
+    INDEX,
+    Estimate,
+    Label,
+    Source,
+    boot_estimates,
+    check_label,
+    codes,
+    confusion_matrix,
+    flip,
+    to_pair_order,
+    wilson,
+)
+from llmjudge.core.stats import kappa_from_confusion
+
 __all__ = [
     "CLASSES",
+    "DEFAULT_ROUNDS",
     "AgreementReport",
-    "AnnotatorPair",
     "Disagreement",
     "Estimate",
-    "HumanAgreement",
     "Judgment",
+    "Label",
     "ReferenceLabel",
     "agreement_by_group",
     "agreement_report",
-    "cohen_kappa",
     "confusion_matrix",
-    "fleiss_kappa",
     "flip",
-    "human_agreement",
-    "krippendorff_alpha_nominal",
     "macro_prf",
     "pair_group",
     "select_references",
     "to_pair_order",
     "wilson",
 ]
-
-Label = Literal["A", "B", "TIE"]
-Source = Literal["human", "gold"]
-CLASSES: tuple[Label, ...] = ("A", "B", "TIE")
-_INDEX = {label: i for i, label in enumerate(CLASSES)}
-_FLIP: dict[str, Label] = {"A": "B", "B": "A", "TIE": "TIE"}
-Z95 = 1.959963984540054  # the normal 97.5 % quantile
-DEFAULT_ROUNDS = 1000
-_CELLS_PER_CHUNK = 4_000_000  # bootstrap weight-matrix cells held at once (memory bound)
-
-
-# --------------------------------------------------------------------------- basics
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A figure with the count it rests on and its 95 % interval (None when undefined)."""
-
-    value: float | None
-    n: int
-    low: float | None = None
-    high: float | None = None
-
-
-def wilson(successes: int, n: int, z: float = Z95) -> Estimate:
-    """Share ``successes / n`` with its Wilson score interval."""
-    if not 0 <= successes <= n:
-        raise ValueError(f"successes must be in 0..n, got {successes} of {n}")
-    if n == 0:
-        return Estimate(None, 0)
-    p = successes / n
-    z2 = z * z
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    # Rounding must not put the share outside its own interval (1.0 > 0.9999999999999999).
-    low = 0.0 if successes == 0 else min(p, centre - half)
-    high = 1.0 if successes == n else max(p, centre + half)
-    return Estimate(p, n, low, high)
-
-
-def flip(label: Label) -> Label:
-    """The same verdict seen from the other side: A <-> B, TIE stays."""
-    return _FLIP[label]
-
-
-def to_pair_order(winner: Label, swapped: bool) -> Label:
-    """A verdict given on the pair shown swapped, in the pair's own order."""
-    return _FLIP[winner] if swapped else winner
-
-
-def _check(label: str) -> Label:
-    if label not in _INDEX:
-        raise ValueError(f"label must be one of A, B, TIE, got {label!r}")
-    return label  # type: ignore[return-value]
-
-
-def _codes(labels: Iterable[str]) -> np.ndarray:
-    return np.fromiter((_INDEX[_check(x)] for x in labels), dtype=np.int64)
-
-
-def confusion_matrix(reference: Sequence[str], judge: Sequence[str]) -> np.ndarray:
-    """3x3 counts, rows the reference and columns the judge, both in A, B, TIE order."""
-    if len(reference) != len(judge):
-        raise ValueError(f"{len(reference)} reference labels but {len(judge)} verdicts")
-    flat = _codes(reference) * 3 + _codes(judge)
-    return np.bincount(flat, minlength=9).reshape(3, 3)
-
-
-def _kappa(m: np.ndarray) -> np.ndarray:
-    """Cohen's kappa of confusion matrices ``(..., k, k)``; NaN where undefined."""
-    m = np.asarray(m, dtype=float)
-    n = m.sum(axis=(-2, -1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        po = np.trace(m, axis1=-2, axis2=-1) / n
-        pe = (m.sum(axis=-1) * m.sum(axis=-2)).sum(axis=-1) / (n * n)
-        kappa = (po - pe) / (1 - pe)
-    return np.where((n > 0) & (pe < 1 - 1e-12), kappa, np.nan)
-
-
-def cohen_kappa(reference: Sequence[str], judge: Sequence[str]) -> float | None:
-    """Cohen's kappa; None when undefined (no data, or both raters used one same class)."""
-    value = float(_kappa(confusion_matrix(reference, judge)))
-    return None if math.isnan(value) else value
 
 
 def _prf(m: np.ndarray) -> np.ndarray:
@@ -178,77 +104,6 @@ def macro_prf(reference: Sequence[str], judge: Sequence[str]) -> tuple[float, fl
     if np.isnan(values).any():
         return None
     return float(values[0]), float(values[1]), float(values[2])
-
-
-# --------------------------------------------------------------------------- bootstrap
-
-
-def _bootstrap(
-    per_item: np.ndarray,
-    statistics: Sequence[Callable[[np.ndarray], np.ndarray]],
-    rounds: int,
-    seed: int,
-) -> list[tuple[float | None, float | None]]:
-    """Percentile 95 % intervals of ``statistics`` over items resampled with replacement.
-
-    ``per_item`` is ``(items, ...)`` of additive per-item parts (counts); a resample is a
-    weighted sum of them, so a chunk of rounds is one matrix product, and every statistic
-    reads the same resamples. A statistic maps summed parts ``(rounds, ...)`` to values
-    ``(rounds,)``; NaN rounds (undefined there) are dropped.
-    """
-    items = per_item.shape[0]
-    if items == 0 or rounds <= 0:
-        return [(None, None)] * len(statistics)
-    rng = np.random.default_rng(seed)
-    flat = per_item.reshape(items, -1).astype(float)
-    chunk = max(1, _CELLS_PER_CHUNK // items)
-    values: list[list[np.ndarray]] = [[] for _ in statistics]
-    for done in range(0, rounds, chunk):
-        size = min(chunk, rounds - done)
-        # Resample counts per item (a multinomial draw, but bincount of uniform indices is
-        # several times faster than Generator.multinomial over many categories).
-        picks = rng.integers(0, items, size=(size, items))
-        picks += np.arange(size)[:, None] * items
-        weights = np.bincount(picks.ravel(), minlength=size * items).reshape(size, items)
-        sums = (weights.astype(float) @ flat).reshape((size, *per_item.shape[1:]))
-        for out, statistic in zip(values, statistics, strict=True):
-            out.append(statistic(sums))
-    intervals: list[tuple[float | None, float | None]] = []
-    for parts in values:
-        joined = np.concatenate(parts)
-        joined = joined[~np.isnan(joined)]
-        if joined.size == 0:
-            intervals.append((None, None))
-        else:
-            low, high = np.percentile(joined, [2.5, 97.5])
-            intervals.append((float(low), float(high)))
-    return intervals
-
-
-def _boot_estimates(
-    values: Sequence[float],
-    n: int,
-    per_item: np.ndarray,
-    statistics: Sequence[Callable[[np.ndarray], np.ndarray]],
-    rounds: int,
-    seed: int,
-) -> list[Estimate]:
-    intervals = _bootstrap(per_item, statistics, rounds, seed)
-    return [
-        Estimate(None, n) if math.isnan(v) else Estimate(v, n, low, high)
-        for v, (low, high) in zip(values, intervals, strict=True)
-    ]
-
-
-def _boot_estimate(
-    value: float,
-    n: int,
-    per_item: np.ndarray,
-    statistic: Callable[[np.ndarray], np.ndarray],
-    rounds: int,
-    seed: int,
-) -> Estimate:
-    return _boot_estimates([value], n, per_item, [statistic], rounds, seed)[0]
 
 
 # --------------------------------------------------------------------------- references
@@ -285,7 +140,7 @@ def select_references(
     for item in labels:
         if item.source not in ("human", "gold"):
             raise ValueError(f"label source must be human or gold, got {item.source!r}")
-        latest[item.pair][(item.source, item.annotator)] = _check(item.label)
+        latest[item.pair][(item.source, item.annotator)] = check_label(item.label)
     name: str | None = None
     if reference.startswith("annotator:"):
         name = reference.removeprefix("annotator:")
@@ -371,7 +226,7 @@ def agreement_report(
     scored = []
     unlabelled = 0
     for j in judgments:
-        _check(j.winner)
+        check_label(j.winner)
         if j.pair in references:
             scored.append(j)
         else:
@@ -379,8 +234,8 @@ def agreement_report(
     pair_ids = list(dict.fromkeys(j.pair for j in scored))
     pair_index = {p: i for i, p in enumerate(pair_ids)}
     n_pairs = len(pair_ids)
-    ref = _codes(_check(references[j.pair]) for j in scored)
-    judge = _codes(j.in_pair_order for j in scored)
+    ref = codes(check_label(references[j.pair]) for j in scored)
+    judge = codes(j.in_pair_order for j in scored)
     where = np.fromiter((pair_index[j.pair] for j in scored), dtype=np.int64, count=len(scored))
     swapped = np.fromiter((j.swapped for j in scored), dtype=bool, count=len(scored))
 
@@ -396,17 +251,17 @@ def agreement_report(
     accuracy_without_ties = wilson(int(np.trace(decisive)), int(decisive.sum()))
 
     prf = _prf(total)
-    kappa, precision, recall, f1 = _boot_estimates(
-        [float(_kappa(total)), float(prf[0]), float(prf[1]), float(prf[2])],
+    kappa, precision, recall, f1 = boot_estimates(
+        [float(kappa_from_confusion(total)), float(prf[0]), float(prf[1]), float(prf[2])],
         len(scored),
         per_pair,
-        [_kappa] + [lambda m, i=i: _prf(m)[..., i] for i in range(3)],
+        [kappa_from_confusion] + [lambda m, i=i: _prf(m)[..., i] for i in range(3)],
         rounds,
         seed,
     )
 
     # Swap-aware pair scores over pairs with verdicts in both orders.
-    tie = _INDEX["TIE"]
+    tie = INDEX["TIE"]
     # +1 equal to the label; for a decisive label -1 for the other side and 0 for a tie;
     # for a TIE label, either side is the opposite (-1).
     vote = np.where(judge == ref, 1, np.where((judge == tie) & (ref != tie), 0, -1))
@@ -469,179 +324,3 @@ def agreement_by_group(
         key: agreement_report(items, references, rounds=rounds, seed=seed)
         for key, items in grouped.items()
     }
-
-
-# --------------------------------------------------------------------------- people with people
-
-
-def _item_counts(annotations: Mapping[Hashable, Mapping[str, str]]) -> np.ndarray:
-    """Items x classes counts of the items at least two annotators labelled."""
-    rows = [
-        np.bincount(_codes(by_person.values()), minlength=3)
-        for by_person in annotations.values()
-        if len(by_person) >= 2
-    ]
-    return np.array(rows, dtype=np.int64).reshape(-1, 3)
-
-
-def _fleiss_from(
-    counts_sum: np.ndarray, agree_sum: np.ndarray, raters_sum: np.ndarray
-) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = counts_sum / counts_sum.sum(axis=-1, keepdims=True)
-        pe = (p * p).sum(axis=-1)
-        po = agree_sum / raters_sum
-        return np.where(pe < 1 - 1e-12, (po - pe) / (1 - pe), np.nan)
-
-
-def fleiss_kappa(counts: np.ndarray) -> float | None:
-    """Fleiss' kappa of an items x categories count matrix.
-
-    Items may have different numbers of raters (at least two): each item's observed
-    agreement is the share of its rater pairs that agree, averaged over items, and chance
-    agreement comes from the pooled category shares; with a constant number of raters this
-    is Fleiss' original statistic. None when undefined (one category only, or no item).
-    """
-    counts = np.asarray(counts, dtype=float)
-    counts = counts[counts.sum(axis=1) >= 2]
-    if counts.shape[0] == 0:
-        return None
-    m = counts.sum(axis=1)
-    agree = ((counts * counts).sum(axis=1) - m) / (m * (m - 1))
-    value = float(_fleiss_from(counts.sum(axis=0), agree.sum(), np.float64(counts.shape[0])))
-    return None if math.isnan(value) else value
-
-
-def _alpha_from(coincidence: np.ndarray) -> np.ndarray:
-    """Nominal alpha of coincidence matrices ``(..., k, k)``; NaN where undefined."""
-    o = np.asarray(coincidence, dtype=float)
-    n_c = o.sum(axis=-1)
-    n = n_c.sum(axis=-1)
-    observed = n - np.trace(o, axis1=-2, axis2=-1)
-    expected = (n * n - (n_c * n_c).sum(axis=-1)) / (n - 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where((n > 1) & (expected > 0), 1 - observed / expected, np.nan)
-
-
-def _coincidences(counts: np.ndarray) -> np.ndarray:
-    """Per-item coincidence matrices ``(items, k, k)`` of items x categories counts."""
-    counts = np.asarray(counts, dtype=float)
-    m = counts.sum(axis=1)
-    pairs = counts[:, :, None] * counts[:, None, :]
-    k = counts.shape[1]
-    pairs -= counts[:, :, None] * np.eye(k)[None]
-    return pairs / (m - 1)[:, None, None]
-
-
-def krippendorff_alpha_nominal(counts: np.ndarray) -> float | None:
-    """Krippendorff's alpha (nominal) of an items x categories count matrix.
-
-    Items with fewer than two values are not pairable and are left out. None when
-    undefined (a single category in all pairable values).
-    """
-    counts = np.asarray(counts, dtype=float)
-    counts = counts[counts.sum(axis=1) >= 2]
-    if counts.shape[0] == 0:
-        return None
-    value = float(_alpha_from(_coincidences(counts).sum(axis=0)))
-    return None if math.isnan(value) else value
-
-
-@dataclass(frozen=True)
-class AnnotatorPair:
-    first: str
-    second: str
-    kappa: Estimate  # over the pairs both labelled
-    agreement: Estimate  # share of those pairs they labelled alike
-
-
-@dataclass(frozen=True)
-class HumanAgreement:
-    items: int  # pairs labelled by at least two annotators
-    annotators: tuple[str, ...]
-    percent_agreement: Estimate  # share of agreeing annotator pairs, pooled over items
-    fleiss_kappa: Estimate
-    krippendorff_alpha: Estimate
-    pairwise: tuple[AnnotatorPair, ...]
-
-
-def human_agreement(
-    annotations: Mapping[Hashable, Mapping[str, str]],
-    *,
-    rounds: int = DEFAULT_ROUNDS,
-    seed: int = 0,
-) -> HumanAgreement:
-    """Agreement between annotators: ``annotations[pair][annotator] = label``.
-
-    Only pairs labelled by at least two annotators count. Intervals are bootstraps over
-    those pairs (annotator pairs within one item are not independent, so no Wilson).
-    """
-    counts = _item_counts(annotations)
-    items = counts.shape[0]
-    m = counts.sum(axis=1).astype(float)
-    agreeing = ((counts * (counts - 1)) // 2).sum(axis=1).astype(float)
-    rater_pairs = m * (m - 1) / 2
-    percent_parts = np.stack([agreeing, rater_pairs], axis=1)
-    percent_value = float(agreeing.sum() / rater_pairs.sum()) if items else math.nan
-
-    def share(sums: np.ndarray) -> np.ndarray:
-        return sums[..., 0] / sums[..., 1]
-
-    percent = _boot_estimate(percent_value, items, percent_parts, share, rounds, seed)
-
-    with np.errstate(divide="ignore", invalid="ignore"):
-        agree = np.where(m >= 2, ((counts * counts).sum(axis=1) - m) / (m * (m - 1)), 0.0)
-    fleiss_parts = np.concatenate([counts.astype(float), agree[:, None], np.ones((items, 1))], 1)
-
-    def fleiss(sums: np.ndarray) -> np.ndarray:
-        return _fleiss_from(sums[..., :3], sums[..., 3], sums[..., 4])
-
-    fleiss_value = fleiss_kappa(counts)
-    fleiss_est = _boot_estimate(
-        math.nan if fleiss_value is None else fleiss_value,
-        items,
-        fleiss_parts,
-        fleiss,
-        rounds,
-        seed,
-    )
-    alpha_value = krippendorff_alpha_nominal(counts)
-    alpha_est = _boot_estimate(
-        math.nan if alpha_value is None else alpha_value,
-        items,
-        _coincidences(counts) if items else np.zeros((0, 3, 3)),
-        _alpha_from,
-        rounds,
-        seed,
-    )
-
-    people = sorted({who for by_person in annotations.values() for who in by_person})
-    pairwise = []
-    for first, second in itertools.combinations(people, 2):
-        common = [
-            (by_person[first], by_person[second])
-            for by_person in annotations.values()
-            if first in by_person and second in by_person
-        ]
-        if not common:
-            continue
-        per_item = np.zeros((len(common), 3, 3), dtype=np.int64)
-        rows, cols = _codes(a for a, _ in common), _codes(b for _, b in common)
-        per_item[np.arange(len(common)), rows, cols] = 1
-        value = float(_kappa(per_item.sum(axis=0)))
-        pairwise.append(
-            AnnotatorPair(
-                first,
-                second,
-                _boot_estimate(value, len(common), per_item, _kappa, rounds, seed),
-                wilson(int((rows == cols).sum()), len(common)),
-            )
-        )
-    return HumanAgreement(
-        items=items,
-        annotators=tuple(people),
-        percent_agreement=percent,
-        fleiss_kappa=fleiss_est,
-        krippendorff_alpha=alpha_est,
-        pairwise=tuple(pairwise),
-    )

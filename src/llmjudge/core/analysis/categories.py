@@ -20,10 +20,10 @@ import numpy as np
 
 from llmjudge.core.analysis.leaderboard import pillar_ratings
 from llmjudge.core.analysis.outcomes import OutcomeTable, map_ids
-from llmjudge.core.analysis.quality import wilson
 from llmjudge.core.fields import build_from
 from llmjudge.core.ratings.bradley_terry import DEFAULT_PRIOR
 from llmjudge.core.ratings.report import RatingOptions
+from llmjudge.core.stats import wilson_bounds as wilson
 
 MAX_CATEGORIES = 24
 

@@ -32,8 +32,8 @@ from scipy.stats import binomtest
 
 from llmjudge.core.analysis.leaderboard import PillarMatrix, pillar_matrix
 from llmjudge.core.analysis.outcomes import Outcome, OutcomeTable, PlayerStats, as_table, map_ids
-from llmjudge.core.analysis.quality import wilson
 from llmjudge.core.ratings.estimators import pillar_bradley_terry
+from llmjudge.core.stats import wilson_bounds as wilson
 
 LIKERT_FLOOR, LIKERT_CEILING = 1.0, 5.0
 

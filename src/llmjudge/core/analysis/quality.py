@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.stats import binomtest, kendalltau, norm, rankdata, spearmanr
+from scipy.stats import binomtest, kendalltau, rankdata, spearmanr
 
 Bias = Literal["primacy", "recency", "none"]
 BIAS_ALPHA = 0.05
@@ -153,17 +153,3 @@ def dominant_position_bias(primacy: int, recency: int, *, alpha: float = BIAS_AL
 def _finite(value: float) -> float | None:
     value = float(value)
     return value if math.isfinite(value) else None
-
-
-def wilson(wins: np.ndarray, n: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson score interval of wins / n (wins may hold halves for ties); NaN where n = 0."""
-    z = float(norm.ppf(0.5 + level / 2.0))
-    n = np.asarray(n, np.float64)
-    safe = np.maximum(n, 1.0)
-    p = np.clip(np.asarray(wins, np.float64) / safe, 0.0, 1.0)
-    centre = (p + z * z / (2 * safe)) / (1 + z * z / safe)
-    half = z * np.sqrt(p * (1 - p) / safe + z * z / (4 * safe * safe)) / (1 + z * z / safe)
-    # exact at the bounds (float drift would leave 5e-17 above a zero rate's floor)
-    low = np.where(p == 0, 0.0, centre - half)
-    high = np.where(p == 1, 1.0, centre + half)
-    return np.where(n > 0, np.clip(low, 0, 1), np.nan), np.where(n > 0, np.clip(high, 0, 1), np.nan)

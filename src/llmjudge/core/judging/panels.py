@@ -21,7 +21,8 @@ from typing import Literal
 
 import numpy as np
 
-from llmjudge.core.agreement.judges import Estimate, cohen_kappa, wilson
+from llmjudge.core.agreement.judges import Estimate, wilson
+from llmjudge.core.stats import cohen_kappa
 
 __all__ = [
     "AGGREGATIONS",

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from llmjudge.core.text.fences import THREAD_TAGS
+from llmjudge.core.text.templates import render
 
 __all__ = [
     "ANSWER_QUALITY_CRITERIA",
@@ -197,31 +199,14 @@ def render_thread(content: ThreadContent) -> str:
     return "\n\n".join(blocks)
 
 
-# Any spelling of a fence tag: <thread_a>, </Thread-B >, < / thread a>, full-width brackets.
-# Linear time: no two quantifiers can share a character (the old ``\s*/?\s*`` split a run
-# of spaces every possible way: 115 s on "<" + 60,000 spaces), and each quantifier is
-# possessive because the token after it can never start with what it repeats.
-_FENCE_TAG = re.compile(
-    r"[<＜﹤]\s*+(?:/\s*+)?thread[\s_\-]*+[ab]\b[^<>＜＞﹤﹥]*+[>＞﹥]", re.IGNORECASE
-)
-
-
-def _neutralise(text: str) -> str:
-    return _FENCE_TAG.sub(lambda m: f"&lt;{m.group(0)[1:-1]}&gt;", text)
-
-
 def thread_body(content: ThreadContent, title: str | None = None) -> str:
     """A thread as it stands between its fence tags: titled, rendered, and with anything
     that looks like a fence tag neutralised. The same for either side, so a caller judging
     a thread many times may render it once (``build_judge_messages(bodies=...)``)."""
-    body = _neutralise(render_thread(content))
+    body = THREAD_TAGS.neutralise(render_thread(content))
     if title:
-        body = f"Title: {_neutralise(title)}\n\n{body}"
+        body = f"Title: {THREAD_TAGS.neutralise(title)}\n\n{body}"
     return body
-
-
-def _fence(side: str, body: str) -> str:
-    return f"<thread_{side}>\n{body}\n</thread_{side}>"
 
 
 SYSTEM_PROMPT = (
@@ -344,12 +329,12 @@ def build_judge_messages(
     """
     body_a, body_b = bodies or (thread_body(content_a, title_a), thread_body(content_b, title_b))
     values = {
-        "thread_a": _fence("a", body_a),
-        "thread_b": _fence("b", body_b),
+        "thread_a": THREAD_TAGS.wrap("a", body_a),
+        "thread_b": THREAD_TAGS.wrap("b", body_b),
         "criteria": render_criteria(criteria),
     }
     if template is None:
-        user = DEFAULT_TEMPLATE.format_map(values | {"answer_format": _answer_format(criteria)})
+        user = render(DEFAULT_TEMPLATE, values | {"answer_format": _answer_format(criteria)})[0]
     else:
         _check_template(template)
         values |= {
@@ -357,7 +342,7 @@ def build_judge_messages(
             "answer_a": render_answer(content_a),
             "answer_b": render_answer(content_b),
         }
-        user = template.format_map(values)
+        user = render(template, values)[0]  # equals format_map once checked
     system = SYSTEM_PROMPT if system_prompt is None else system_prompt
     messages = [{"role": "system", "content": system}] if system else []
     return [*messages, {"role": "user", "content": user}]

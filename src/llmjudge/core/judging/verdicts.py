@@ -49,12 +49,13 @@ from __future__ import annotations
 
 import bisect
 import functools
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from llmjudge.core.text.replies import json_objects
 
 __all__ = ["Verdict", "VerdictParseError", "Winner", "parse_tags", "parse_verdict"]
 
@@ -121,20 +122,12 @@ def parse_tags(text: str) -> Verdict:
 
 # --------------------------------------------------------------------------- JSON
 
-_MAX_JSON_ATTEMPTS = 200  # bounds the work on text full of braces
-_DECODER = json.JSONDecoder()
-
 
 def _last_json_verdict(text: str) -> tuple[dict[str, Any], int] | None:
     """The last-starting JSON object with a ``winner`` key, and where it ends."""
-    starts = [m.start() for m in re.finditer(r"\{", text)]
-    for start in reversed(starts[-_MAX_JSON_ATTEMPTS:]):
-        try:
-            obj, end = _DECODER.raw_decode(text, start)
-        except (ValueError, RecursionError):  # ValueError covers JSONDecodeError
-            continue
-        if isinstance(obj, dict) and _has_winner(obj):
-            return obj, end
+    for found in json_objects(text, nested=True):
+        if _has_winner(found.value):
+            return found.value, found.end
     return None
 
 

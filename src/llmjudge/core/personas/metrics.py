@@ -1,4 +1,4 @@
-"""Agreement metrics of a persona's judge against the human, and the held-out split.
+"""Agreement metrics of a persona's judge against the human.
 
 The human's label is the truth and the judge's label the prediction; the positive class
 is "the answer is correct". Values equal scikit-learn's with ``zero_division=0``:
@@ -7,7 +7,9 @@ when it is undefined (both raters used one and the same class, so expected agree
 is 1): scikit-learn returns NaN there by default and 0.0 with
 ``replace_undefined_by=0.0``. 0.0 is the conservative choice: a judge seen on one class
 only has shown no agreement beyond chance. Nothing here raises on degenerate input or
-returns NaN.
+returns NaN. Kappa and the Wilson interval are :mod:`llmjudge.core.stats`'s, whose answer
+when undefined is None; this module maps it to the persona API's published answers (kappa
+0.0, interval (0, 1) without evidence) and nowhere else.
 
 Every figure shown also carries its count and a 95% interval (``metrics_with_intervals``):
 Wilson score intervals for the proportions (precision over the judge's "correct" calls,
@@ -22,12 +24,13 @@ rather than the plain bootstrap's [1, 1]: a resample of a perfect record is perf
 
 from __future__ import annotations
 
-import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.stats import norm
+
+from llmjudge.core import stats
 
 
 @dataclass(frozen=True)
@@ -95,52 +98,27 @@ def _ratio(num: int, den: int) -> float:
     return num / den if den else 0.0
 
 
+def _matrix(
+    tp: np.ndarray | int, tn: np.ndarray | int, fp: np.ndarray | int, fn: np.ndarray | int
+) -> np.ndarray:
+    """Confusion matrices ``(..., 2, 2)``: rows the human (correct, incorrect), columns the
+    judge."""
+    return np.stack([np.stack([tp, fn], -1), np.stack([fp, tn], -1)], -2)
+
+
 def compute_metrics(c: Confusion) -> Metrics:
     """Precision, recall, F1, Cohen's kappa and accuracy of a confusion matrix."""
     n = c.n
-    # Kappa in integers, (n*agreements - S) / (n^2 - S) with S = n^2 * expected agreement,
-    # so the undefined case (S == n^2) is detected exactly rather than by a float epsilon.
-    s = (c.tp + c.fp) * (c.tp + c.fn) + (c.tn + c.fn) * (c.tn + c.fp)
+    kappa = float(stats.kappa_from_confusion(_matrix(c.tp, c.tn, c.fp, c.fn)))
     return Metrics(
         precision=_ratio(c.tp, c.tp + c.fp),
         recall=_ratio(c.tp, c.tp + c.fn),
         f1=_ratio(2 * c.tp, 2 * c.tp + c.fp + c.fn),
-        kappa=_ratio(n * (c.tp + c.tn) - s, n * n - s),
+        kappa=0.0 if math.isnan(kappa) else kappa,
         accuracy=_ratio(c.tp + c.tn, n),
         n=n,
         confusion=c,
     )
-
-
-def split_holdout(
-    pair_ids: Sequence[int], fraction: float = 0.25, seed: int = 0
-) -> tuple[list[int], list[int]]:
-    """Split pair ids into (optimisation, holdout), each in input order.
-
-    The holdout is the ``round(fraction * n)`` ids with the smallest seeded hash, at least
-    one when ``fraction > 0`` and ``n >= 2``, and never all of them. Hashing each id on its
-    own (instead of shuffling the list) keeps the split stable as pairs are added: sides
-    are prefixes of one fixed hash order, so a new pair only moves the boundary, and old
-    pairs change side only where the boundary crosses them.
-    """
-    if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"fraction must be within [0, 1], got {fraction}")
-    if len(set(pair_ids)) != len(pair_ids):
-        raise ValueError("pair_ids contains duplicates")
-    n = len(pair_ids)
-    k = round(fraction * n)
-    if fraction > 0 and n >= 2:
-        k = max(k, 1)
-    k = min(k, max(n - 1, 0))
-    ranked = sorted(pair_ids, key=lambda pid: (_split_hash(pid, seed), pid))
-    holdout_set = set(ranked[:k])
-    optimisation = [pid for pid in pair_ids if pid not in holdout_set]
-    holdout = [pid for pid in pair_ids if pid in holdout_set]
-    return optimisation, holdout
-
-
-def _split_hash(pair_id: int, seed: int) -> bytes:
-    return hashlib.sha256(f"{seed}:{pair_id}".encode()).digest()
 
 
 # -- intervals -------------------------------------------------------------------------------
@@ -176,34 +154,16 @@ class MetricsReport:
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a proportion; (0, 1) when there is no evidence (n == 0).
-
-    Unlike the normal approximation it is never zero-width: 2 of 2 gives about [0.34, 1].
-    """
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be within (0, 1), got {confidence}")
-    if n < 0 or not 0 <= successes <= n:
-        raise ValueError(f"need 0 <= successes <= n, got {successes} of {n}")
-    if n == 0:
-        return 0.0, 1.0
-    z = float(norm.ppf(0.5 + confidence / 2.0))
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    # Clamp the float noise at the ends: k = 0 has an exact lower bound of 0, k = n an upper of 1.
-    low = 0.0 if successes == 0 else max(0.0, float(centre - half))
-    high = 1.0 if successes == n else min(1.0, float(centre + half))
-    return low, high
+    """:func:`llmjudge.core.stats.wilson_interval` in the persona API's form: (0, 1) when
+    there is no evidence (n == 0), as stored iterations and calibration replies say."""
+    return stats.wilson_interval(successes, n, confidence) or (0.0, 1.0)
 
 
 def _f1_kappa(tp: np.ndarray, tn: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> tuple:
     """F1 and kappa of arrays of confusion cells (counts or shares), zero where undefined."""
-    n = tp + tn + fp + fn
     f1_den = 2 * tp + fp + fn
-    s = (tp + fp) * (tp + fn) + (tn + fn) * (tn + fp)
-    k_den = n * n - s
     f1 = np.where(f1_den > 0, 2 * tp / np.where(f1_den > 0, f1_den, 1), 0.0)
-    kappa = np.where(k_den > 0, (n * (tp + tn) - s) / np.where(k_den > 0, k_den, 1), 0.0)
+    kappa = np.nan_to_num(stats.kappa_from_confusion(_matrix(tp, tn, fp, fn)), nan=0.0)
     return f1, kappa
 
 

@@ -4,17 +4,31 @@ prompt and schema."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from llmjudge.core.personas.templates import neutralise_fences
+from llmjudge.core.personas.templates import JUDGE_PLACEHOLDERS
+from llmjudge.core.text.fences import MARKERS
+from llmjudge.core.text.replies import MAX_JSON_ATTEMPTS, json_objects
+from llmjudge.core.text.templates import placeholders
 
-JUDGE_PLACEHOLDERS = ("input", "correct_output", "answer")
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{(input|correct_output|answer)\}")
+__all__ = [
+    "ENGINEER_SCHEMA",
+    "ENGINEER_SYSTEM",
+    "JUDGE_PLACEHOLDERS",
+    "JUDGE_SCHEMA",
+    "MAX_ENGINEER_FAILURES",
+    "MAX_JSON_ATTEMPTS",
+    "EngineerReply",
+    "JudgeVerdict",
+    "addressed_cases",
+    "engineer_messages",
+    "human_label",
+    "missing_placeholders",
+    "parse_engineer_rewrite",
+    "parse_judge_reply",
+]
 # Failures shown to the prompt engineer: enough to generalise, bounded prompt size.
 MAX_ENGINEER_FAILURES = 30
 
@@ -61,43 +75,20 @@ useful signal you get. Say which cases your rewrite addresses, by their numbers.
 Reply with one JSON object and nothing else: {"prompt": "<the complete new judge prompt>", \
 "rationale": "<one to three sentences on what you changed and why>", \
 "addressed": [<the numbers of the cases this rewrite addresses>]}"""
-# Brace positions tried when reading JSON out of a reply: a hostile or rambling reply
-# cannot make parsing quadratic.
-MAX_JSON_ATTEMPTS = 200
 
 
 def missing_placeholders(judge_prompt: str) -> list[str]:
     """Judge placeholders absent from the prompt (escaped ``{{input}}`` does not count)."""
-    seen = {m.group(1) for m in _PLACEHOLDER.finditer(judge_prompt) if m.group(1)}
+    seen = placeholders(judge_prompt, JUDGE_PLACEHOLDERS)
     return [p for p in JUDGE_PLACEHOLDERS if p not in seen]
 
 
 def _json_objects(text: str) -> Iterable[dict[str, Any]]:
-    """JSON objects in a model reply, the LAST first: the whole text, else each top-level
-    object starting at a brace (replies wrap JSON in prose or code fences, and some echo
-    the prompt's example object before their own answer). At most ``MAX_JSON_ATTEMPTS``
-    decode attempts; NUL characters are dropped first (no JSON value contains one raw)."""
-    stripped = text.replace("\x00", "").strip()
-    with contextlib.suppress(ValueError):
-        whole = json.loads(stripped)
-        if isinstance(whole, dict):
-            yield whole
-            return
-    decoder = json.JSONDecoder()
-    found: list[dict[str, Any]] = []
-    start = stripped.find("{")
-    attempts = 0
-    while start != -1 and attempts < MAX_JSON_ATTEMPTS:
-        attempts += 1
-        try:
-            obj, end = decoder.raw_decode(stripped, start)
-        except ValueError:
-            start = stripped.find("{", start + 1)
-            continue
-        if isinstance(obj, dict):
-            found.append(obj)
-        start = stripped.find("{", end)  # past this object: nested ones are part of it
-    yield from reversed(found)
+    """Top-level JSON objects in a reply, the LAST first (some replies echo the prompt's
+    example object before their own answer); NUL characters are dropped first (no JSON
+    value contains one raw)."""
+    for found in json_objects(text.replace("\x00", "").strip(), nested=False):
+        yield found.value
 
 
 @dataclass(frozen=True)
@@ -153,12 +144,6 @@ def parse_engineer_rewrite(text: str, cases: int | None = None) -> EngineerReply
     return None
 
 
-def parse_engineer_reply(text: str) -> tuple[str, str] | None:
-    """(new prompt, rationale) from the prompt engineer's JSON reply."""
-    reply = parse_engineer_rewrite(text)
-    return None if reply is None else (reply.prompt, reply.rationale)
-
-
 def addressed_cases(
     numbers: Sequence[int], failures: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
@@ -192,14 +177,14 @@ def engineer_messages(
         kind = "false positive" if f["judge_label"] == "correct" else "false negative"
         lines = [
             f"<<<CASE {i}: {kind}>>>",
-            f"Input: {neutralise_fences(str(f['input']))}",
-            f"Reference answer: {neutralise_fences(str(f['correct_output']))}",
-            f"Answer judged: {neutralise_fences(str(f['answer']))}",
-            f"Judge said: {f['judge_label']} ({neutralise_fences(str(f.get('reasoning', '')))})",
+            f"Input: {MARKERS.neutralise(str(f['input']))}",
+            f"Reference answer: {MARKERS.neutralise(str(f['correct_output']))}",
+            f"Answer judged: {MARKERS.neutralise(str(f['answer']))}",
+            f"Judge said: {f['judge_label']} ({MARKERS.neutralise(str(f.get('reasoning', '')))})",
             f"Human said: {f['human_label']}",
         ]
         if f.get("notes"):
-            lines.append(f"Human notes: {neutralise_fences(str(f['notes']))}")
+            lines.append(f"Human notes: {MARKERS.neutralise(str(f['notes']))}")
         lines.append(f"<<<END CASE {i}>>>")
         cases.append("\n".join(lines))
     body = (

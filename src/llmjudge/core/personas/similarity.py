@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm
 
 from llmjudge.core.personas.metrics import (
     Metrics,
@@ -32,6 +31,7 @@ from llmjudge.core.personas.metrics import (
     confusion_from_labels,
     metrics_with_intervals,
 )
+from llmjudge.core.stats import wilson_bounds
 
 CORRECT = 1
 INCORRECT = 0
@@ -121,14 +121,6 @@ def escalate(similarities: Sequence[float], *, accept_at: float, reject_below: f
     return np.where(s >= accept_at, CORRECT, np.where(s < reject_below, INCORRECT, ESCALATE))
 
 
-def _wilson_low(k: np.ndarray, n: np.ndarray, z: float) -> np.ndarray:
-    n_safe = np.maximum(n, 1)
-    p = k / n_safe
-    centre = (p + z * z / (2 * n_safe)) / (1 + z * z / n_safe)
-    half = z / (1 + z * z / n_safe) * np.sqrt(p * (1 - p) / n_safe + z * z / (4 * n_safe**2))
-    return np.where(n > 0, np.maximum(centre - half, 0.0), 0.0)
-
-
 def fit_escalation(
     similarities: Sequence[float],
     human_correct: Sequence[bool],
@@ -147,14 +139,13 @@ def fit_escalation(
     n = s.size
     if n == 0:
         return EscalationFit(float("inf"), float("-inf"), 0, 0, 0, 0)
-    z = float(norm.ppf(0.5 + confidence / 2.0))
     s_desc = np.sort(s)[::-1]
     y_desc = y[np.argsort(-s, kind="stable")]
     k = np.arange(1, n + 1)
     # accept the top k: valid where the next similarity is strictly lower
     ok_top = np.ones(n, dtype=bool)
     ok_top[:-1] = s_desc[:-1] > s_desc[1:]
-    precise = _wilson_low(np.cumsum(y_desc), k, z) >= min_precision
+    precise = wilson_bounds(np.cumsum(y_desc), k, confidence)[0] >= min_precision
     top = np.flatnonzero(ok_top & precise)
     accepted = int(top[-1] + 1) if top.size else 0
     accept_at = float(s_desc[accepted - 1]) if accepted else float(np.nextafter(s_desc[0], np.inf))
@@ -162,7 +153,7 @@ def fit_escalation(
     s_asc, y_asc = s_desc[::-1], y_desc[::-1]
     ok_bottom = np.ones(n, dtype=bool)
     ok_bottom[:-1] = s_asc[:-1] < s_asc[1:]
-    npv = _wilson_low(np.cumsum(~y_asc), k, z) >= min_precision
+    npv = wilson_bounds(np.cumsum(~y_asc), k, confidence)[0] >= min_precision
     bottom = np.flatnonzero(ok_bottom & npv)
     rejected = int(bottom[-1] + 1) if bottom.size else 0
     if rejected:

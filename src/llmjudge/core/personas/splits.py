@@ -112,11 +112,3 @@ def assign_splits(
         stratum[choice] += 1
         out[pid] = choice
     return out
-
-
-def ids_by_split(assignments: Mapping[int, str]) -> dict[str, list[int]]:
-    """Pair ids of each split, ascending."""
-    out: dict[str, list[int]] = {s: [] for s in SPLITS}
-    for pid in sorted(assignments):
-        out[assignments[pid]].append(pid)
-    return out

@@ -10,7 +10,6 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
-from llmjudge.core.personas.templates import TEMPLATES
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
 from llmjudge.infra.web import DbSession, is_htmx, render
 from llmjudge.personas import service
@@ -27,6 +26,7 @@ from llmjudge.personas.pages.common import (
     validation_messages,
 )
 from llmjudge.personas.schemas import FromTemplateIn, PersonaIn
+from llmjudge.personas.starters import TEMPLATES
 from llmjudge.personas.summaries import matching, summaries
 
 router = APIRouter(include_in_schema=False)

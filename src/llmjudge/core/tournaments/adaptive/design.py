@@ -25,7 +25,7 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.special import expit, ndtr
 
-from llmjudge.core.analysis.quality import wilson
+from llmjudge.core.stats import wilson_bounds as wilson
 from llmjudge.core.tournaments.adaptive.state import AdaptiveState
 from llmjudge.core.tournaments.adaptive.stopping import StopRule
 

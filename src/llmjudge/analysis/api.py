@@ -16,8 +16,9 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from llmjudge.analysis import exports, figures
-from llmjudge.analysis.figures import AnalysisCache, Rating, get_cache
+from llmjudge.analysis.cache import AnalysisCache, get_cache
 from llmjudge.analysis.loading import get_analysis_session
+from llmjudge.analysis.options import Rating
 from llmjudge.analysis.schemas import (
     AnalysisSession,
     CategoriesOut,

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from llmjudge import __version__
 from llmjudge.core.personas.replies import human_label
 from llmjudge.core.text.csvsafe import provenance_lines, write_csv
+from llmjudge.infra.db.rows import columns
 from llmjudge.personas.iterations import list_iterations, metrics_out, spent_usd
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import PersonaDecision, PersonaIteration, PersonaPair, TaskOutput
@@ -32,16 +33,20 @@ async def metrics(*, db: AsyncSession, persona_id: int) -> list[MetricsRow]:
         .order_by(PersonaIteration.number)
     )
     return [
-        MetricsRow(
-            iteration=it.number,
-            prompt_version=it.prompt_version,
-            optimisation=metrics_out(it.metrics_optimisation),
-            selection=metrics_out(it.metrics_selection),
-            calibration=metrics_out(it.metrics_calibration),
-        )
+        _metrics_row(it)
         for it in rows.all()
         if it.metrics_optimisation is not None or it.metrics_selection is not None
     ]
+
+
+def _metrics_row(it: PersonaIteration) -> MetricsRow:
+    return MetricsRow(
+        iteration=it.number,
+        prompt_version=it.prompt_version,
+        optimisation=metrics_out(it.metrics_optimisation),
+        selection=metrics_out(it.metrics_selection),
+        calibration=metrics_out(it.metrics_calibration),
+    )
 
 
 async def _report_decisions(
@@ -59,16 +64,9 @@ async def _report_decisions(
         .limit(limit)
     )
     return [
-        ReportDecision(
-            decision_id=d.id,
-            iteration=d.iteration,
-            input=inp,
-            answer=answer,
-            judge_label=d.judge_label,  # type: ignore[arg-type]
-            judge_reasoning=d.judge_reasoning,
-            judge_confidence=d.judge_confidence,
-            human_agrees=agrees,
-            human_notes=d.human_notes,
+        ReportDecision.model_validate(
+            columns(d)
+            | {"decision_id": d.id, "input": inp, "answer": answer, "human_agrees": agrees}
         )
         for d, inp, answer in rows.all()
     ]
@@ -113,15 +111,7 @@ async def report(*, db: AsyncSession, persona_id: int) -> ReportOut:
         target_f1=p.target_f1,
         iterations=len(iterations),
         converged_at=converged,
-        final=None
-        if last is None
-        else MetricsRow(
-            iteration=last.number,
-            prompt_version=last.prompt_version,
-            optimisation=metrics_out(last.metrics_optimisation),
-            selection=metrics_out(last.metrics_selection),
-            calibration=metrics_out(last.metrics_calibration),
-        ),
+        final=None if last is None else _metrics_row(last),
         prompt_evolution=evolution,
         best_decisions=[] if last is None else await _report_decisions(db, last.id, True),
         worst_decisions=[] if last is None else await _report_decisions(db, last.id, False),

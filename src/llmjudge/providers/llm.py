@@ -21,7 +21,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from llmjudge.infra.config import Settings
-from llmjudge.infra.db.rows import columns
+from llmjudge.infra.db.rows import columns, for_dataclass
 from llmjudge.infra.errors import Invalid, NotFound
 from llmjudge.providers.base import (
     ChatRequest,
@@ -75,13 +75,12 @@ class ModelInfo:
 
 def info_of(m: LLMModel, p: Provider) -> ModelInfo:
     """A model row with its provider's name and kind."""
-    row = columns(m)
-    return ModelInfo(
-        **{f.name: row[f.name] for f in dataclasses.fields(ModelInfo) if f.name in row},
-        provider_name=p.name,
-        provider_kind=p.kind,
-        simulated=p.kind == "simulator",
-    )
+    values = columns(m) | {
+        "provider_name": p.name,
+        "provider_kind": p.kind,
+        "simulated": p.kind == "simulator",
+    }
+    return ModelInfo(**for_dataclass(ModelInfo, values))
 
 
 def configured_latency_s(kind: str, settings: Mapping[str, Any] | None) -> float | None:
@@ -160,19 +159,8 @@ class LLMService:
                 self.gateway.unregister(provider_id)
                 self._providers.pop(provider_id, None)
                 raise NotFound(f"provider {provider_id} not found")
-            cfg = ProviderConfig(
-                id=p.id,
-                name=p.name,
-                kind=p.kind,  # type: ignore[arg-type]  # the table's CHECK keeps it valid
-                base_url=p.base_url,
-                api_key=self._decrypt(p),
-                rpm=p.rpm,
-                tpm=p.tpm,
-                max_concurrency=p.max_concurrency,
-                timeout_s=p.timeout_s,
-                max_retries=p.max_retries,
-                settings=dict(p.settings or {}),
-            )
+            values = columns(p) | {"api_key": self._decrypt(p), "settings": dict(p.settings or {})}
+            cfg = ProviderConfig(**for_dataclass(ProviderConfig, values))
             self.gateway.register(cfg)
             self._providers[provider_id] = time.monotonic()
             return cfg

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import Thread
 from llmjudge.core import review as rules
+from llmjudge.infra.db.rows import columns
 from llmjudge.infra.errors import Invalid, NotFound
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.references.review_schemas import (
@@ -424,16 +425,13 @@ async def my_labels(*, db: AsyncSession, session_id: int, reviewer: str) -> list
     for row in rows:
         left, right = rules.shown_sides(reviewer, row.thread_a_id, row.thread_b_id)
         out.append(
-            MyReviewLabel(
-                thread_a_id=row.thread_a_id,
-                thread_b_id=row.thread_b_id,
-                shown_a=left,
-                shown_b=right,
-                label=row.label,  # type: ignore[arg-type]
-                shown_label=rules.to_shown(left, right, row.label),  # type: ignore[arg-type]
-                both_bad=row.both_bad,
-                note=row.note,
-                created_at=row.created_at,
+            MyReviewLabel.model_validate(
+                columns(row)
+                | {
+                    "shown_a": left,
+                    "shown_b": right,
+                    "shown_label": rules.to_shown(left, right, row.label),
+                }
             )
         )
     return out

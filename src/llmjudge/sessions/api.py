@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated, Any, Literal
+from collections.abc import Awaitable
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, File, Form, Path, Query, Request, UploadFile, status
 from pydantic import ValidationError
@@ -46,6 +47,7 @@ from llmjudge.sessions.schemas import (
     ThreadLabelOut,
 )
 
+T = TypeVar("T")
 router = APIRouter(prefix="/api/sessions", tags=["sessions"])
 threads_router = APIRouter(prefix="/api/threads", tags=["sessions"])
 THREAD_COMPARISONS_MAX = 500
@@ -248,64 +250,53 @@ async def estimate_session(session_id: int, db: DbSession) -> EstimateOut:
     return await estimates.estimate_session(db=db, session_id=session_id)
 
 
+async def _changed(session_id: int, change: Awaitable[T]) -> T:
+    """A state change: the shared summary is dropped before it (no poller is answered the
+    old state once it began) and after it (nor a state read while it ran)."""
+    reads.SUMMARY_CACHE.invalidate(session_id)
+    try:
+        return await change
+    finally:
+        reads.SUMMARY_CACHE.invalidate(session_id)
+
+
 @router.post("/{session_id}/start", response_model=SessionOut)
 async def start_session(session_id: int, db: DbSession, hub: Hub, llm: Tester) -> SessionOut:
     """draft -> running; 422 when the judge's provider has never answered and a test call
     to it fails (the cause in ``detail``)."""
-    reads.SUMMARY_CACHE.invalidate(session_id)
-    try:
-        return await control.start_session(db=db, session_id=session_id, hub=hub, llm=llm)
-    finally:
-        reads.SUMMARY_CACHE.invalidate(session_id)
+    return await _changed(
+        session_id, control.start_session(db=db, session_id=session_id, hub=hub, llm=llm)
+    )
 
 
 @router.post("/{session_id}/pause", response_model=SessionOut)
 async def pause_session(session_id: int, db: DbSession, hub: Hub) -> SessionOut:
     """running -> paused: comparisons in flight finish, no new ones start."""
-    reads.SUMMARY_CACHE.invalidate(session_id)
-    try:
-        return await control.pause_session(db=db, session_id=session_id, hub=hub)
-    finally:
-        reads.SUMMARY_CACHE.invalidate(session_id)
+    return await _changed(session_id, control.pause_session(db=db, session_id=session_id, hub=hub))
 
 
 @router.post("/{session_id}/resume", response_model=SessionOut)
 async def resume_session(session_id: int, db: DbSession, hub: Hub) -> SessionOut:
     """paused -> running."""
-    reads.SUMMARY_CACHE.invalidate(session_id)
-    try:
-        return await control.resume_session(db=db, session_id=session_id, hub=hub)
-    finally:
-        reads.SUMMARY_CACHE.invalidate(session_id)
+    return await _changed(session_id, control.resume_session(db=db, session_id=session_id, hub=hub))
 
 
 @router.post("/{session_id}/cancel", response_model=SessionOut)
 async def cancel_session(session_id: int, db: DbSession, hub: Hub) -> SessionOut:
     """Pending comparisons are cancelled; those in flight finish and are kept."""
-    reads.SUMMARY_CACHE.invalidate(session_id)
-    try:
-        return await control.cancel_session(db=db, session_id=session_id, hub=hub)
-    finally:
-        reads.SUMMARY_CACHE.invalidate(session_id)
+    return await _changed(session_id, control.cancel_session(db=db, session_id=session_id, hub=hub))
 
 
 @router.post("/{session_id}/retry-failed", response_model=RetryResult)
 async def retry_failed(session_id: int, db: DbSession, hub: Hub) -> RetryResult:
     """Failed comparisons go back to the queue with fresh attempts."""
-    reads.SUMMARY_CACHE.invalidate(session_id)
-    try:
-        return await control.retry_failed(db=db, session_id=session_id, hub=hub)
-    finally:
-        reads.SUMMARY_CACHE.invalidate(session_id)
+    return await _changed(session_id, control.retry_failed(db=db, session_id=session_id, hub=hub))
 
 
 @router.delete("/{session_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_session(session_id: int, db: DbSession, hub: Hub) -> None:
     """Delete a session and all its comparisons."""
-    try:
-        await control.delete_session(db=db, session_id=session_id, hub=hub)
-    finally:
-        reads.SUMMARY_CACHE.invalidate(session_id)
+    await _changed(session_id, control.delete_session(db=db, session_id=session_id, hub=hub))
 
 
 @router.get("/{session_id}/panel")

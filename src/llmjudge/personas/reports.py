@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,16 +26,21 @@ from llmjudge.personas.service import get_persona
 from llmjudge.providers import LLMModel, Provider
 
 
-async def metrics(*, db: AsyncSession, persona_id: int) -> list[MetricsRow]:
-    await persona_row(db, persona_id)
+async def _iterations(db: AsyncSession, persona_id: int) -> Sequence[PersonaIteration]:
+    """The persona's iterations, first first."""
     rows = await db.scalars(
         select(PersonaIteration)
         .where(PersonaIteration.persona_id == persona_id)
         .order_by(PersonaIteration.number)
     )
+    return rows.all()
+
+
+async def metrics(*, db: AsyncSession, persona_id: int) -> list[MetricsRow]:
+    await persona_row(db, persona_id)
     return [
         _metrics_row(it)
-        for it in rows.all()
+        for it in await _iterations(db, persona_id)
         if it.metrics_optimisation is not None or it.metrics_selection is not None
     ]
 
@@ -76,13 +82,7 @@ async def report(*, db: AsyncSession, persona_id: int) -> ReportOut:
     """Final metrics, iterations to convergence, prompt evolution, and the judge's most
     confident decisions of the last scored iteration that the human confirmed or rejected."""
     p = await persona_row(db, persona_id)
-    iterations = (
-        await db.scalars(
-            select(PersonaIteration)
-            .where(PersonaIteration.persona_id == persona_id)
-            .order_by(PersonaIteration.number)
-        )
-    ).all()
+    iterations = await _iterations(db, persona_id)
     scored = [it for it in iterations if it.metrics_optimisation or it.metrics_selection]
     last = scored[-1] if scored else None
     versions = await list_versions(db=db, persona_id=persona_id)

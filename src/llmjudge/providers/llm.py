@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Select, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from llmjudge.infra.config import Settings
@@ -39,7 +39,7 @@ from llmjudge.providers.models import LLMModel, Provider
 from llmjudge.providers.schemas import (
     ConnectionTestOut,
 )
-from llmjudge.providers.simulator import SimulatorParams
+from llmjudge.providers.simulator_params import SimulatorParams
 from llmjudge.providers.store import PgAccounting, PgCache
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,11 @@ class ModelInfo:
     @property
     def pricing(self) -> ModelPricing:
         return ModelPricing(self.input_price_per_million, self.output_price_per_million)
+
+
+def models_query() -> Select[tuple[LLMModel, Provider]]:
+    """Models with their providers."""
+    return select(LLMModel, Provider).join(Provider, Provider.id == LLMModel.provider_id)
 
 
 def info_of(m: LLMModel, p: Provider) -> ModelInfo:
@@ -128,13 +133,7 @@ class LLMService:
         if cached is not None and time.monotonic() - cached[0] < CONFIG_TTL_S:
             return cached[1]
         async with self.sessionmaker() as db:
-            row = (
-                await db.execute(
-                    select(LLMModel, Provider)
-                    .join(Provider, Provider.id == LLMModel.provider_id)
-                    .where(LLMModel.id == model_id)
-                )
-            ).first()
+            row = (await db.execute(models_query().where(LLMModel.id == model_id))).first()
         if row is None:
             self._models.pop(model_id, None)
             raise NotFound(f"model {model_id} not found")

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from llmjudge.infra.db.rows import columns
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
 from llmjudge.providers.crypto import KeyCipher, last4
-from llmjudge.providers.llm import LLMService, info_of
+from llmjudge.providers.llm import LLMService, info_of, models_query
 from llmjudge.providers.models import LLMCall, LLMModel, Provider
 from llmjudge.providers.schemas import (
     MAX_API_KEY_CHARS,
@@ -84,12 +84,19 @@ async def get_provider(*, db: AsyncSession, provider_id: int) -> ProviderOut:
     return _provider_out(p, n or 0)
 
 
-async def _check_provider_name(db: AsyncSession, name: str, exclude_id: int | None = None) -> None:
-    stmt = select(Provider.id).where(Provider.name == name)
+async def _check_name(
+    db: AsyncSession,
+    table: type[Provider] | type[LLMModel],
+    name: str,
+    exclude_id: int | None = None,
+) -> None:
+    """409 when another provider (or model) already has this name."""
+    stmt = select(table.id).where(table.name == name)
     if exclude_id is not None:
-        stmt = stmt.where(Provider.id != exclude_id)
+        stmt = stmt.where(table.id != exclude_id)
     if await db.scalar(stmt):
-        raise Conflict(f"a provider named {name!r} already exists")
+        what = "provider" if table is Provider else "model"
+        raise Conflict(f"a {what} named {name!r} already exists")
 
 
 def _set_key(p: Provider, key: str | None, cipher: KeyCipher) -> None:
@@ -103,7 +110,7 @@ def _set_key(p: Provider, key: str | None, cipher: KeyCipher) -> None:
 async def create_provider(
     *, db: AsyncSession, data: ProviderIn, cipher: KeyCipher, llm: LLMService | None = None
 ) -> ProviderOut:
-    await _check_provider_name(db, data.name)
+    await _check_name(db, Provider, data.name)
     p = Provider(**data.model_dump(exclude={"api_key"}))
     _set_key(p, data.api_key.get_secret_value() if data.api_key else None, cipher)
     db.add(p)
@@ -128,7 +135,7 @@ async def update_provider(
         if required in changes and changes[required] is None:
             raise Invalid(f"{required} cannot be null")
     if "name" in changes and changes["name"] != p.name:
-        await _check_provider_name(db, changes["name"], exclude_id=p.id)
+        await _check_name(db, Provider, changes["name"], exclude_id=p.id)
     moved = ("base_url" in changes and changes["base_url"] != p.base_url) or (
         "kind" in changes and changes["kind"] != p.kind
     )
@@ -166,7 +173,7 @@ def _model_out(m: LLMModel, p: Provider) -> ModelOut:
 
 
 async def list_models(*, db: AsyncSession, provider_id: int | None = None) -> list[ModelOut]:
-    stmt = select(LLMModel, Provider).join(Provider, Provider.id == LLMModel.provider_id)
+    stmt = models_query()
     if provider_id is not None:
         stmt = stmt.where(LLMModel.provider_id == provider_id)
     rows = await db.execute(stmt.order_by(Provider.name, LLMModel.name))
@@ -174,24 +181,10 @@ async def list_models(*, db: AsyncSession, provider_id: int | None = None) -> li
 
 
 async def get_model(*, db: AsyncSession, model_id: int) -> ModelOut:
-    row = (
-        await db.execute(
-            select(LLMModel, Provider)
-            .join(Provider, Provider.id == LLMModel.provider_id)
-            .where(LLMModel.id == model_id)
-        )
-    ).first()
+    row = (await db.execute(models_query().where(LLMModel.id == model_id))).first()
     if row is None:
         raise NotFound(f"model {model_id} not found")
     return _model_out(*row)
-
-
-async def _check_model_name(db: AsyncSession, name: str, exclude_id: int | None = None) -> None:
-    stmt = select(LLMModel.id).where(LLMModel.name == name)
-    if exclude_id is not None:
-        stmt = stmt.where(LLMModel.id != exclude_id)
-    if await db.scalar(stmt):
-        raise Conflict(f"a model named {name!r} already exists")
 
 
 async def _check_provider_exists(db: AsyncSession, provider_id: int) -> None:
@@ -201,7 +194,7 @@ async def _check_provider_exists(db: AsyncSession, provider_id: int) -> None:
 
 async def create_model(*, db: AsyncSession, data: ModelIn) -> ModelOut:
     await _check_provider_exists(db, data.provider_id)
-    await _check_model_name(db, data.name)
+    await _check_name(db, LLMModel, data.name)
     m = LLMModel(**data.model_dump())
     db.add(m)
     await db.commit()
@@ -228,7 +221,7 @@ async def update_model(
     if "provider_id" in changes:
         await _check_provider_exists(db, changes["provider_id"])
     if "name" in changes and changes["name"] != m.name:
-        await _check_model_name(db, changes["name"], exclude_id=m.id)
+        await _check_name(db, LLMModel, changes["name"], exclude_id=m.id)
     for field, value in changes.items():
         setattr(m, field, value)
     await db.commit()

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import and_, func, literal, or_, select, text
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import Thread
@@ -37,6 +36,7 @@ from llmjudge.references.review_schemas import (
     ShownThread,
     StoredReviewLabel,
 )
+from llmjudge.references.service import upsert_labels
 from llmjudge.sessions import Comparison, JudgeSession
 
 __all__ = [
@@ -375,17 +375,7 @@ async def label_pair(
         "note": data.note.strip(),
         "session_id": session_id,
     }
-    stmt = insert(ReferenceLabel).values(**values)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["thread_a_id", "thread_b_id", "source", "annotator"],
-        set_={
-            "label": stmt.excluded.label,
-            "both_bad": stmt.excluded.both_bad,
-            "note": stmt.excluded.note,
-            "session_id": stmt.excluded.session_id,
-            "created_at": func.now(),
-        },
-    ).returning(ReferenceLabel)
+    stmt = upsert_labels(values).returning(ReferenceLabel)
     stored = (await db.execute(stmt)).scalar_one()
     out_label = StoredReviewLabel.model_validate(stored, from_attributes=True)
     q = await _queue(db, s, reviewer, now)

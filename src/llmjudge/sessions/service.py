@@ -81,22 +81,16 @@ async def create_session(
     check_plan_size(pillar_sizes(data.pillar_ids, threads), options)
     # Building a large plan is CPU work: off the event loop.
     plan = await asyncio.to_thread(build_plan, threads, options)
-    s = JudgeSession(
-        name=data.session_name,
-        status="draft",
-        comparison_mode=data.comparison_mode,
-        pillar_ids=list(data.pillar_ids),
-        options=stored_options(data, seed),
-        worker_count=data.worker_count,
-        judge_model_id=m.id,
-        criteria=list(data.criteria),
-        prompt_template=data.prompt_template,
+    s = _draft(
+        data,
+        m,
+        stored_options(data, seed),
+        total=len(plan),
         panel=panel,
         system_prompt=data.system_prompt,
         verdict_format=(
             data.verdict_format.model_dump(mode="json") if data.verdict_format else None
         ),
-        total=len(plan),
     )
     db.add(s)
     await db.flush()
@@ -108,6 +102,20 @@ async def create_session(
         await analyze_comparisons(db)
     publish_status(hub, s.id, s.status)
     return await get_session(db=db, session_id=s.id)
+
+
+def _draft(data: SessionIn, judge: LLMModel, options: dict[str, Any], **more: Any) -> JudgeSession:
+    """The new session's row, a draft (``more``: what only some kinds of session store)."""
+    return JudgeSession(
+        name=data.session_name,
+        status="draft",
+        pillar_ids=list(data.pillar_ids),
+        options=options,
+        judge_model_id=judge.id,
+        criteria=list(data.criteria),
+        **data.model_dump(include={"comparison_mode", "worker_count", "prompt_template"}),
+        **more,
+    )
 
 
 async def _stored_panel(
@@ -149,18 +157,7 @@ async def _create_adaptive(
     cost = cost_per_call(await model_cost(db, data, m, p))
     rule = fields.stop_rule(cfg, cost)
     fields.check_field(field, cfg, rule)
-    s = JudgeSession(
-        name=data.session_name,
-        status="draft",
-        comparison_mode="adaptive",
-        pillar_ids=list(data.pillar_ids),
-        options=fields.new_session_options(cfg, stored_options(data, seed), cost),
-        worker_count=data.worker_count,
-        judge_model_id=m.id,
-        criteria=list(data.criteria),
-        prompt_template=data.prompt_template,
-        total=0,
-    )
+    s = _draft(data, m, fields.new_session_options(cfg, stored_options(data, seed), cost), total=0)
     db.add(s)
     await db.flush()
     # No comparison yet: the rounds runner plans the first round like every other one,

@@ -36,6 +36,7 @@ __all__ = [
     "load_outcomes",
     "new_session_options",
     "player_names",
+    "selection_options",
     "selection_weights",
     "session_config",
     "stop_rule",
@@ -45,20 +46,23 @@ __all__ = [
 SCORE = {"A": 1.0, "B": 0.0, "TIE": 0.5}
 
 
+# The options an AdaptiveIn shares by name with the stopping rule and the pair selector.
+RULE_OPTIONS = {"confidence", "tolerance", "k", "min_games"}
+SELECTION_OPTIONS = {"strategy", "epsilon", "position", "swap_share"}
+
+
 def stop_rule(cfg: AdaptiveIn, cost_per_comparison: float) -> StopRule:
     budget = Budget(
         comparisons=cfg.budget_comparisons,
         usd=cfg.budget_usd,
         cost_per_comparison=cost_per_comparison,
     )
-    return StopRule(
-        kind=cfg.rule,
-        confidence=cfg.confidence,
-        tolerance=cfg.tolerance,
-        k=cfg.k,
-        min_games=cfg.min_games,
-        budget=budget,
-    )
+    return StopRule(kind=cfg.rule, budget=budget, **cfg.model_dump(include=RULE_OPTIONS))
+
+
+def selection_options(cfg: AdaptiveIn) -> dict[str, Any]:
+    """How the session chooses its pairs, as ``select_batch`` (and its simulation) take it."""
+    return cfg.model_dump(include=SELECTION_OPTIONS)
 
 
 @dataclass(frozen=True, eq=False)

@@ -57,6 +57,7 @@ from llmjudge.sessions.adaptive.field import (
     Outcomes,
     load_field,
     load_outcomes,
+    selection_options,
     session_config,
 )
 from llmjudge.sessions.models import AdaptiveRound, Comparison, JudgeSession
@@ -115,11 +116,8 @@ def plan_arrays(
         size,
         rule=rule,
         seed=select_seed,
-        strategy=cfg.strategy,
-        epsilon=cfg.epsilon,
-        position=cfg.position,
-        swap_share=cfg.swap_share,
         allowed=field.allowed(),
+        **selection_options(cfg),
     )
     a, b = batch.a, batch.b
     if field.unit == "threads":

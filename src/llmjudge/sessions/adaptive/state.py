@@ -72,11 +72,8 @@ async def estimate_adaptive(*, db: AsyncSession, data: SessionIn) -> AdaptiveEst
         runs=runs,
         seed=data.seed or 0,
         batch_size=cfg.batch_size,
-        strategy=cfg.strategy,
-        epsilon=cfg.epsilon,
-        position=cfg.position,
-        swap_share=cfg.swap_share,
         max_comparisons=max(cap, 1),
+        **fields.selection_options(cfg),
     )
     saving = max(0, est.both_orders_equivalent - est.median) if cfg.position == "once" else 0
     return AdaptiveEstimateOut.model_validate(

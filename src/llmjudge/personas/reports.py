@@ -22,7 +22,7 @@ from llmjudge.personas.models import PersonaDecision, PersonaIteration, PersonaP
 from llmjudge.personas.pairs import pair_labels
 from llmjudge.personas.prompt_versions import list_versions
 from llmjudge.personas.schemas import MetricsRow, PairOut, ReportDecision, ReportOut
-from llmjudge.personas.service import get_persona
+from llmjudge.personas.service import get_persona, pairs_in_order
 from llmjudge.providers import LLMModel, Provider
 
 
@@ -145,13 +145,7 @@ EXPORT_COLUMNS = (
 async def export_data(*, db: AsyncSession, persona_id: int) -> dict[str, Any]:
     """Everything about a persona: settings, prompts, pairs, answers, decisions, metrics."""
     persona = await get_persona(db=db, persona_id=persona_id)
-    pairs = (
-        await db.scalars(
-            select(PersonaPair)
-            .where(PersonaPair.persona_id == persona_id)
-            .order_by(PersonaPair.position)
-        )
-    ).all()
+    pairs = await pairs_in_order(db, persona_id)
     labels = await pair_labels(db, persona_id)
     outputs = (
         await db.scalars(

@@ -259,6 +259,16 @@ async def delete_persona(*, db: AsyncSession, persona_id: int) -> None:
     await db.commit()
 
 
+async def pairs_in_order(db: AsyncSession, persona_id: int) -> Sequence[PersonaPair]:
+    """The persona's pairs in upload order."""
+    rows = await db.scalars(
+        select(PersonaPair)
+        .where(PersonaPair.persona_id == persona_id)
+        .order_by(PersonaPair.position)
+    )
+    return rows.all()
+
+
 async def clone_persona(
     *, db: AsyncSession, persona_id: int, name: str | None = None
 ) -> PersonaOut:
@@ -277,13 +287,7 @@ async def clone_persona(
         src_out.judge_prompt,
         f"cloned from {src.name!r} version {src.current_version}",
     )
-    pairs = (
-        await db.scalars(
-            select(PersonaPair)
-            .where(PersonaPair.persona_id == persona_id)
-            .order_by(PersonaPair.position)
-        )
-    ).all()
+    pairs = await pairs_in_order(db, persona_id)
     if pairs:
         new_ids = list(
             await db.scalars(

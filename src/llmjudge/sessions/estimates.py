@@ -29,7 +29,13 @@ from llmjudge.infra.errors import Conflict, Invalid
 from llmjudge.sessions.adaptive.state import plan_estimate
 from llmjudge.sessions.costs import model_cost, panel_models
 from llmjudge.sessions.models import JudgeSession
-from llmjudge.sessions.plans import build_plan, mode_counts, plan_options, plan_threads
+from llmjudge.sessions.plans import (
+    PLAN_FIELDS,
+    build_plan,
+    mode_counts,
+    plan_options,
+    plan_threads,
+)
 from llmjudge.sessions.reads import judge_model, model_out, session_row
 from llmjudge.sessions.schemas import (
     CascadeIn,
@@ -54,29 +60,31 @@ __all__ = [
 ADAPTIVE_PANEL = "an adaptive session has one judge: a panel needs a planned mode"
 
 
+# Columns a session stores as its request named them.
+AS_ASKED = (
+    "comparison_mode",
+    "worker_count",
+    "judge_model_id",
+    "prompt_template",
+    "system_prompt",
+    "verdict_format",
+)
+
+
 def _session_in(s: JudgeSession) -> SessionIn:
+    """The request a stored session was made from (its plan options from ``options``)."""
     o = s.options
-    return SessionIn(
-        session_name=s.name,
-        pillar_ids=list(s.pillar_ids),
-        comparison_mode=s.comparison_mode,  # type: ignore[arg-type]
-        samples_per_pillar=o.get("samples_per_pillar", 5),
-        repetitions_per_pair=o.get("repetitions_per_pair", 1),
-        max_threads_per_pillar=o.get("max_threads_per_pillar"),
-        position_swap=o.get("position_swap", True),
-        sampling=o.get("sampling", "fixed"),
-        worker_count=s.worker_count,
-        calculate_elo=o.get("calculate_elo", True),
-        judge_model_id=s.judge_model_id,
-        baseline_pillar_id=o.get("baseline_pillar_id"),
-        match_by_prompt_key=o.get("match_by_prompt_key", False),
-        criteria=list(s.criteria),
-        prompt_template=s.prompt_template,
-        system_prompt=s.system_prompt,
-        verdict_format=s.verdict_format,
-        seed=o.get("seed", 0),
-        panel=_panel_in(s.panel),
-        adaptive=o.get("adaptive") if s.comparison_mode == "adaptive" else None,
+    return SessionIn.model_validate(
+        {k: o[k] for k in PLAN_FIELDS | {"calculate_elo"} if k in o}
+        | {k: getattr(s, k) for k in AS_ASKED}
+        | {
+            "session_name": s.name,
+            "pillar_ids": list(s.pillar_ids),
+            "criteria": list(s.criteria),
+            "seed": o.get("seed", 0),
+            "panel": _panel_in(s.panel),
+            "adaptive": o.get("adaptive") if s.comparison_mode == "adaptive" else None,
+        }
     )
 
 

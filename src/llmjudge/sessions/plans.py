@@ -33,6 +33,7 @@ from llmjudge.sessions.schemas import Mode, SessionIn
 
 __all__ = [
     "PLAN_COLUMNS",
+    "PLAN_FIELDS",
     "RESULT_COLUMNS",
     "StoredResult",
     "analyze_comparisons",

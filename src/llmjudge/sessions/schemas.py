@@ -15,7 +15,7 @@ from llmjudge.core.judging.prompts import DEFAULT_CRITERIA, build_judge_messages
 from llmjudge.sessions.models import MAX_WORKERS
 
 Mode = Literal["pillar_sample", "round_robin", "free_for_all"]
-# Adaptive sessions plan round by round (sessions.rounds): not a fixed plan, so not a Mode.
+# Adaptive sessions plan round by round (sessions.adaptive.rounds): not a fixed plan, so not a Mode.
 CreateMode = Mode | Literal["adaptive"]
 Sampling = Literal["fixed", "bootstrap", "weighted"]
 SessionStatus = Literal["draft", "running", "paused", "completed", "cancelled", "failed"]

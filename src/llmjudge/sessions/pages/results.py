@@ -181,7 +181,7 @@ async def _tab_context(
 
 @dataclass(frozen=True)
 class _Extra:
-    rating: dict[str, Any]  # the rating query, as analysis.figures.rating_query_raw gives it
+    rating: dict[str, Any]  # the rating query, as analysis.options.rating_query_raw gives it
     key: str  # the categories tab's metadata key
     metadata: tuple[str, ...]  # the style tab's extra covariates
 

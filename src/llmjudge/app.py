@@ -33,7 +33,8 @@ from llmjudge.personas import gate_api as personas_gate_api
 from llmjudge.personas import pages as personas_pages
 from llmjudge.providers import api as providers_api
 from llmjudge.providers import pages as providers_pages
-from llmjudge.providers.service import LLMService, ensure_builtin_simulator
+from llmjudge.providers.llm import LLMService
+from llmjudge.providers.service import ensure_builtin_simulator
 from llmjudge.references import api as references_api
 from llmjudge.references import review_api as references_review_api
 from llmjudge.references import review_pages as references_review_pages

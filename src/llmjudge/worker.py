@@ -27,8 +27,8 @@ from llmjudge.infra.queue.locks import LockedRunner
 from llmjudge.infra.queue.pool import DEFAULT_CONCURRENCY, WorkerPool
 from llmjudge.infra.queue.registry import Workers
 from llmjudge.personas.training import TrainingRunner
+from llmjudge.providers.llm import LLMService
 from llmjudge.providers.retention import RetentionJob
-from llmjudge.providers.service import LLMService
 from llmjudge.providers.shares import RateShares
 from llmjudge.sessions.adaptive.rounds import AdaptiveRounds
 from llmjudge.sessions.run.jobs import comparison_pool

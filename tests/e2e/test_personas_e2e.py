@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Page, expect
 
-from llmjudge.providers.simulator import normalise
+from llmjudge.providers.simulated_personas import normalise
 from tests.e2e.conftest import ARTIFACTS, LiveServer, _record_console, _record_response
 
 pytestmark = pytest.mark.e2e

@@ -20,6 +20,7 @@ from scipy.stats import kendalltau
 from sqlalchemy import func, select
 
 from llmjudge.infra.queue.registry import Workers
+from llmjudge.sessions.adaptive import field as fields
 from llmjudge.sessions.adaptive import rounds
 from llmjudge.sessions.models import AdaptiveRound, Comparison, JudgeSession
 from llmjudge.worker import build_workers
@@ -391,9 +392,9 @@ def test_plan_arrays_repeat_pairs_get_fresh_repetitions() -> None:
     from llmjudge.core.tournaments.adaptive import fit_state
     from llmjudge.sessions.schemas import AdaptiveIn
 
-    field = rounds.Field("threads", np.array([10, 20, 30]), np.array([1, 1, 2]))
+    field = fields.Field("threads", np.array([10, 20, 30]), np.array([1, 1, 2]))
     cfg = AdaptiveIn(position="both")
-    rule = rounds.stop_rule(cfg, 0.0)
+    rule = fields.stop_rule(cfg, 0.0)
     empty = np.empty(0, dtype=np.int64)
     state = fit_state(3, empty, empty, np.empty(0))
     first, batch = rounds.plan_arrays(

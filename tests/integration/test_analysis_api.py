@@ -28,7 +28,7 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.analysis.figures import AnalysisCache
+from llmjudge.analysis.cache import AnalysisCache
 from llmjudge.core.charts.scales import nice_bin_edges
 from llmjudge.core.ratings.elo import elo
 from llmjudge.sessions.models import Comparison, JudgeSession

@@ -1,5 +1,5 @@
 """Fail fast on a broken provider: the test call before a session first uses a provider
-(`sessions.service.check_connection`), and the circuit breaker that pauses a running
+(`sessions.control.check_connection`), and the circuit breaker that pauses a running
 session after N identical setup errors (`sessions.jobs.Breaker`) with the reason on the
 live page. The provider is an OpenAI-compatible server on a closed port (connection
 refused: no network needed)."""

@@ -22,13 +22,12 @@ from llmjudge.infra.errors import Invalid
 from llmjudge.providers.base import ChatResult, ProviderError
 from llmjudge.providers.crypto import KEY_FILE, KeyCipher, SecretKeyError, derive_key
 from llmjudge.providers.gateway import CallRecord
+from llmjudge.providers.llm import LLMService, ema
 from llmjudge.providers.models import LLMCacheEntry, LLMCall, LLMModel, Provider
 from llmjudge.providers.pages import PROVIDER_FIELDS, form_values
 from llmjudge.providers.service import (
     BUILTIN_SIMULATED_MODELS,
     BUILTIN_SIMULATOR,
-    LLMService,
-    ema,
     ensure_builtin_simulator,
     totals,
 )

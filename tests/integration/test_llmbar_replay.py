@@ -24,7 +24,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from llmjudge.providers.service import TEST_PROMPT
+from llmjudge.providers.llm import TEST_PROMPT
 from tests.fakes.servers import FakeOpenAI, FakeState
 from tests.integration.test_scaleout import check_books, wait_ended
 

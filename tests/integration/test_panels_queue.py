@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from sqlalchemy import func, select
 
 from llmjudge.providers.models import LLMModel
-from llmjudge.sessions import service
+from llmjudge.sessions import reads, service
 from llmjudge.sessions.models import Comparison, ComparisonVote
 from llmjudge.sessions.run.claims import Claimed, Finish, MemberVote
 from llmjudge.sessions.run.jobs import JudgeComparisons
@@ -108,5 +108,5 @@ async def test_votes_are_written_exactly_once(app: FastAPI, pillars: list[int]) 
     assert stale is not None and stale.status == "running" and stale.votes_cast is None
     assert again is not None and again.status == "pending" and again.votes_cast is None
     async with app.state.sessionmaker() as db:
-        s = await service.get_session(db=db, session_id=sid)
+        s = await reads.get_session(db=db, session_id=sid)
     assert (s.completed, s.input_tokens) == (1, 20 + 20)  # the retry's spend counts, once

@@ -24,7 +24,7 @@ from llmjudge.personas.prompt_versions import prompt_diff
 from llmjudge.personas.review import review_order, review_state
 from llmjudge.personas.schemas import DecisionOut, MetricsOut
 from llmjudge.personas.service import get_persona
-from llmjudge.providers.simulator import normalise
+from llmjudge.providers.simulated_personas import normalise
 
 HX = {"HX-Request": "true"}
 

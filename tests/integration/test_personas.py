@@ -21,7 +21,7 @@ from llmjudge.auth.middleware import ADMIN_TOKEN_USER
 from llmjudge.core.personas.metrics import compute_metrics, confusion_from_decisions
 from llmjudge.personas.starters import get_template
 from llmjudge.providers.models import LLMCall
-from llmjudge.providers.simulator import RULE_PREFIX, normalise
+from llmjudge.providers.simulated_personas import RULE_PREFIX, normalise
 from tests.fakes.servers import FakeOpenAI
 
 EXTRA_CSV = (

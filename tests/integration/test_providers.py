@@ -27,9 +27,10 @@ from llmjudge.providers.base import (
     parse_retry_after,
 )
 from llmjudge.providers.clients import SseEvent, iter_sse
-from llmjudge.providers.gateway import CallRecord, Gateway, MemoryCache, ModelPricing, cache_key
+from llmjudge.providers.gateway import CallRecord, Gateway, ModelPricing, cache_key
 from llmjudge.providers.gemini import to_gemini_schema
 from llmjudge.providers.registry import make_client
+from tests.fakes.cache import MemoryCache
 from tests.fakes.servers import FAKES, FakeProvider
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from sqlalchemy import func, select, text
 
 from llmjudge.core.judging.prompts import SYSTEM_PROMPT
-from llmjudge.providers.service import TEST_PROMPT
+from llmjudge.providers.llm import TEST_PROMPT
 from llmjudge.sessions.models import JudgeSession
 from tests.fakes.servers import FakeOpenAI, FakeState
 from tests.integration.test_scaleout import wait_ended

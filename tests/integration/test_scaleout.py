@@ -32,7 +32,7 @@ from sqlalchemy import text
 from llmjudge.app import create_app
 from llmjudge.infra.config import Settings
 from llmjudge.infra.db.embedded import EmbeddedPostgres
-from llmjudge.providers.service import TEST_PROMPT
+from llmjudge.providers.llm import TEST_PROMPT
 from llmjudge.sessions.run.jobs import comparison_pool
 from tests.conftest import ADMIN_TOKEN, REPO, make_client
 from tests.fakes.servers import FakeOpenAI, FakeState

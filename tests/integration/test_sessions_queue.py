@@ -15,7 +15,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llmjudge.core.tournaments.pairing import PlanOptions, ThreadRef, build_plan_arrays
-from llmjudge.sessions import service
+from llmjudge.sessions import control, plans, service
 from llmjudge.sessions.models import Comparison, JudgeSession
 from llmjudge.sessions.run.claims import Claimed, Finish, claim, finish, renew, running_sessions
 from llmjudge.sessions.schemas import SessionIn
@@ -95,12 +95,12 @@ async def test_draft_and_paused_sessions_are_not_claimed(app: FastAPI, pillars: 
     sid = await new_session(app, pillars, start=False)
     assert await take(app.state.engine, sid, ["w:0"]) == []
     async with app.state.sessionmaker() as db:
-        await service.start_session(db=db, session_id=sid)
+        await control.start_session(db=db, session_id=sid)
         assert sid in [s.id for s in await running_sessions(await db.connection())]
-        await service.pause_session(db=db, session_id=sid)
+        await control.pause_session(db=db, session_id=sid)
     assert await take(app.state.engine, sid, ["w:0"]) == []
     async with app.state.sessionmaker() as db:
-        await service.resume_session(db=db, session_id=sid)
+        await control.resume_session(db=db, session_id=sid)
     assert len(await take(app.state.engine, sid, ["w:0"])) == 1
 
 
@@ -153,7 +153,7 @@ async def test_a_session_where_everything_failed_is_failed(app: FastAPI, pillars
     ]
     assert (await apply(app.state.engine, fails))[0].status == "failed"
     async with app.state.sessionmaker() as db:
-        result = await service.retry_failed(db=db, session_id=sid)
+        result = await control.retry_failed(db=db, session_id=sid)
     assert result.requeued == 15 and result.session.status == "running"
     assert result.session.failed == 0 and result.session.counts.pending == 15
     again = await take(app.state.engine, sid, ["w:0"])
@@ -234,7 +234,7 @@ async def test_cancel_keeps_results_and_running_items_finish(app: FastAPI, pilla
     items = await take(engine, sid, ["w:0", "w:1", "w:2"])
     await apply(engine, [done(items[0])])
     async with app.state.sessionmaker() as db:
-        out = await service.cancel_session(db=db, session_id=sid)
+        out = await control.cancel_session(db=db, session_id=sid)
     assert out.status == "cancelled"
     assert out.counts.model_dump() == {
         "total": 15,
@@ -262,7 +262,7 @@ async def test_a_big_plan_is_copied_fast_and_exactly(app: FastAPI):
         db.add(s)
         await db.flush()
         start = time.perf_counter()
-        assert await service.insert_plan(db, s.id, plan, chunk=10_000) == 89_700
+        assert await plans.insert_plan(db, s.id, plan, chunk=10_000) == 89_700
         elapsed = time.perf_counter() - start
         await db.commit()
         rows = (
@@ -307,7 +307,7 @@ async def test_an_item_given_back_after_cancel_is_cancelled(app: FastAPI, pillar
     engine = app.state.engine
     items = await take(engine, sid, ["w:0", "w:1"])
     async with app.state.sessionmaker() as db:
-        await service.cancel_session(db=db, session_id=sid)
+        await control.cancel_session(db=db, session_id=sid)
     c = items[0]
     release = Finish(
         id=c.id, worker_id=c.worker_id, attempts=c.attempts, status="pending", refund=True

@@ -33,7 +33,8 @@ from llmjudge.core.tournaments.simulation import (
     judge,
     simulate_session,
 )
-from llmjudge.providers.simulator import SimulatorParams, simulate_pairwise
+from llmjudge.providers.simulator import simulate_pairwise
+from llmjudge.providers.simulator_params import SimulatorParams
 
 
 def _random_outcomes(n: int, m: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -9,8 +9,8 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from llmjudge.analysis import figures
-from llmjudge.analysis.figures import AnalysisCache
+from llmjudge.analysis import cache as figure_cache
+from llmjudge.analysis.cache import AnalysisCache
 
 
 async def test_distinct_figures_wait_for_a_computing_slot() -> None:
@@ -37,7 +37,7 @@ async def test_distinct_figures_wait_for_a_computing_slot() -> None:
         return 1
 
     requests = [
-        figures._figure(cache, None, session, ("fig", rounds), compute)  # type: ignore[arg-type]
+        figure_cache.cached_figure(cache, None, session, ("fig", rounds), compute)  # type: ignore[arg-type]
         for rounds in (0, 10, 20, 30, 40, 50)
         for _ in range(3)  # three pollers per key
     ]

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from llmjudge.core.personas.metrics import majority_label
 from llmjudge.providers.base import ProviderConfig, ProviderError
-from llmjudge.providers.gateway import CallRecord, Gateway, MemoryCache, ModelPricing
+from llmjudge.providers.gateway import CallRecord, Gateway, ModelPricing
+from tests.fakes.cache import MemoryCache
 from tests.fakes.servers import FakeGemini, FakeOpenAI
 
 

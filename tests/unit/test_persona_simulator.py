@@ -8,14 +8,14 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmjudge.providers.simulator import (
-    SimulatorParams,
+from llmjudge.providers.simulated_personas import (
     failure_tag,
     judge_accuracy,
-    simulate_embedding,
     simulate_judge_label,
     simulate_prompt_engineer,
 )
+from llmjudge.providers.simulator import simulate_embedding
+from llmjudge.providers.simulator_params import SimulatorParams
 
 
 @given(st.text(max_size=20), st.text(max_size=20), st.integers(0, 3))

@@ -13,25 +13,22 @@ from hypothesis import strategies as st
 from scipy.stats import norm, pearsonr
 
 from llmjudge.providers.base import ChatRequest, ProviderConfig, ProviderError
-from llmjudge.providers.simulator import (
+from llmjudge.providers.simulated_personas import (
     FAILURE_TAGS,
-    SimulatorClient,
-    SimulatorParams,
     corrupt,
     count_rules,
     failure_tag,
     judge_accuracy,
-    latent_quality,
     normalise,
     paraphrase,
-    respond,
     rule_for,
     rules_naming,
     simulate_judge_label,
-    simulate_pairwise,
     simulate_prompt_engineer,
     simulate_task_answer,
 )
+from llmjudge.providers.simulator import SimulatorClient, latent_quality, respond, simulate_pairwise
+from llmjudge.providers.simulator_params import SimulatorParams
 
 CRITERIA = ["accuracy", {"name": "clarity"}, "tone"]
 QUIET = {"latency_ms_mean": 0, "latency_ms_jitter": 0}

@@ -14,11 +14,9 @@ from hypothesis import strategies as st
 from llmjudge.auth.service import login_banner
 from llmjudge.core.text.view import render_markdown, word_diff, word_diff_html
 from llmjudge.providers.schemas import ModelOut
-from llmjudge.providers.simulator import (
-    SimulatorParams,
-    _pairwise_reasoning,
-    simulate_prompt_engineer,
-)
+from llmjudge.providers.simulated_personas import simulate_prompt_engineer
+from llmjudge.providers.simulator import _pairwise_reasoning
+from llmjudge.providers.simulator_params import SimulatorParams
 from llmjudge.sessions.pages.comparisons import Message, messages_of, side_by_side
 from llmjudge.sessions.pages.new import judge_capable
 

@@ -3,30 +3,32 @@ pure core (`llmjudge.core.analysis`, `core.ratings`, `core.agreement`). It only 
 what writes comparisons (plans, imports) lives in the sessions domain.
 
 - loading: a session's completed comparisons as an `OutcomeTable` (binary COPY, numpy)
-- figures: each figure of a session, cached per completed count
+- figures: each figure of a session; cache: cached per completed count; options: the
+  rating options of a query
 - exports: CSV and JSON downloads, streamed
 - api: the `/api/sessions/{id}/<figure>` and `/export` routes
 """
 
+from llmjudge.analysis.cache import AnalysisCache, get_cache
 from llmjudge.analysis.figures import (
-    BOOTSTRAP_ROUNDS,
-    AnalysisCache,
-    RatingOptions,
-    RatingQuery,
     categories_out,
     findings,
-    get_cache,
     pillar_matrix_out,
     position_swap,
-    rating_options,
-    rating_query_raw,
     score_distribution_out,
     style_out,
     thread_leaderboard,
     thread_performance_out,
 )
 from llmjudge.analysis.loading import get_analysis_session
+from llmjudge.analysis.options import (
+    BOOTSTRAP_ROUNDS,
+    RatingQuery,
+    rating_options,
+    rating_query_raw,
+)
 from llmjudge.analysis.schemas import AnalysisSession, LeaderboardRow, ThreadLeaderboardOut
+from llmjudge.core.ratings.report import RatingOptions
 
 __all__ = [
     "AnalysisCache",

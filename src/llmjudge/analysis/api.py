@@ -9,15 +9,16 @@ a session runs; results are cached until the next comparison completes.
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from llmjudge.analysis import exports, figures
-from llmjudge.analysis.figures import AnalysisCache, Rating, get_cache
+from llmjudge.analysis.cache import AnalysisCache, get_cache
 from llmjudge.analysis.loading import get_analysis_session
+from llmjudge.analysis.options import Rating
 from llmjudge.analysis.schemas import (
     AnalysisSession,
     CategoriesOut,
@@ -86,11 +87,25 @@ Maker = Annotated[async_sessionmaker[AsyncSession], Depends(get_sessionmaker)]
 Session = Annotated[AnalysisSession, Depends(get_session)]
 
 
+class FigureSource(TypedDict):
+    """What every figure is computed from: the session, its loads' cache and a way to
+    open a database session for them (one shared load outlives the request)."""
+
+    cache: AnalysisCache
+    sessionmaker: async_sessionmaker[AsyncSession]
+    session: AnalysisSession
+
+
+def figure_source(session: Session, cache: Cache, maker: Maker) -> FigureSource:
+    return {"cache": cache, "sessionmaker": maker, "session": session}
+
+
+Source = Annotated[FigureSource, Depends(figure_source)]
+
+
 @router.get("/{session_id}/thread-leaderboard", response_model=ThreadLeaderboardOut)
 async def thread_leaderboard(
-    session: Session,
-    cache: Cache,
-    maker: Maker,
+    source: Source,
     rating: Rating,
     aggregation: AggregationQuery = "all",
     reference_key: ReferenceKeyQuery = None,
@@ -102,9 +117,7 @@ async def thread_leaderboard(
     pillar-level ranking; how the scores were made (`method`) and whether the tournament
     resolves its ranking (`quality`)."""
     return await figures.thread_leaderboard(
-        cache=cache,
-        sessionmaker=maker,
-        session=session,
+        **source,
         aggregation=aggregation,
         bootstrap_rounds=rating.bootstrap_rounds,
         options=rating,
@@ -115,9 +128,7 @@ async def thread_leaderboard(
 
 @router.get("/{session_id}/style", response_model=StyleOut)
 async def style(
-    session: Session,
-    cache: Cache,
-    maker: Maker,
+    source: Source,
     rating: Rating,
     aggregation: AggregationQuery = "all",
     metadata: Annotated[
@@ -133,9 +144,7 @@ async def style(
     out (Bradley-Terry with covariates), beside the raw ranking over the same comparisons,
     with each covariate's coefficient and interval; says why when it is not identified."""
     return await figures.style_out(
-        cache=cache,
-        sessionmaker=maker,
-        session=session,
+        **source,
         aggregation=aggregation,
         options=rating,
         metadata_keys=tuple(dict.fromkeys(metadata or ())),
@@ -144,9 +153,7 @@ async def style(
 
 @router.get("/{session_id}/categories", response_model=CategoriesOut)
 async def categories(
-    session: Session,
-    cache: Cache,
-    maker: Maker,
+    source: Source,
     rating: Rating,
     aggregation: AggregationQuery = "all",
     key: Annotated[
@@ -156,9 +163,7 @@ async def categories(
     """Per category (each value of thread metadata `key`): the pillar ranking with
     intervals, and the category x pillar win-rate matrix."""
     return await figures.categories_out(
-        cache=cache,
-        sessionmaker=maker,
-        session=session,
+        **source,
         aggregation=aggregation,
         options=rating,
         key=key,
@@ -167,9 +172,7 @@ async def categories(
 
 @router.get("/{session_id}/elo-distribution", response_model=ScoreDistributionOut)
 async def elo_distribution(
-    session: Session,
-    cache: Cache,
-    maker: Maker,
+    source: Source,
     aggregation: AggregationQuery = "all",
     score: Annotated[
         ScoreKind | None,
@@ -180,9 +183,7 @@ async def elo_distribution(
     """Per pillar: its threads' scores, mean, median, standard deviation, min, max and a
     histogram over bins shared by all pillars."""
     return await figures.score_distribution_out(
-        cache=cache,
-        sessionmaker=maker,
-        session=session,
+        **source,
         aggregation=aggregation,
         score=score,
         bins=bins,
@@ -190,33 +191,25 @@ async def elo_distribution(
 
 
 @router.get("/{session_id}/pillar-matrix", response_model=PillarMatrixOut)
-async def pillar_matrix(
-    session: Session, cache: Cache, maker: Maker, aggregation: AggregationQuery = "all"
-) -> PillarMatrixOut:
+async def pillar_matrix(source: Source, aggregation: AggregationQuery = "all") -> PillarMatrixOut:
     """Wins, losses, ties and win rate (ties half) of each pillar against each other."""
-    return await figures.pillar_matrix_out(
-        cache=cache, sessionmaker=maker, session=session, aggregation=aggregation
-    )
+    return await figures.pillar_matrix_out(**source, aggregation=aggregation)
 
 
 @router.get("/{session_id}/thread-performance", response_model=ThreadPerformanceOut)
 async def thread_performance(
-    session: Session, cache: Cache, maker: Maker, aggregation: AggregationQuery = "all"
+    source: Source, aggregation: AggregationQuery = "all"
 ) -> ThreadPerformanceOut:
     """Per thread: usage, opponents, record, performance score, consistent winner/loser,
     Likert mean/std per criterion; coverage (over/under-sampled threads, global Likert
     statistics); per pillar sample coverage, repetition overlap and win-rate variance
     against their goals."""
-    return await figures.thread_performance_out(
-        cache=cache, sessionmaker=maker, session=session, aggregation=aggregation
-    )
+    return await figures.thread_performance_out(**source, aggregation=aggregation)
 
 
 @router.get("/{session_id}/position-swap-analysis", response_model=PositionSwapOut)
 async def position_swap_analysis(
-    session: Session,
-    cache: Cache,
-    maker: Maker,
+    source: Source,
     pairs_limit: Annotated[int, Query(ge=0, le=5000)] = 500,
     pairs_offset: Annotated[int, Query(ge=0)] = 0,
 ) -> PositionSwapOut:
@@ -224,23 +217,17 @@ async def position_swap_analysis(
     counts with a binomial test, Likert stability, interpretation and recommendations, and
     a page of the swap pairs (`pairs_total` of them)."""
     return await figures.position_swap(
-        cache=cache,
-        sessionmaker=maker,
-        session=session,
+        **source,
         pairs_limit=pairs_limit,
         pairs_offset=pairs_offset,
     )
 
 
 @router.get("/{session_id}/findings", response_model=FindingsOut)
-async def findings(
-    session: Session, cache: Cache, maker: Maker, aggregation: AggregationQuery = "all"
-) -> FindingsOut:
+async def findings(source: Source, aggregation: AggregationQuery = "all") -> FindingsOut:
     """Surprises: over/under-performing threads, the most consistent thread, upsets of
     higher-ranked pillars."""
-    return await figures.findings(
-        cache=cache, sessionmaker=maker, session=session, aggregation=aggregation
-    )
+    return await figures.findings(**source, aggregation=aggregation)
 
 
 @router.get(

@@ -1,31 +1,20 @@
-"""Session figures: leaderboard, score distribution, pillar matrix, thread performance,
-position bias and findings, computed by the pure analysis modules from a loaded session
-and cached. Reads only.
-
-Figures are cached per (figure, session, completed count, parameters): nothing changes
-between two completions, and pages poll while a session runs. CPU work runs in
-`asyncio.to_thread`, so the event loop never waits on a bootstrap.
-
-About 720 lines as one piece: every figure is a short cached wrapper over a pure function,
-and they share the cache, its keys and the session loading.
-"""
+"""Session figures: leaderboard, style, categories, score distribution, pillar matrix,
+thread performance, position bias and findings, computed by the pure analysis modules from
+a loaded session and cached (``analysis.cache``). Reads only."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable
-from typing import Annotated, Any, TypeVar
+from typing import TypeVar
 
-from fastapi import Depends, Query, Request
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from llmjudge.analysis.loading import SessionData, load_session_data
+from llmjudge.analysis.cache import AnalysisCache, cached_figure
+from llmjudge.analysis.loading import SessionData
+from llmjudge.analysis.options import rating_options
 from llmjudge.analysis.schemas import (
     AnalysisSession,
     CategoriesOut,
-    ClusterChoice,
     FindingsOut,
     LeaderboardRow,
     PillarAggregateOut,
@@ -42,6 +31,8 @@ from llmjudge.core.analysis.categories import CategoryReport, category_report, m
 from llmjudge.core.analysis.findings import Finding, surprise_findings
 from llmjudge.core.analysis.leaderboard import (
     Leaderboard,
+    LeaderboardEntry,
+    PillarAggregate,
     PillarMatrix,
     ScoreDistribution,
     leaderboard,
@@ -54,25 +45,16 @@ from llmjudge.core.analysis.position import position_swap_analysis
 from llmjudge.core.ratings.elo import elo_array
 from llmjudge.core.ratings.estimators import bradley_terry, pillar_bradley_terry
 from llmjudge.core.ratings.report import (
-    ELO_BASES,
-    LEVELS,
-    MAX_STRONG_WEIGHT,
-    IntervalMethod,
     RatingOptions,
-    TieModel,
 )
 from llmjudge.core.ratings.style_report import StyleReport, numeric_metadata_keys, style_report
 from llmjudge.infra.errors import Conflict, Invalid
 
 __all__ = [
-    "BOOTSTRAP_ROUNDS",
-    "BT_CONFIDENCE",
-    "AnalysisCache",
     "categories_out",
     "findings",
     "pillar_matrix_out",
     "position_swap",
-    "rating_options",
     "score_distribution_out",
     "style_out",
     "thread_leaderboard",
@@ -80,229 +62,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-BT_CONFIDENCE = 0.95
-BOOTSTRAP_ROUNDS = 200  # the default of the API and the page: one shared computation
-SEED = 0  # bootstrap seed: the same data gives the same intervals on every poll
-
-
-# -- rating options from a query --------------------------------------------------------
-
-RoundsQuery = Annotated[
-    int, Query(ge=0, le=2000, description="bootstrap resamples for the BT intervals (0: none)")
-]
-LEVELS_TEXT = ", ".join(f"{v:g}" for v in LEVELS)
-
-
-def rating_query_raw(
-    bootstrap_rounds: RoundsQuery = BOOTSTRAP_ROUNDS,
-    level: Annotated[
-        float,
-        Query(
-            ge=0.5,
-            le=0.99,
-            description=f"level of every interval (usual: {LEVELS_TEXT}); default 0.95",
-        ),
-    ] = BT_CONFIDENCE,
-    interval: Annotated[
-        IntervalMethod,
-        Query(
-            description="bootstrap: percentile interval of the cluster bootstrap; sandwich: "
-            "Wald interval from the cluster-robust standard error (ties half, mean anchor)"
-        ),
-    ] = "bootstrap",
-    clusters: Annotated[
-        ClusterChoice,
-        Query(
-            description="what is resampled together: pair (every verdict on one pair of "
-            "threads: swaps and repetitions; the honest default), swap (an original and "
-            "its swapped twin), none (verdicts as independent: too narrow when they are not)"
-        ),
-    ] = "pair",
-    ties: Annotated[
-        TieModel,
-        Query(
-            description="half: a tie is half a win; davidson: Davidson's tie model, with "
-            "its fitted tie parameter nu reported"
-        ),
-    ] = "half",
-    strong_weight: Annotated[
-        float,
-        Query(
-            ge=1,
-            le=MAX_STRONG_WEIGHT,
-            description="wins a strong verdict (A>>B) counts as; 1 = off (default), "
-            "Arena-Hard uses 3",
-        ),
-    ] = 1.0,
-    elo_base: Annotated[
-        int,
-        Query(
-            ge=1000,
-            le=1500,
-            description="the score of the anchor (the mean, or the baseline): 1000 or 1500",
-        ),
-    ] = 1500,
-    baseline_thread: Annotated[
-        str | None,
-        Query(
-            pattern=r"^[0-9]{0,10}$",
-            description="a thread id: anchor the thread scores on it (empty: the mean)",
-        ),
-    ] = None,
-    baseline_pillar: Annotated[
-        str | None,
-        Query(
-            pattern=r"^[0-9]{0,10}$",
-            description="a pillar id: anchor the pillar scores on it (empty: the mean)",
-        ),
-    ] = None,
-) -> dict[str, Any]:
-    """Every rating choice a leaderboard takes, as its query gave them (bounded, not yet
-    checked together): the keyword arguments of rating_options."""
-    return {
-        "bootstrap_rounds": bootstrap_rounds,
-        "level": level,
-        "interval": interval,
-        "clusters": clusters,
-        "tie_model": ties,
-        "strong_weight": strong_weight,
-        "base": _elo_base(elo_base),
-        # an id, or None for an empty value (a form's "the mean" choice)
-        "baseline_thread": _id_or_none(baseline_thread, "baseline_thread"),
-        "baseline_pillar": _id_or_none(baseline_pillar, "baseline_pillar"),
-    }
-
-
-def _elo_base(value: int) -> float:
-    if float(value) not in ELO_BASES:
-        raise Invalid("elo_base must be 1000 or 1500")
-    return float(value)
-
-
-def _id_or_none(value: str | None, name: str) -> int | None:
-    if not value:
-        return None
-    found = int(value)
-    if not 1 <= found <= 2**31 - 1:
-        raise Invalid(f"{name} must be an id between 1 and 2^31 - 1")
-    return found
-
-
-RatingQuery = Annotated[dict[str, Any], Depends(rating_query_raw)]
-
-
-def rating_query(raw: RatingQuery) -> RatingOptions:
-    """The rating options of a query; 422 for a combination the ratings refuse (sandwich
-    with Davidson or a baseline)."""
-    return rating_options(**raw)
-
-
-Rating = Annotated[RatingOptions, Depends(rating_query)]
-
-
-# -- cache --------------------------------------------------------------------------------
-
-
-class AnalysisCache:
-    """Small LRU caches of loaded sessions and computed figures, keyed by (what, version)
-    where the version is the session's completed count. Entries are tasks, so concurrent
-    requests share one computation, and while one version of a figure is being computed a
-    request for a newer version shares it too (a result at most one computation behind):
-    polls of a running session never pile up work."""
-
-    def __init__(
-        self, *, max_figures: int = 64, max_sessions: int = 2, max_computing: int = 2
-    ) -> None:
-        # At most this many figure computations run at once (threads share one GIL and the
-        # cores with the workers); more requests for distinct figures wait their turn
-        # instead of each starting a bootstrap (issue 14).
-        self.computing = asyncio.Semaphore(max_computing)
-        self._figures: OrderedDict[Hashable, asyncio.Task[Any]] = OrderedDict()
-        self._sessions: OrderedDict[Hashable, asyncio.Task[Any]] = OrderedDict()
-        self._running: dict[Hashable, asyncio.Task[Any]] = {}
-        self._max_figures, self._max_sessions = max_figures, max_sessions
-        self.computed = 0  # figures and loads started (tests read it)
-
-    async def _get(
-        self,
-        store: OrderedDict[Hashable, asyncio.Task[Any]],
-        limit: int,
-        key: Hashable,
-        version: int,
-        make: Callable[[], Awaitable[T]],
-    ) -> T:
-        task = store.get((key, version))
-        if task is not None:
-            store.move_to_end((key, version))
-        elif (busy := self._running.get((id(store), key))) is not None:
-            task = busy
-        else:
-            task = self._start(store, limit, key, version, make)
-        # A waiter that goes away (client disconnect) must not cancel the shared work.
-        return await asyncio.shield(task)
-
-    def _start(
-        self,
-        store: OrderedDict[Hashable, asyncio.Task[Any]],
-        limit: int,
-        key: Hashable,
-        version: int,
-        make: Callable[[], Awaitable[T]],
-    ) -> asyncio.Task[T]:
-        self.computed += 1
-        task = asyncio.ensure_future(make())
-        store[(key, version)] = task
-        while len(store) > limit:
-            store.popitem(last=False)
-        running = (id(store), key)
-        self._running[running] = task
-
-        def finished(done: asyncio.Task[Any]) -> None:
-            if self._running.get(running) is done:
-                del self._running[running]
-            failed = done.cancelled() or done.exception() is not None
-            if failed and store.get((key, version)) is done:
-                del store[(key, version)]
-
-        task.add_done_callback(finished)
-        return task
-
-    async def figure(self, key: Hashable, version: int, make: Callable[[], Awaitable[T]]) -> T:
-        return await self._get(self._figures, self._max_figures, key, version, make)
-
-    async def session(self, key: Hashable, version: int, make: Callable[[], Awaitable[T]]) -> T:
-        return await self._get(self._sessions, self._max_sessions, key, version, make)
-
-
-async def _data(
-    cache: AnalysisCache, sessionmaker: async_sessionmaker[AsyncSession], session: AnalysisSession
-) -> SessionData:
-    async def load() -> SessionData:
-        # its own database session: a shared load must outlive the request that began it
-        async with sessionmaker() as db:
-            return await load_session_data(db=db, session=session)
-
-    return await cache.session(session.id, session.completed, load)
-
-
-async def _figure(
-    cache: AnalysisCache,
-    sessionmaker: async_sessionmaker[AsyncSession],
-    session: AnalysisSession,
-    key: tuple[Hashable, ...],
-    compute: Callable[[SessionData], T],
-) -> tuple[SessionData, T]:
-    data = await _data(cache, sessionmaker, session)
-
-    async def run() -> T:
-        async with cache.computing:
-            return await asyncio.to_thread(compute, data)
-
-    # versioned by the data actually used, never by a newer count it may lag behind
-    return data, await cache.figure((*key, session.id), data.version, run)
-
-
-# -- figures ------------------------------------------------------------------------------
 
 
 def _thread_names(data: SessionData) -> dict[int, str]:
@@ -358,40 +117,6 @@ def _leaderboard(
         raise Invalid(str(exc)) from exc
 
 
-def rating_options(
-    *,
-    bootstrap_rounds: int = BOOTSTRAP_ROUNDS,
-    level: float = BT_CONFIDENCE,
-    interval: IntervalMethod = "bootstrap",
-    clusters: ClusterChoice = "pair",
-    tie_model: TieModel = "half",
-    strong_weight: float = 1.0,
-    base: float = 1500.0,
-    baseline_thread: int | None = None,
-    baseline_pillar: int | None = None,
-) -> RatingOptions:
-    """The options of a leaderboard from its query parameters (the API's and the page's
-    defaults are these, so both share one cached computation); Invalid for a combination
-    the ratings refuse."""
-    options = RatingOptions(
-        level=level,
-        interval=interval,
-        clusters=None if clusters == "none" else clusters,
-        bootstrap_rounds=bootstrap_rounds if interval == "bootstrap" else 0,
-        tie_model=tie_model,
-        strong_weight=strong_weight,
-        base=base,
-        baseline_thread=baseline_thread,
-        baseline_pillar=baseline_pillar,
-        seed=SEED,
-    )
-    try:
-        options.validate()
-    except ValueError as exc:
-        raise Invalid(str(exc)) from exc
-    return options
-
-
 async def _leaderboard_figure(
     cache: AnalysisCache,
     sessionmaker: async_sessionmaker[AsyncSession],
@@ -401,7 +126,7 @@ async def _leaderboard_figure(
     reference_key: str | None = None,
     reference_ranking: tuple[str, ...] | None = None,
 ) -> tuple[SessionData, Leaderboard]:
-    return await _figure(
+    return await cached_figure(
         cache,
         sessionmaker,
         session,
@@ -414,55 +139,30 @@ def _leaderboard_out(
     session: AnalysisSession, data: SessionData, board: Leaderboard
 ) -> ThreadLeaderboardOut:
     elo = session.calculate_elo
-    return ThreadLeaderboardOut(
-        session=session,
-        aggregation=board.aggregation,
-        bootstrap_rounds=board.bootstrap_rounds,
-        confidence_level=board.method.level,
-        outcome_count=board.outcome_count,
-        method=board.method,
-        pillar_method=board.pillar_method,
-        quality=board.quality,
-        pillar_quality=board.pillar_quality,
-        entries=[
-            LeaderboardRow(
-                rank=e.rank,
-                thread_id=e.thread_id,
-                thread_title=data.threads.get(e.thread_id, (None, None))[0],
-                thread_external_id=data.threads.get(e.thread_id, (None, None))[1],
-                pillar=PillarLabel(id=e.pillar_id, name=data.pillar_name(e.pillar_id)),
-                elo_score=e.elo_score if elo else None,
-                bt_score=e.bt_score,
-                bt_ci_low=e.bt_ci_low,
-                bt_ci_high=e.bt_ci_high,
-                rank_low=e.rank_low,
-                rank_high=e.rank_high,
-                rank_held=e.rank_held,
-                matches_played=e.matches_played,
-                wins=e.wins,
-                losses=e.losses,
-                ties=e.ties,
-                win_rate=e.win_rate,
-                raw_win_rate=e.raw_win_rate,
-                avg_confidence=e.avg_confidence,
-                avg_likert_scores=e.avg_likert_scores,
-            )
-            for e in board.entries
-        ],
-        pillar_aggregates=[
-            PillarAggregateOut(
-                pillar_id=p.pillar_id,
-                name=p.name,
-                thread_count=p.thread_count,
-                avg_elo=p.avg_elo if elo else None,
-                avg_bt=p.avg_bt,
-                bt_score=p.bt_score,
-                bt_ci_low=p.bt_ci_low,
-                bt_ci_high=p.bt_ci_high,
-                bt_rank=p.bt_rank,
-            )
-            for p in board.pillar_aggregates
-        ],
+
+    def row(e: LeaderboardEntry) -> LeaderboardRow:
+        title, external_id = data.threads.get(e.thread_id, (None, None))
+        return LeaderboardRow.model_validate(
+            vars(e)
+            | {
+                "thread_title": title,
+                "thread_external_id": external_id,
+                "pillar": PillarLabel(id=e.pillar_id, name=data.pillar_name(e.pillar_id)),
+                "elo_score": e.elo_score if elo else None,
+            }
+        )
+
+    def pillar(p: PillarAggregate) -> PillarAggregateOut:
+        return PillarAggregateOut.model_validate(vars(p) | {"avg_elo": p.avg_elo if elo else None})
+
+    return ThreadLeaderboardOut.model_validate(
+        vars(board)
+        | {
+            "session": session,
+            "confidence_level": board.method.level,
+            "entries": [row(e) for e in board.entries],
+            "pillar_aggregates": [pillar(p) for p in board.pillar_aggregates],
+        }
     )
 
 
@@ -521,7 +221,7 @@ async def style_out(
             raise Invalid(str(exc)) from exc
         return report, numeric
 
-    _, (report, numeric) = await _figure(
+    _, (report, numeric) = await cached_figure(
         cache, sessionmaker, session, ("style", aggregation, options, metadata_keys), compute
     )
     return StyleOut(
@@ -562,7 +262,7 @@ async def categories_out(
             raise Invalid(str(exc)) from exc
         return report, keys
 
-    _, (report, keys) = await _figure(
+    _, (report, keys) = await cached_figure(
         cache, sessionmaker, session, ("categories", aggregation, options, key), compute
     )
     return CategoriesOut(
@@ -595,19 +295,15 @@ async def score_distribution_out(
     if score == "elo" and not session.calculate_elo:
         raise Conflict(f"session {session.id} does not calculate Elo; ask for score=bt")
     kind: ScoreKind = score or ("elo" if session.calculate_elo else "bt")
-    _, dist = await _figure(
+    _, dist = await cached_figure(
         cache,
         sessionmaker,
         session,
         ("distribution", aggregation, kind, bins),
         lambda d: _distribution(d, aggregation, kind, bins),
     )
-    return ScoreDistributionOut(
-        session=session,
-        aggregation=aggregation,
-        score=kind,
-        bin_edges=dist.bin_edges,
-        pillars=dist.pillars,
+    return ScoreDistributionOut.model_validate(
+        vars(dist) | {"session": session, "aggregation": aggregation, "score": kind}
     )
 
 
@@ -629,15 +325,15 @@ async def pillar_matrix_out(
     aggregation: Aggregation,
 ) -> PillarMatrixOut:
     """Each pillar's record against each other pillar; pillars best first (pillar BT)."""
-    _, matrix = await _figure(
+    _, matrix = await cached_figure(
         cache,
         sessionmaker,
         session,
         ("matrix", aggregation),
         lambda d: _matrix(d, aggregation),
     )
-    return PillarMatrixOut(
-        session=session, aggregation=aggregation, pillars=matrix.pillars, cells=matrix.cells
+    return PillarMatrixOut.model_validate(
+        vars(matrix) | {"session": session, "aggregation": aggregation}
     )
 
 
@@ -653,14 +349,17 @@ async def thread_performance_out(
             aggregate(d.table, aggregation), d.thread_pillar, d.pillar_sizes, d.pillar_names
         )
 
-    data, perf = await _figure(cache, sessionmaker, session, ("performance", aggregation), compute)
-    return ThreadPerformanceOut(
-        session=session,
-        aggregation=aggregation,
-        threads=perf.threads,
-        coverage_stats=perf.coverage,
-        pillars=perf.pillars,
-        thread_labels=data.labels(t.thread_id for t in perf.threads),
+    data, perf = await cached_figure(
+        cache, sessionmaker, session, ("performance", aggregation), compute
+    )
+    return ThreadPerformanceOut.model_validate(
+        vars(perf)
+        | {
+            "session": session,
+            "aggregation": aggregation,
+            "coverage_stats": perf.coverage,
+            "thread_labels": data.labels(t.thread_id for t in perf.threads),
+        }
     )
 
 
@@ -674,7 +373,7 @@ async def position_swap(
 ) -> PositionSwapOut:
     """Swap consistency over every verdict (no aggregation: it needs both orders)."""
     listed = pairs_offset + pairs_limit
-    data, analysis = await _figure(
+    data, analysis = await cached_figure(
         cache,
         sessionmaker,
         session,
@@ -682,17 +381,16 @@ async def position_swap(
         lambda d: position_swap_analysis(d.table, max_pairs=listed),
     )
     pairs = analysis.pairs[pairs_offset:]
-    return PositionSwapOut(
-        session=session,
-        summary=analysis.summary,
-        position_bias=analysis.position_bias,
-        likert_stability=analysis.likert_stability,
-        interpretation=analysis.interpretation,
-        pairs_total=analysis.summary.total_swap_pairs,
-        pairs_offset=pairs_offset,
-        pairs_limit=pairs_limit,
-        pairs=pairs,
-        thread_labels=data.labels(t for p in pairs for t in (p.thread_a, p.thread_b)),
+    return PositionSwapOut.model_validate(
+        vars(analysis)
+        | {
+            "session": session,
+            "pairs_total": analysis.summary.total_swap_pairs,
+            "pairs_offset": pairs_offset,
+            "pairs_limit": pairs_limit,
+            "pairs": pairs,
+            "thread_labels": data.labels(t for p in pairs for t in (p.thread_a, p.thread_b)),
+        }
     )
 
 
@@ -711,18 +409,12 @@ async def findings(
             thread_names=_thread_names(d),
         )
 
-    data, found = await _figure(cache, sessionmaker, session, ("findings", aggregation), compute)
+    data, found = await cached_figure(
+        cache, sessionmaker, session, ("findings", aggregation), compute
+    )
     return FindingsOut(
         session=session,
         aggregation=aggregation,
         findings=found,
         thread_labels=data.labels(f.thread_id for f in found),
     )
-
-
-def get_cache(request: Request) -> AnalysisCache:
-    """One cache per application (tests run several apps against different databases)."""
-    cache = getattr(request.app.state, "analysis_cache", None)
-    if cache is None:
-        cache = request.app.state.analysis_cache = AnalysisCache()
-    return cache

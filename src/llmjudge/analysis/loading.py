@@ -34,6 +34,7 @@ from llmjudge.analysis.schemas import AnalysisSession, PillarLabel, ThreadLabel
 from llmjudge.catalog import Pillar, Thread
 from llmjudge.core.analysis.outcomes import OutcomeTable
 from llmjudge.core.ratings.style import STYLE_FEATURES
+from llmjudge.infra.db.rows import columns
 from llmjudge.infra.errors import NotFound
 from llmjudge.sessions import Comparison, JudgeSession
 
@@ -80,17 +81,16 @@ async def get_analysis_session(*, db: AsyncSession, session_id: int) -> Analysis
     if s is None:
         raise NotFound(f"session {session_id} not found")
     options = s.options or {}
-    return AnalysisSession(
-        id=s.id,
-        name=s.name,
-        status=s.status,
-        comparison_mode="imported" if options.get("source") == "import" else s.comparison_mode,
-        total=s.total,
-        completed=s.completed,
-        failed=s.failed,
-        calculate_elo=bool(options.get("calculate_elo", True)),
-        criteria=list(s.criteria or []),
-        pillar_ids=list(s.pillar_ids or []),
+    return AnalysisSession.model_validate(
+        columns(s)
+        | {
+            "comparison_mode": "imported"
+            if options.get("source") == "import"
+            else s.comparison_mode,
+            "calculate_elo": bool(options.get("calculate_elo", True)),
+            "criteria": list(s.criteria or []),
+            "pillar_ids": list(s.pillar_ids or []),
+        }
     )
 
 

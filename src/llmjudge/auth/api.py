@@ -31,12 +31,7 @@ router = APIRouter(prefix="/api", tags=["auth"])
 @router.get("/me", response_model=MeOut)
 async def get_me(principal: CurrentPrincipal) -> MeOut:
     """The user (and role) this request acts as."""
-    return MeOut(
-        username=principal.username,
-        role=principal.role,
-        via=principal.via,
-        user_id=principal.user_id,
-    )
+    return MeOut.model_validate(principal)
 
 
 @router.post("/me/password", status_code=status.HTTP_204_NO_CONTENT)

@@ -92,6 +92,7 @@ class PasswordChange(BaseModel):
 
 
 class MeOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
     username: str
     role: Role
     via: Via

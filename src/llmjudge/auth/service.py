@@ -34,6 +34,7 @@ from llmjudge.auth.security import (
 )
 from llmjudge.core.access import Role
 from llmjudge.infra.config import Settings
+from llmjudge.infra.db.rows import columns
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
 
 LOGIN_LINK_HOURS = 24
@@ -59,30 +60,11 @@ def base_url(settings: Settings) -> str:
 
 
 def _user_out(user: User) -> UserOut:
-    return UserOut(
-        id=user.id,
-        username=user.username,
-        role=Role(user.role),
-        is_active=user.is_active,
-        has_password=user.password_hash is not None,
-        created_at=user.created_at,
-        last_login_at=user.last_login_at,
-    )
+    return UserOut.model_validate(columns(user) | {"has_password": user.password_hash is not None})
 
 
 def _token_out(token: ApiToken, username: str) -> TokenOut:
-    return TokenOut(
-        id=token.id,
-        user_id=token.user_id,
-        username=username,
-        name=token.name,
-        prefix=token.prefix,
-        role=Role(token.role),
-        created_at=token.created_at,
-        expires_at=token.expires_at,
-        last_used_at=token.last_used_at,
-        revoked_at=token.revoked_at,
-    )
+    return TokenOut.model_validate(columns(token) | {"username": username})
 
 
 # --- resolving credentials (called by the middleware on every request) -------------------

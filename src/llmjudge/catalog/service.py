@@ -23,6 +23,7 @@ from llmjudge.catalog.schemas import (
     ThreadSummary,
 )
 from llmjudge.core.ratings.style import stored_features
+from llmjudge.infra.db.rows import columns
 from llmjudge.infra.errors import Conflict, NotFound
 
 
@@ -249,16 +250,7 @@ async def list_threads(
 
 
 def _summary(t: Thread, pillar_name: str) -> ThreadSummary:
-    return ThreadSummary(
-        id=t.id,
-        pillar_id=t.pillar_id,
-        pillar_name=pillar_name,
-        external_id=t.external_id,
-        title=t.title,
-        prompt_key=t.prompt_key,
-        content_hash=t.content_hash,
-        created_at=t.created_at,
-    )
+    return ThreadSummary.model_validate(columns(t) | {"pillar_name": pillar_name})
 
 
 async def get_thread(*, db: AsyncSession, thread_id: int) -> ThreadOut:

@@ -57,6 +57,13 @@ def _runner(request: Request) -> TrainingRunner | None:
     return getattr(request.app.state, "persona_runner", None)
 
 
+def _wake(request: Request) -> None:
+    """Tell this process's training runner (if any) that a persona may have work."""
+    runner = _runner(request)
+    if runner is not None:
+        runner.wake()
+
+
 async def _event(request: Request, persona_id: int, type: str, data: dict[str, Any]) -> None:
     await publish(getattr(request.app.state, "events", None), persona_id, type, data)
 
@@ -221,9 +228,7 @@ async def list_pairs(
 async def start_training(persona_id: int, request: Request, db: DbSession) -> PersonaOut:
     """Start the loop of a draft persona (409 otherwise)."""
     out = await training_control.start_training(db=db, persona_id=persona_id)
-    runner = _runner(request)
-    if runner is not None:
-        runner.wake()
+    _wake(request)
     return out
 
 
@@ -242,9 +247,7 @@ async def pause_training(persona_id: int, request: Request, db: DbSession) -> Pe
 async def resume_training(persona_id: int, request: Request, db: DbSession) -> PersonaOut:
     """Resume a paused persona from its last stored step."""
     out = await training_control.resume_training(db=db, persona_id=persona_id)
-    runner = _runner(request)
-    if runner is not None:
-        runner.wake()
+    _wake(request)
     return out
 
 
@@ -371,9 +374,7 @@ async def review_queue(
 
 async def _after_review(request: Request, persona_id: int, pending: int) -> None:
     if pending == 0:
-        runner = _runner(request)
-        if runner is not None:
-            runner.wake()
+        _wake(request)
 
 
 @router.post("/{persona_id}/decisions/{decision_id}/feedback", response_model=FeedbackOut)

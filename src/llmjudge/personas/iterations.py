@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from llmjudge.infra.db.rows import columns
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import PersonaDecision, PersonaIteration
 from llmjudge.personas.schemas import IterationOut, MetricsOut, TrainingStatusOut
@@ -34,22 +35,16 @@ async def review_counts(db: AsyncSession, iteration_ids: Sequence[int]) -> dict[
 
 
 def iteration_out(it: PersonaIteration, counts: tuple[int, int]) -> IterationOut:
-    return IterationOut(
-        number=it.number,
-        status=it.status,  # type: ignore[arg-type]
-        prompt_version=it.prompt_version,
-        outcome=it.outcome,  # type: ignore[arg-type]
-        metrics_optimisation=metrics_out(it.metrics_optimisation),
-        metrics_selection=metrics_out(it.metrics_selection),
-        metrics_calibration=metrics_out(it.metrics_calibration),
-        convergence=it.convergence,
-        cost_usd=it.cost_usd,
-        timings=dict(it.timings or {}),
-        note=it.note,
-        decisions=counts[0],
-        pending_review=counts[1],
-        started_at=it.started_at,
-        finished_at=it.finished_at,
+    return IterationOut.model_validate(
+        columns(it)
+        | {
+            "metrics_optimisation": metrics_out(it.metrics_optimisation),
+            "metrics_selection": metrics_out(it.metrics_selection),
+            "metrics_calibration": metrics_out(it.metrics_calibration),
+            "timings": dict(it.timings or {}),
+            "decisions": counts[0],
+            "pending_review": counts[1],
+        }
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,34 +15,44 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from llmjudge import __version__
 from llmjudge.core.personas.replies import human_label
 from llmjudge.core.text.csvsafe import provenance_lines, write_csv
+from llmjudge.infra.db.rows import columns
 from llmjudge.personas.iterations import list_iterations, metrics_out, spent_usd
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import PersonaDecision, PersonaIteration, PersonaPair, TaskOutput
 from llmjudge.personas.pairs import pair_labels
 from llmjudge.personas.prompt_versions import list_versions
 from llmjudge.personas.schemas import MetricsRow, PairOut, ReportDecision, ReportOut
-from llmjudge.personas.service import get_persona
+from llmjudge.personas.service import get_persona, pairs_in_order
 from llmjudge.providers import LLMModel, Provider
 
 
-async def metrics(*, db: AsyncSession, persona_id: int) -> list[MetricsRow]:
-    await persona_row(db, persona_id)
+async def _iterations(db: AsyncSession, persona_id: int) -> Sequence[PersonaIteration]:
+    """The persona's iterations, first first."""
     rows = await db.scalars(
         select(PersonaIteration)
         .where(PersonaIteration.persona_id == persona_id)
         .order_by(PersonaIteration.number)
     )
+    return rows.all()
+
+
+async def metrics(*, db: AsyncSession, persona_id: int) -> list[MetricsRow]:
+    await persona_row(db, persona_id)
     return [
-        MetricsRow(
-            iteration=it.number,
-            prompt_version=it.prompt_version,
-            optimisation=metrics_out(it.metrics_optimisation),
-            selection=metrics_out(it.metrics_selection),
-            calibration=metrics_out(it.metrics_calibration),
-        )
-        for it in rows.all()
+        _metrics_row(it)
+        for it in await _iterations(db, persona_id)
         if it.metrics_optimisation is not None or it.metrics_selection is not None
     ]
+
+
+def _metrics_row(it: PersonaIteration) -> MetricsRow:
+    return MetricsRow(
+        iteration=it.number,
+        prompt_version=it.prompt_version,
+        optimisation=metrics_out(it.metrics_optimisation),
+        selection=metrics_out(it.metrics_selection),
+        calibration=metrics_out(it.metrics_calibration),
+    )
 
 
 async def _report_decisions(
@@ -59,16 +70,9 @@ async def _report_decisions(
         .limit(limit)
     )
     return [
-        ReportDecision(
-            decision_id=d.id,
-            iteration=d.iteration,
-            input=inp,
-            answer=answer,
-            judge_label=d.judge_label,  # type: ignore[arg-type]
-            judge_reasoning=d.judge_reasoning,
-            judge_confidence=d.judge_confidence,
-            human_agrees=agrees,
-            human_notes=d.human_notes,
+        ReportDecision.model_validate(
+            columns(d)
+            | {"decision_id": d.id, "input": inp, "answer": answer, "human_agrees": agrees}
         )
         for d, inp, answer in rows.all()
     ]
@@ -78,13 +82,7 @@ async def report(*, db: AsyncSession, persona_id: int) -> ReportOut:
     """Final metrics, iterations to convergence, prompt evolution, and the judge's most
     confident decisions of the last scored iteration that the human confirmed or rejected."""
     p = await persona_row(db, persona_id)
-    iterations = (
-        await db.scalars(
-            select(PersonaIteration)
-            .where(PersonaIteration.persona_id == persona_id)
-            .order_by(PersonaIteration.number)
-        )
-    ).all()
+    iterations = await _iterations(db, persona_id)
     scored = [it for it in iterations if it.metrics_optimisation or it.metrics_selection]
     last = scored[-1] if scored else None
     versions = await list_versions(db=db, persona_id=persona_id)
@@ -113,15 +111,7 @@ async def report(*, db: AsyncSession, persona_id: int) -> ReportOut:
         target_f1=p.target_f1,
         iterations=len(iterations),
         converged_at=converged,
-        final=None
-        if last is None
-        else MetricsRow(
-            iteration=last.number,
-            prompt_version=last.prompt_version,
-            optimisation=metrics_out(last.metrics_optimisation),
-            selection=metrics_out(last.metrics_selection),
-            calibration=metrics_out(last.metrics_calibration),
-        ),
+        final=None if last is None else _metrics_row(last),
         prompt_evolution=evolution,
         best_decisions=[] if last is None else await _report_decisions(db, last.id, True),
         worst_decisions=[] if last is None else await _report_decisions(db, last.id, False),
@@ -155,13 +145,7 @@ EXPORT_COLUMNS = (
 async def export_data(*, db: AsyncSession, persona_id: int) -> dict[str, Any]:
     """Everything about a persona: settings, prompts, pairs, answers, decisions, metrics."""
     persona = await get_persona(db=db, persona_id=persona_id)
-    pairs = (
-        await db.scalars(
-            select(PersonaPair)
-            .where(PersonaPair.persona_id == persona_id)
-            .order_by(PersonaPair.position)
-        )
-    ).all()
+    pairs = await pairs_in_order(db, persona_id)
     labels = await pair_labels(db, persona_id)
     outputs = (
         await db.scalars(

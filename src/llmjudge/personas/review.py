@@ -10,6 +10,7 @@ from typing import Literal
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from llmjudge.infra.db.rows import columns
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
 from llmjudge.personas.lookup import iteration_row, persona_row
 from llmjudge.personas.models import PersonaDecision, PersonaIteration, PersonaPair, TaskOutput
@@ -116,30 +117,16 @@ def review_state(decisions: Sequence[DecisionOut], decision_id: int | None) -> R
 
 
 def _decision_out(d: PersonaDecision, pair: PersonaPair, answer: str) -> DecisionOut:
-    return DecisionOut(
-        id=d.id,
-        iteration=d.iteration,
-        pair_id=d.pair_id,
-        split=d.split,  # type: ignore[arg-type]
-        input=pair.input,
-        input_b=pair.input_b,
-        correct_output=pair.correct_output,
-        answer=answer,
-        judge_label=d.judge_label,  # type: ignore[arg-type]
-        judge_reasoning=d.judge_reasoning,
-        judge_confidence=d.judge_confidence,
-        parse_error=d.parse_error,
-        prompt_version=d.prompt_version,
-        human_agrees=d.human_agrees,
-        human_notes=d.human_notes,
-        reviewed_at=d.reviewed_at,
-        reviewed_by=d.reviewed_by,
-        carried_forward=d.carried_forward,
-        bulk=d.bulk,
-        prefilled=d.prefilled,
-        similarity=d.similarity,
-        to_check=d.prefilled
-        and (d.human_agrees is False or (d.judge_confidence or 0.0) < LOW_CONFIDENCE),
+    return DecisionOut.model_validate(
+        columns(d)
+        | {
+            "input": pair.input,
+            "input_b": pair.input_b,
+            "correct_output": pair.correct_output,
+            "answer": answer,
+            "to_check": d.prefilled
+            and (d.human_agrees is False or (d.judge_confidence or 0.0) < LOW_CONFIDENCE),
+        }
     )
 
 
@@ -191,16 +178,16 @@ async def review_queue(
     def id_of(d: DecisionOut | None) -> int | None:
         return None if d is None else d.id
 
-    return ReviewQueueOut(
-        iteration=number,
-        decisions=state.decisions,
-        current_id=id_of(state.current),
-        previous_id=id_of(state.previous),
-        next_id=id_of(state.next),
-        next_pending_id=id_of(state.next_pending),
-        total=state.total,
-        reviewed=state.reviewed,
-        agreed=state.agreed,
+    return ReviewQueueOut.model_validate(
+        vars(state)
+        | {
+            "iteration": number,
+            "current_id": id_of(state.current),
+            "previous_id": id_of(state.previous),
+            "next_id": id_of(state.next),
+            "next_pending_id": id_of(state.next_pending),
+            "total": state.total,
+        }
     )
 
 

@@ -11,6 +11,7 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from llmjudge.infra.db.rows import columns
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import (
@@ -26,6 +27,28 @@ from llmjudge.personas.schemas import FromTemplateIn, PairRow, PersonaIn, Person
 from llmjudge.personas.starters import get_template
 from llmjudge.providers import BUILTIN_SIMULATED_MODELS, LLMModel, ensure_builtin_simulator
 
+# What a clone keeps of its source (not its name, status, version or timestamps).
+CLONED_SETTINGS = (
+    "description",
+    "task_prompt",
+    "task_model_id",
+    "judge_model_id",
+    "engineer_model_id",
+    "target_f1",
+    "max_iterations",
+    "holdout_fraction",
+    "split_seed",
+    "budget_usd",
+    "iteration_timeout_s",
+    "template_key",
+    "min_per_class",
+    "convergence_basis",
+    "judge_kind",
+    "embedding_model_id",
+    "metrics_annotator",
+)
+# A cloned pair keeps its split side, so held-out pairs stay held out.
+CLONED_PAIR = ("position", "input", "input_b", "correct_output", "answer", "input_hash", "split")
 EDITABLE_WHILE_TRAINING = {
     "name",
     "description",
@@ -62,35 +85,9 @@ def _persona_query() -> Select[tuple[Persona, str | None, int, int | None]]:
 
 
 def _persona_out(p: Persona, judge_prompt: str | None, pairs: int, last: int | None) -> PersonaOut:
-    return PersonaOut(
-        id=p.id,
-        name=p.name,
-        description=p.description,
-        task_prompt=p.task_prompt,
-        judge_prompt=judge_prompt or "",
-        current_version=p.current_version,
-        task_model_id=p.task_model_id,
-        judge_model_id=p.judge_model_id,
-        engineer_model_id=p.engineer_model_id,
-        target_f1=p.target_f1,
-        max_iterations=p.max_iterations,
-        holdout_fraction=p.holdout_fraction,
-        split_seed=p.split_seed,
-        budget_usd=p.budget_usd,
-        iteration_timeout_s=p.iteration_timeout_s,
-        status=p.status,  # type: ignore[arg-type]  # the table's CHECK keeps it valid
-        status_reason=p.status_reason,
-        template_key=p.template_key,
-        min_per_class=p.min_per_class,
-        convergence_basis=p.convergence_basis,  # type: ignore[arg-type]
-        judge_kind=p.judge_kind,  # type: ignore[arg-type]
-        embedding_model_id=p.embedding_model_id,
-        similarity_threshold=p.similarity_threshold,
-        metrics_annotator=p.metrics_annotator,
-        pair_count=pairs,
-        current_iteration=last,
-        created_at=p.created_at,
-        updated_at=p.updated_at,
+    return PersonaOut.model_validate(
+        columns(p)
+        | {"judge_prompt": judge_prompt or "", "pair_count": pairs, "current_iteration": last}
     )
 
 
@@ -262,6 +259,16 @@ async def delete_persona(*, db: AsyncSession, persona_id: int) -> None:
     await db.commit()
 
 
+async def pairs_in_order(db: AsyncSession, persona_id: int) -> Sequence[PersonaPair]:
+    """The persona's pairs in upload order."""
+    rows = await db.scalars(
+        select(PersonaPair)
+        .where(PersonaPair.persona_id == persona_id)
+        .order_by(PersonaPair.position)
+    )
+    return rows.all()
+
+
 async def clone_persona(
     *, db: AsyncSession, persona_id: int, name: str | None = None
 ) -> PersonaOut:
@@ -272,25 +279,7 @@ async def clone_persona(
     new_name = name.strip() if name else await _free_name(db, f"{src.name} (copy)")
     await _check_name(db, new_name)
     copy = Persona(
-        name=new_name,
-        description=src.description,
-        task_prompt=src.task_prompt,
-        current_version=1,
-        task_model_id=src.task_model_id,
-        judge_model_id=src.judge_model_id,
-        engineer_model_id=src.engineer_model_id,
-        target_f1=src.target_f1,
-        max_iterations=src.max_iterations,
-        holdout_fraction=src.holdout_fraction,
-        split_seed=src.split_seed,
-        budget_usd=src.budget_usd,
-        iteration_timeout_s=src.iteration_timeout_s,
-        template_key=src.template_key,
-        min_per_class=src.min_per_class,
-        convergence_basis=src.convergence_basis,
-        judge_kind=src.judge_kind,
-        embedding_model_id=src.embedding_model_id,
-        metrics_annotator=src.metrics_annotator,
+        name=new_name, current_version=1, **{k: getattr(src, k) for k in CLONED_SETTINGS}
     )
     await _add_with_first_version(
         db,
@@ -298,30 +287,12 @@ async def clone_persona(
         src_out.judge_prompt,
         f"cloned from {src.name!r} version {src.current_version}",
     )
-    pairs = (
-        await db.scalars(
-            select(PersonaPair)
-            .where(PersonaPair.persona_id == persona_id)
-            .order_by(PersonaPair.position)
-        )
-    ).all()
+    pairs = await pairs_in_order(db, persona_id)
     if pairs:
         new_ids = list(
             await db.scalars(
                 insert(PersonaPair).returning(PersonaPair.id, sort_by_parameter_order=True),
-                [
-                    {
-                        "persona_id": copy.id,
-                        "position": p.position,
-                        "input": p.input,
-                        "input_b": p.input_b,
-                        "correct_output": p.correct_output,
-                        "answer": p.answer,
-                        "input_hash": p.input_hash,
-                        "split": p.split,
-                    }
-                    for p in pairs
-                ],
+                [{"persona_id": copy.id, **{k: getattr(p, k) for k in CLONED_PAIR}} for p in pairs],
             )
         )
         labels = await pair_labels(db, persona_id)

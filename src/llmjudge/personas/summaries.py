@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from llmjudge.infra.db.rows import columns
 from llmjudge.infra.errors import NotFound
 from llmjudge.personas.models import Persona, PersonaIteration
 from llmjudge.personas.schemas import MetricsOut
@@ -92,19 +93,16 @@ async def summaries(*, db: AsyncSession, ids: Sequence[int] | None = None) -> li
     for p in personas:
         row = latest.get(p.id)
         out.append(
-            PersonaSummary(
-                id=p.id,
-                name=p.name,
-                description=p.description,
-                status=p.status,
-                target_f1=p.target_f1,
-                created_at=p.created_at,
-                iterations=counts.get(p.id, 0),
-                scored_iteration=None if row is None else row.number,
-                prompt_version=p.current_version,
-                optimisation=None if row is None else _metrics(row.metrics_optimisation),
-                selection=None if row is None else _metrics(row.metrics_selection),
-                cost_usd=float(costs.get(p.id, 0.0)),
+            PersonaSummary.model_validate(
+                columns(p)
+                | {
+                    "iterations": counts.get(p.id, 0),
+                    "scored_iteration": None if row is None else row.number,
+                    "prompt_version": p.current_version,
+                    "optimisation": None if row is None else _metrics(row.metrics_optimisation),
+                    "selection": None if row is None else _metrics(row.metrics_selection),
+                    "cost_usd": float(costs.get(p.id, 0.0)),
+                }
             )
         )
     return out

@@ -7,13 +7,12 @@ from llmjudge.providers.base import (
     ProviderError,
     estimate_tokens,
 )
+from llmjudge.providers.budget import BudgetExceeded
+from llmjudge.providers.llm import LLMService, configured_latency_s
 from llmjudge.providers.models import LLMCall, LLMModel, Provider
 from llmjudge.providers.schemas import ModelOut
 from llmjudge.providers.service import (
     BUILTIN_SIMULATED_MODELS,
-    BudgetExceeded,
-    LLMService,
-    configured_latency_s,
     ensure_builtin_simulator,
     list_models,
     totals,

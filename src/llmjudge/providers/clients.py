@@ -326,6 +326,18 @@ class HttpChatClient(ABC):
         except ValueError:
             self.fail(f"malformed stream: invalid JSON in data line {data[:80]!r}", retryable=True)
 
+    def load_event_object(self, data: str) -> dict[str, Any]:
+        """A stream event that must be a JSON object; one carrying ``error`` fails the call
+        (retryable: the stream broke, the request may not have)."""
+        event = self.load_event(data)
+        if not isinstance(event, dict):
+            self.fail("malformed stream: data line is not a JSON object", retryable=True)
+        if event.get("error"):
+            err = event["error"]
+            message = err.get("message", "") if isinstance(err, dict) else str(err)
+            self.fail(f"stream error: {message}", retryable=True)
+        return event
+
     # -- embeddings (providers that have an endpoint override the two hooks) ----------------
 
     def build_embed(self, model: str, texts: list[str]) -> HttpCall:

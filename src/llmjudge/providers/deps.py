@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from llmjudge.providers.service import LLMService
+from llmjudge.providers.llm import LLMService
 
 
 def get_llm(request: Request) -> LLMService:

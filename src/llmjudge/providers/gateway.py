@@ -71,19 +71,6 @@ class Accounting(Protocol):
     async def record(self, rec: CallRecord) -> None: ...
 
 
-class MemoryCache:
-    """An in-process ``ResponseCache`` (tests, single-process use)."""
-
-    def __init__(self) -> None:
-        self.entries: dict[str, ChatResult] = {}
-
-    async def get(self, key: str) -> ChatResult | None:
-        return self.entries.get(key)
-
-    async def put(self, key: str, result: ChatResult) -> None:
-        self.entries[key] = result
-
-
 def cache_key(cfg: ProviderConfig, req: ChatRequest) -> str:
     """Hash of what determines the answer; never the context or the API key.
 

@@ -190,13 +190,7 @@ class GeminiClient(HttpChatClient):
         output_tokens: int | None = None
         model: str | None = None
         async for ev in events:
-            data = self.load_event(ev.data)
-            if not isinstance(data, dict):
-                self.fail("malformed stream: data line is not a JSON object", retryable=True)
-            if data.get("error"):
-                err = data["error"]
-                message = err.get("message", "") if isinstance(err, dict) else str(err)
-                self.fail(f"stream error: {message}", retryable=True)
+            data = self.load_event_object(ev.data)
             self._check_blocked(data)
             piece, chunk_finish = _candidate_text(data)
             if piece:

@@ -143,13 +143,7 @@ class OpenAIClient(HttpChatClient):
                 done = True
                 await drain(events)
                 break
-            chunk = self.load_event(ev.data)
-            if not isinstance(chunk, dict):
-                self.fail("malformed stream: data line is not a JSON object", retryable=True)
-            if chunk.get("error"):
-                err = chunk["error"]
-                message = err.get("message", "") if isinstance(err, dict) else str(err)
-                self.fail(f"stream error: {message}", retryable=True)
+            chunk = self.load_event_object(ev.data)
             model = chunk.get("model") or model
             usage = chunk.get("usage") or usage
             for choice in chunk.get("choices") or []:

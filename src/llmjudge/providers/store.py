@@ -77,23 +77,29 @@ def _int_or_none(value: Any) -> int | None:
         return None
 
 
+# CallRecord fields stored as they are in their ``llm_calls`` columns.
+_RECORD_COLUMNS = (
+    "provider_id",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "latency_s",
+    "attempts",
+    "cache_hit",
+    "status",
+    "error",
+)
+
+
 def call_row(rec: CallRecord) -> dict[str, Any]:
     """The ``llm_calls`` row of a record; known related ids get their own columns."""
     related = {k: v for k, v in rec.related.items()}
     row: dict[str, Any] = {k: _int_or_none(related.get(k)) for k in _RELATED_COLUMNS}
     row.update(
+        {k: getattr(rec, k) for k in _RECORD_COLUMNS},
         purpose=rec.purpose[:100],
-        provider_id=rec.provider_id,
         model=rec.model[:300],
         related=related,
-        input_tokens=rec.input_tokens,
-        output_tokens=rec.output_tokens,
-        cost_usd=rec.cost_usd,
-        latency_s=rec.latency_s,
-        attempts=rec.attempts,
-        cache_hit=rec.cache_hit,
-        status=rec.status,
-        error=rec.error,
     )
     return row
 

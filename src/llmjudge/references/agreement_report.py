@@ -65,6 +65,21 @@ def _judge_out(r: core.AgreementReport) -> dict[str, Any]:
     }
 
 
+def _disagreement_out(session_id: int, d: core.Disagreement) -> DisagreementOut:
+    a, b = d.pair  # type: ignore[misc]  # a reference pair: two thread ids
+    return DisagreementOut.model_validate(
+        vars(d)
+        | {
+            "comparison_id": int(d.comparison),  # type: ignore[call-overload]
+            "thread_a_id": a,
+            "thread_b_id": b,
+            "thread_a_url": f"/threads/{a}",
+            "thread_b_url": f"/threads/{b}",
+            "pair_url": f"/sessions/{session_id}/review?pair={a}-{b}",
+        }
+    )
+
+
 def _human_out(h: people.HumanAgreement) -> HumanAgreementOut:
     return HumanAgreementOut(
         items=h.items,
@@ -73,11 +88,8 @@ def _human_out(h: people.HumanAgreement) -> HumanAgreementOut:
         fleiss_kappa=_estimate(h.fleiss_kappa),
         krippendorff_alpha=_estimate(h.krippendorff_alpha),
         pairwise=[
-            AnnotatorPairOut(
-                first=p.first,
-                second=p.second,
-                kappa=_estimate(p.kappa),
-                agreement=_estimate(p.agreement),
+            AnnotatorPairOut.model_validate(
+                vars(p) | {"kappa": _estimate(p.kappa), "agreement": _estimate(p.agreement)}
             )
             for p in h.pairwise
         ],
@@ -156,20 +168,7 @@ def _compute(
         by_pillar_pair=_group_list(by_pillar),
         by_metadata=_group_list(by_meta),
         human=_human_out(human),
-        disagreements=[
-            DisagreementOut(
-                comparison_id=int(d.comparison),  # type: ignore[call-overload]
-                thread_a_id=d.pair[0],  # type: ignore[index]
-                thread_b_id=d.pair[1],  # type: ignore[index]
-                reference=d.reference,
-                judge=d.judge,
-                swapped=d.swapped,
-                thread_a_url=f"/threads/{d.pair[0]}",  # type: ignore[index]
-                thread_b_url=f"/threads/{d.pair[1]}",  # type: ignore[index]
-                pair_url=f"/sessions/{session_id}/review?pair={d.pair[0]}-{d.pair[1]}",  # type: ignore[index]
-            )
-            for d in shown
-        ],
+        disagreements=[_disagreement_out(session_id, d) for d in shown],
         disagreements_total=len(report.disagreements),
     )
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import and_, func, literal, or_, select, text
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import Thread
 from llmjudge.core import review as rules
+from llmjudge.infra.db.rows import columns
 from llmjudge.infra.errors import Invalid, NotFound
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.references.review_schemas import (
@@ -36,6 +36,7 @@ from llmjudge.references.review_schemas import (
     ShownThread,
     StoredReviewLabel,
 )
+from llmjudge.references.service import upsert_labels
 from llmjudge.sessions import Comparison, JudgeSession
 
 __all__ = [
@@ -374,17 +375,7 @@ async def label_pair(
         "note": data.note.strip(),
         "session_id": session_id,
     }
-    stmt = insert(ReferenceLabel).values(**values)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["thread_a_id", "thread_b_id", "source", "annotator"],
-        set_={
-            "label": stmt.excluded.label,
-            "both_bad": stmt.excluded.both_bad,
-            "note": stmt.excluded.note,
-            "session_id": stmt.excluded.session_id,
-            "created_at": func.now(),
-        },
-    ).returning(ReferenceLabel)
+    stmt = upsert_labels(values).returning(ReferenceLabel)
     stored = (await db.execute(stmt)).scalar_one()
     out_label = StoredReviewLabel.model_validate(stored, from_attributes=True)
     q = await _queue(db, s, reviewer, now)
@@ -424,16 +415,13 @@ async def my_labels(*, db: AsyncSession, session_id: int, reviewer: str) -> list
     for row in rows:
         left, right = rules.shown_sides(reviewer, row.thread_a_id, row.thread_b_id)
         out.append(
-            MyReviewLabel(
-                thread_a_id=row.thread_a_id,
-                thread_b_id=row.thread_b_id,
-                shown_a=left,
-                shown_b=right,
-                label=row.label,  # type: ignore[arg-type]
-                shown_label=rules.to_shown(left, right, row.label),  # type: ignore[arg-type]
-                both_bad=row.both_bad,
-                note=row.note,
-                created_at=row.created_at,
+            MyReviewLabel.model_validate(
+                columns(row)
+                | {
+                    "shown_a": left,
+                    "shown_b": right,
+                    "shown_label": rules.to_shown(left, right, row.label),
+                }
             )
         )
     return out

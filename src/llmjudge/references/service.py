@@ -26,7 +26,7 @@ from sqlalchemy import (
     or_,
     select,
 )
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.dialects.postgresql import Insert, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import Pillar, Thread
@@ -106,6 +106,10 @@ class LabelRow:
     annotator: str = ""
     note: str = ""
     both_bad: bool = False
+
+
+# What a label row keeps as written (its threads are resolved to ids).
+LABEL_FIELDS = {"label", "source", "annotator", "note", "both_bad"}
 
 
 # --------------------------------------------------------------------------- import
@@ -252,6 +256,21 @@ def check_labels(rows: Sequence[LabelRow]) -> list[RowError]:
     return errors
 
 
+def upsert_labels(values: dict[str, Any] | Sequence[dict[str, Any]]) -> Insert:
+    """Labels inserted, or replacing the label one annotator of one source gave the pair."""
+    stmt = insert(ReferenceLabel).values(values)
+    return stmt.on_conflict_do_update(
+        index_elements=["thread_a_id", "thread_b_id", "source", "annotator"],
+        set_={
+            "label": stmt.excluded.label,
+            "both_bad": stmt.excluded.both_bad,
+            "note": stmt.excluded.note,
+            "session_id": stmt.excluded.session_id,
+            "created_at": func.now(),
+        },
+    )
+
+
 async def store_labels(
     db: AsyncSession, rows: Sequence[LabelRow], *, session_id: int | None = None
 ) -> tuple[int, int]:
@@ -262,17 +281,7 @@ async def store_labels(
     values = [_canonical(r) | {"session_id": session_id} for r in rows]
     created = 0
     for start in range(0, len(values), 2000):
-        stmt = insert(ReferenceLabel).values(values[start : start + 2000])
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["thread_a_id", "thread_b_id", "source", "annotator"],
-            set_={
-                "label": stmt.excluded.label,
-                "both_bad": stmt.excluded.both_bad,
-                "note": stmt.excluded.note,
-                "session_id": stmt.excluded.session_id,
-                "created_at": func.now(),
-            },
-        )
+        stmt = upsert_labels(values[start : start + 2000])
         # xmax = 0 only on freshly inserted rows: counts created vs updated in one statement.
         result = await db.execute(stmt.returning(literal_column("(xmax = 0)")))
         created += sum(1 for (fresh,) in result.all() if fresh)
@@ -300,11 +309,7 @@ async def import_references(*, db: AsyncSession, parsed: ParsedReferences) -> Re
                 line=line,
                 thread_a=known[ka],
                 thread_b=known[kb],
-                label=row.label,
-                source=row.source,
-                annotator=row.annotator,
-                note=row.note,
-                both_bad=row.both_bad,
+                **row.model_dump(include=LABEL_FIELDS),
             )
         )
     errors += check_labels(rows)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated, Any, Literal
+from collections.abc import Awaitable
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, File, Form, Path, Query, Request, UploadFile, status
 from pydantic import ValidationError
@@ -17,7 +18,9 @@ from llmjudge.infra.errors import Invalid
 from llmjudge.infra.events.sse import parse_lanes, sse_response
 from llmjudge.infra.rowfiles import MAX_ERRORS, RowError
 from llmjudge.infra.web import DbSession, ImportRejected, read_upload
-from llmjudge.sessions import reads, service
+from llmjudge.sessions import control, estimates, reads, service
+from llmjudge.sessions.adaptive import state as adaptive
+from llmjudge.sessions.adaptive.schemas import AdaptiveEstimateOut, AdaptiveOut
 from llmjudge.sessions.deps import Hub, Tester, parse_ids
 from llmjudge.sessions.imports import storing as judgment_import
 from llmjudge.sessions.imports.parsing import (
@@ -28,8 +31,6 @@ from llmjudge.sessions.imports.parsing import (
 from llmjudge.sessions.panels import report as panels
 from llmjudge.sessions.run.judging import session_topic
 from llmjudge.sessions.schemas import (
-    AdaptiveEstimateOut,
-    AdaptiveOut,
     ComparisonDetail,
     ComparisonPage,
     ComparisonStatus,
@@ -46,6 +47,7 @@ from llmjudge.sessions.schemas import (
     ThreadLabelOut,
 )
 
+T = TypeVar("T")
 router = APIRouter(prefix="/api/sessions", tags=["sessions"])
 threads_router = APIRouter(prefix="/api/threads", tags=["sessions"])
 THREAD_COMPARISONS_MAX = 500
@@ -193,7 +195,7 @@ async def create_session(data: SessionIn, db: DbSession, hub: Hub, llm: Tester) 
 @router.post("/estimate", response_model=EstimateOut)
 async def estimate_new(data: SessionIn, db: DbSession) -> EstimateOut:
     """Comparisons, duration by worker count, tokens and cost of a session; nothing stored."""
-    return await service.estimate_new(db=db, data=data)
+    return await estimates.estimate_new(db=db, data=data)
 
 
 @router.post("/estimate/adaptive", response_model=AdaptiveEstimateOut)
@@ -201,7 +203,7 @@ async def estimate_adaptive(data: SessionIn, db: DbSession) -> AdaptiveEstimateO
     """Judge calls an adaptive session is expected to make before its stopping rule (or
     budget) stops it: an estimate from seeded simulations under the simulator's judge
     model, with the calls the half-price position option saves; nothing stored."""
-    return await service.estimate_adaptive(db=db, data=data)
+    return await adaptive.estimate_adaptive(db=db, data=data)
 
 
 @router.post(
@@ -212,7 +214,7 @@ async def estimate_adaptive(data: SessionIn, db: DbSession) -> AdaptiveEstimateO
 async def estimate_modes(data: SessionIn, db: DbSession) -> dict[Mode, ModeCount]:
     """How many comparisons each comparison mode would make with the other options as
     they are, or why it cannot run; nothing stored."""
-    return await service.estimate_modes(db=db, data=data)
+    return await estimates.estimate_modes(db=db, data=data)
 
 
 @router.get("", response_model=list[SessionSummary])
@@ -223,7 +225,7 @@ async def list_sessions(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> list[SessionSummary]:
     """Sessions, newest first, with progress."""
-    return await service.list_sessions(db=db, status=status, limit=limit, offset=offset)
+    return await reads.list_sessions(db=db, status=status, limit=limit, offset=offset)
 
 
 @router.get("/{session_id}", response_model=SessionOut)
@@ -231,7 +233,7 @@ async def get_session(session_id: int, db: DbSession) -> SessionOut:
     """Status, counts per comparison status, tokens and cost so far, judge model (shared by
     concurrent pollers; at most a fraction of a second old)."""
     return await reads.SUMMARY_CACHE.get(
-        session_id, lambda: service.get_session(db=db, session_id=session_id)
+        session_id, lambda: reads.get_session(db=db, session_id=session_id)
     )
 
 
@@ -240,72 +242,61 @@ async def adaptive_state(session_id: int, db: DbSession) -> AdaptiveOut:
     """An adaptive session now: the ranking with 95% intervals refitted from the stored
     verdicts, the stopping rule's progress, the spend against the budget, its rounds, and
     the calls a full free-for-all would need (409 for other sessions)."""
-    return await service.adaptive_state(db=db, session_id=session_id)
+    return await adaptive.adaptive_state(db=db, session_id=session_id)
 
 
 @router.get("/{session_id}/estimate", response_model=EstimateOut)
 async def estimate_session(session_id: int, db: DbSession) -> EstimateOut:
-    return await service.estimate_session(db=db, session_id=session_id)
+    return await estimates.estimate_session(db=db, session_id=session_id)
+
+
+async def _changed(session_id: int, change: Awaitable[T]) -> T:
+    """A state change: the shared summary is dropped before it (no poller is answered the
+    old state once it began) and after it (nor a state read while it ran)."""
+    reads.SUMMARY_CACHE.invalidate(session_id)
+    try:
+        return await change
+    finally:
+        reads.SUMMARY_CACHE.invalidate(session_id)
 
 
 @router.post("/{session_id}/start", response_model=SessionOut)
 async def start_session(session_id: int, db: DbSession, hub: Hub, llm: Tester) -> SessionOut:
     """draft -> running; 422 when the judge's provider has never answered and a test call
     to it fails (the cause in ``detail``)."""
-    reads.SUMMARY_CACHE.invalidate(session_id)
-    try:
-        return await service.start_session(db=db, session_id=session_id, hub=hub, llm=llm)
-    finally:
-        reads.SUMMARY_CACHE.invalidate(session_id)
+    return await _changed(
+        session_id, control.start_session(db=db, session_id=session_id, hub=hub, llm=llm)
+    )
 
 
 @router.post("/{session_id}/pause", response_model=SessionOut)
 async def pause_session(session_id: int, db: DbSession, hub: Hub) -> SessionOut:
     """running -> paused: comparisons in flight finish, no new ones start."""
-    reads.SUMMARY_CACHE.invalidate(session_id)
-    try:
-        return await service.pause_session(db=db, session_id=session_id, hub=hub)
-    finally:
-        reads.SUMMARY_CACHE.invalidate(session_id)
+    return await _changed(session_id, control.pause_session(db=db, session_id=session_id, hub=hub))
 
 
 @router.post("/{session_id}/resume", response_model=SessionOut)
 async def resume_session(session_id: int, db: DbSession, hub: Hub) -> SessionOut:
     """paused -> running."""
-    reads.SUMMARY_CACHE.invalidate(session_id)
-    try:
-        return await service.resume_session(db=db, session_id=session_id, hub=hub)
-    finally:
-        reads.SUMMARY_CACHE.invalidate(session_id)
+    return await _changed(session_id, control.resume_session(db=db, session_id=session_id, hub=hub))
 
 
 @router.post("/{session_id}/cancel", response_model=SessionOut)
 async def cancel_session(session_id: int, db: DbSession, hub: Hub) -> SessionOut:
     """Pending comparisons are cancelled; those in flight finish and are kept."""
-    reads.SUMMARY_CACHE.invalidate(session_id)
-    try:
-        return await service.cancel_session(db=db, session_id=session_id, hub=hub)
-    finally:
-        reads.SUMMARY_CACHE.invalidate(session_id)
+    return await _changed(session_id, control.cancel_session(db=db, session_id=session_id, hub=hub))
 
 
 @router.post("/{session_id}/retry-failed", response_model=RetryResult)
 async def retry_failed(session_id: int, db: DbSession, hub: Hub) -> RetryResult:
     """Failed comparisons go back to the queue with fresh attempts."""
-    reads.SUMMARY_CACHE.invalidate(session_id)
-    try:
-        return await service.retry_failed(db=db, session_id=session_id, hub=hub)
-    finally:
-        reads.SUMMARY_CACHE.invalidate(session_id)
+    return await _changed(session_id, control.retry_failed(db=db, session_id=session_id, hub=hub))
 
 
 @router.delete("/{session_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_session(session_id: int, db: DbSession, hub: Hub) -> None:
     """Delete a session and all its comparisons."""
-    try:
-        await service.delete_session(db=db, session_id=session_id, hub=hub)
-    finally:
-        reads.SUMMARY_CACHE.invalidate(session_id)
+    await _changed(session_id, control.delete_session(db=db, session_id=session_id, hub=hub))
 
 
 @router.get("/{session_id}/panel")
@@ -343,7 +334,7 @@ async def list_comparisons(
 ) -> ComparisonPage:
     """Comparisons in queue order, with thread titles and pillar names (twin of the page
     `/sessions/{id}/comparisons`)."""
-    return await service.list_comparisons(
+    return await reads.list_comparisons(
         db=db, session_id=session_id, status=status, limit=limit, offset=offset, flag=flag
     )
 
@@ -351,7 +342,7 @@ async def list_comparisons(
 @router.get("/{session_id}/comparisons/{comparison_id}", response_model=ComparisonDetail)
 async def get_comparison(session_id: int, comparison_id: int, db: DbSession) -> ComparisonDetail:
     """One comparison, with the judge's raw response."""
-    return await service.get_comparison(db=db, session_id=session_id, comparison_id=comparison_id)
+    return await reads.get_comparison(db=db, session_id=session_id, comparison_id=comparison_id)
 
 
 @router.get(
@@ -376,7 +367,7 @@ async def session_events(
     (text batches, for the `lanes` followed), `comparison_complete`, `comparison_retry`,
     `workers_status` (about once per second per worker process). Events are written in
     frames of at most ~4 per second, each with every event since the last."""
-    await service.get_session(db=db, session_id=session_id)  # 404 for an unknown session
+    await reads.get_session(db=db, session_id=session_id)  # 404 for an unknown session
     await db.close()  # hold no connection for the life of the stream
     return sse_response(
         request, request.app.state.events, session_topic(session_id), lanes=parse_lanes(lanes)
@@ -393,7 +384,7 @@ async def thread_labels(
 ) -> dict[str, ThreadLabelOut]:
     """Display name and pillar of each known thread among `ids`, keyed by id (events carry
     only ids); unknown ids are left out."""
-    await service.get_session(db=db, session_id=session_id)  # 404 for an unknown session
+    await reads.get_session(db=db, session_id=session_id)  # 404 for an unknown session
     found = await reads.thread_labels(db=db, ids=parse_ids(ids))
     return {str(t): label for t, label in found.items()}
 

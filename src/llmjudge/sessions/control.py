@@ -1,7 +1,7 @@
 """Judge sessions: control (start, pause, resume, cancel, retry, delete) and the
 fail-fast connection test a start makes. Each move is one locked transition of the
 session row (``_transition``) that wakes the worker pools (``notify_work``) and publishes
-the new status; the comparisons themselves are the queue's (``sessions.jobs``)."""
+the new status; the comparisons themselves are the queue's (``sessions.run.jobs``)."""
 
 from __future__ import annotations
 

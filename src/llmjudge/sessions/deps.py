@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from llmjudge.infra.events.hub import EventHub
-from llmjudge.sessions import service
+from llmjudge.sessions import control
 
 
 def get_hub(request: Request) -> EventHub | None:
@@ -17,12 +17,12 @@ def get_hub(request: Request) -> EventHub | None:
 Hub = Annotated[EventHub | None, Depends(get_hub)]
 
 
-def get_tester(request: Request) -> service.ConnectionTester | None:
+def get_tester(request: Request) -> control.ConnectionTester | None:
     """The LLM service, for the test call before a session first uses a provider."""
     return getattr(request.app.state, "llm", None)
 
 
-Tester = Annotated[service.ConnectionTester | None, Depends(get_tester)]
+Tester = Annotated[control.ConnectionTester | None, Depends(get_tester)]
 
 
 def parse_ids(ids: str) -> list[int]:

@@ -33,6 +33,7 @@ from llmjudge.sessions.schemas import Mode, SessionIn
 
 __all__ = [
     "PLAN_COLUMNS",
+    "PLAN_FIELDS",
     "RESULT_COLUMNS",
     "StoredResult",
     "analyze_comparisons",
@@ -94,33 +95,21 @@ class StoredResult(NamedTuple):
 # -- options to plan ----------------------------------------------------------------------
 
 
+# The plan options a session request names as the planner does (mode and seed aside).
+PLAN_FIELDS = {f.name for f in dataclasses.fields(PlanOptions)} - {"mode", "seed"}
+
+
 def plan_options(data: SessionIn, seed: int) -> PlanOptions:
     return PlanOptions(
         mode=data.comparison_mode,
-        samples_per_pillar=data.samples_per_pillar,
-        repetitions_per_pair=data.repetitions_per_pair,
-        max_threads_per_pillar=data.max_threads_per_pillar,
-        position_swap=data.position_swap,
-        sampling=data.sampling,
-        baseline_pillar_id=data.baseline_pillar_id,
-        match_by_prompt_key=data.match_by_prompt_key,
         seed=seed,
+        **data.model_dump(include=PLAN_FIELDS),
     )
 
 
 def stored_options(data: SessionIn, seed: int) -> dict[str, Any]:
     """The plan options kept on the session (its `options` column)."""
-    return {
-        "samples_per_pillar": data.samples_per_pillar,
-        "repetitions_per_pair": data.repetitions_per_pair,
-        "max_threads_per_pillar": data.max_threads_per_pillar,
-        "position_swap": data.position_swap,
-        "calculate_elo": data.calculate_elo,
-        "baseline_pillar_id": data.baseline_pillar_id,
-        "match_by_prompt_key": data.match_by_prompt_key,
-        "sampling": data.sampling,
-        "seed": seed,
-    }
+    return data.model_dump(include=PLAN_FIELDS | {"calculate_elo"}) | {"seed": seed}
 
 
 async def plan_threads(db: AsyncSession, pillar_ids: Sequence[int]) -> list[ThreadRef]:

@@ -18,8 +18,7 @@ a USD budget becomes calls through the estimated cost per call stored at creatio
 completes it (``claims.finish``); until then a drained adaptive session waits for its
 next round.
 
-About 550 lines as one piece: the adaptive round planner is one state machine (lock,
-refit, check the rule, append the round) whose steps share its transaction.
+The field, the stored verdicts and the stopping rule are read by ``sessions.adaptive.field``.
 """
 
 from __future__ import annotations
@@ -30,25 +29,21 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from llmjudge.catalog import Pillar, Thread
 from llmjudge.core.tournaments.adaptive import (
     SOURCE_RANDOM,
     AdaptiveState,
     Batch,
-    Budget,
     StopDecision,
     StopRule,
     check_stop,
-    field_rate,
     fit_state,
-    free_for_all_comparisons,
     pillar_prompt_keys,
     rank_width,
     select_batch,
@@ -56,28 +51,29 @@ from llmjudge.core.tournaments.adaptive import (
 )
 from llmjudge.core.tournaments.pairing import PlanArrays
 from llmjudge.core.tournaments.simulation import default_batch_size
-from llmjudge.infra.errors import Invalid
 from llmjudge.infra.events.hub import EventHub
+from llmjudge.sessions.adaptive.field import (
+    Field,
+    Outcomes,
+    load_field,
+    load_outcomes,
+    selection_options,
+    session_config,
+)
 from llmjudge.sessions.models import AdaptiveRound, Comparison, JudgeSession
 from llmjudge.sessions.plans import insert_plan
 from llmjudge.sessions.run.claims import notify_work
 from llmjudge.sessions.run.judging import session_topic
-from llmjudge.sessions.schemas import AdaptiveIn, FieldRateOut, RateOut
+from llmjudge.sessions.schemas import AdaptiveIn
 
 __all__ = [
     "LOCK_CLASS",
     "OPEN_SHARE",
     "AdaptiveRounds",
-    "Field",
     "advance",
     "batch_size",
-    "load_field",
-    "load_outcomes",
-    "field_rates",
-    "selection_weights",
+    "pair_keys",
     "plan_arrays",
-    "stop_rule",
-    "with_default_cap",
 ]
 
 log = logging.getLogger(__name__)
@@ -85,23 +81,6 @@ log = logging.getLogger(__name__)
 LOCK_CLASS = 0x61647074  # "adpt": the advisory lock class of a session's rounds
 # Plan the next round once at most this share of the current one is still open.
 OPEN_SHARE = 0.25
-SCORE = {"A": 1.0, "B": 0.0, "TIE": 0.5}
-
-
-def stop_rule(cfg: AdaptiveIn, cost_per_comparison: float) -> StopRule:
-    budget = Budget(
-        comparisons=cfg.budget_comparisons,
-        usd=cfg.budget_usd,
-        cost_per_comparison=cost_per_comparison,
-    )
-    return StopRule(
-        kind=cfg.rule,
-        confidence=cfg.confidence,
-        tolerance=cfg.tolerance,
-        k=cfg.k,
-        min_games=cfg.min_games,
-        budget=budget,
-    )
 
 
 def batch_size(cfg: AdaptiveIn, n: int, spent: int, workers: int) -> int:
@@ -110,118 +89,6 @@ def batch_size(cfg: AdaptiveIn, n: int, spent: int, workers: int) -> int:
     if cfg.batch_size is not None:
         return cfg.batch_size
     return max(default_batch_size(n, spent), workers)
-
-
-# -- the field ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class Field:
-    """The players of a session and how a pair of them becomes a comparison."""
-
-    unit: str  # "threads" | "pillars"
-    ids: np.ndarray  # player ids, sorted (thread ids, or pillar ids)
-    pillar_of: np.ndarray  # threads: each player's pillar; pillars: the ids themselves
-    # pillars: (players, keys) bool of answered prompt keys, and the thread answering each
-    answered: np.ndarray | None = None
-    thread_of: np.ndarray | None = None  # (players, keys) thread id, -1 where none
-
-    @property
-    def n(self) -> int:
-        return int(self.ids.size)
-
-    def allowed(self) -> np.ndarray | None:
-        if self.answered is None:
-            return None
-        a = self.answered.astype(np.int32)
-        return (a @ a.T) > 0
-
-    def index(self, ids: np.ndarray) -> np.ndarray:
-        """Player index of each id; -1 for ids not in the field."""
-        pos = np.searchsorted(self.ids, ids)
-        pos = np.minimum(pos, max(self.n - 1, 0))
-        return np.where(self.ids[pos] == ids, pos, -1) if self.n else np.full(ids.size, -1)
-
-
-async def load_field(db: AsyncSession, unit: str, pillar_ids: Sequence[int]) -> Field:
-    if unit == "threads":
-        rows = (
-            await db.execute(
-                select(Thread.id, Thread.pillar_id)
-                .where(Thread.pillar_id.in_(list(pillar_ids)))
-                .order_by(Thread.id)
-            )
-        ).all()
-        ids = np.array([r[0] for r in rows], dtype=np.int64)
-        return Field(unit, ids, np.array([r[1] for r in rows], dtype=np.int64))
-    pillars = np.array(sorted(pillar_ids), dtype=np.int64)
-    rows = (
-        await db.execute(
-            select(Thread.id, Thread.pillar_id, Thread.prompt_key)
-            .where(Thread.pillar_id.in_(list(pillar_ids)), Thread.prompt_key.is_not(None))
-            .order_by(Thread.id)
-        )
-    ).all()
-    keys = sorted({r[2] for r in rows})
-    key_index = {k: i for i, k in enumerate(keys)}
-    thread_of = np.full((pillars.size, len(keys)), -1, dtype=np.int64)
-    p_index = {int(p): i for i, p in enumerate(pillars)}
-    for tid, pid, key in reversed(rows):  # the lowest thread id of a (pillar, key) wins
-        thread_of[p_index[pid], key_index[key]] = tid
-    return Field(unit, pillars, pillars.copy(), thread_of >= 0, thread_of)
-
-
-class Outcomes(NamedTuple):
-    """The session's verdicts in queue order (the order the ``ranking`` rule's prefixes
-    follow): player indices, the score of the player shown first, the queue position."""
-
-    a: np.ndarray
-    b: np.ndarray
-    score_a: np.ndarray
-    position: np.ndarray
-
-
-async def load_outcomes(db: AsyncSession, session_id: int, field: Field) -> Outcomes:
-    """The session's verdicts as :class:`Outcomes` (one column read)."""
-    if field.unit == "threads":
-        cols = (Comparison.thread_a_id, Comparison.thread_b_id)
-    else:
-        cols = (Comparison.pillar_a_id, Comparison.pillar_b_id)
-    rows = (
-        await db.execute(
-            select(*cols, Comparison.winner, Comparison.queue_position)
-            .where(
-                Comparison.session_id == session_id,
-                Comparison.status == "completed",
-                Comparison.winner.is_not(None),
-            )
-            .order_by(Comparison.queue_position)
-        )
-    ).all()
-    if not rows:
-        empty = np.empty(0, dtype=np.int64)
-        return Outcomes(empty, empty, np.empty(0), empty)
-    a = field.index(np.array([r[0] for r in rows], dtype=np.int64))
-    b = field.index(np.array([r[1] for r in rows], dtype=np.int64))
-    s = np.array([SCORE[r[2]] for r in rows])
-    position = np.array([r[3] for r in rows], dtype=np.int64)
-    keep = (a >= 0) & (b >= 0) & (a != b)  # a player since removed from the field
-    return Outcomes(a[keep], b[keep], s[keep], position[keep])
-
-
-def selection_weights(rounds: Sequence[AdaptiveRound], position: np.ndarray) -> np.ndarray:
-    """Inverse-probability weight of each comparison (by queue position): ``1 / propensity``
-    for pairs its round drew uniformly, 0 for pairs chosen on purpose or rounds stored
-    before selection was recorded (see :func:`~llmjudge.core.tournaments.adaptive.field_rate`)."""
-    weights = np.zeros(position.size)
-    for r in rounds:
-        if not r.sources or not r.random_propensity:
-            continue
-        offset = position - r.first_position
-        mine = (offset >= 0) & (offset < len(r.sources))
-        uniform = np.asarray(r.sources, dtype=np.int64)[offset[mine]] == SOURCE_RANDOM
-        weights[np.flatnonzero(mine)[uniform]] = 1.0 / r.random_propensity
-    return weights
 
 
 def plan_arrays(
@@ -249,11 +116,8 @@ def plan_arrays(
         size,
         rule=rule,
         seed=select_seed,
-        strategy=cfg.strategy,
-        epsilon=cfg.epsilon,
-        position=cfg.position,
-        swap_share=cfg.swap_share,
         allowed=field.allowed(),
+        **selection_options(cfg),
     )
     a, b = batch.a, batch.b
     if field.unit == "threads":
@@ -357,26 +221,6 @@ def _plan_next(
     return Planned(state, decision, width, plan, batch)
 
 
-def field_rates(score_a: np.ndarray, weights: np.ndarray) -> list[FieldRateOut]:
-    """Position sway and ties over the field (the uniform share, weighted by its inverse
-    propensities) and over every verdict (unweighted): the adaptive pairs are close ones,
-    where position sways a judge most, so only the first describes the field."""
-    every = np.ones(score_a.size)
-
-    def rate(x: np.ndarray, w: np.ndarray) -> RateOut:
-        r = field_rate(x, w)
-        return RateOut(value=r.value, low=r.low, high=r.high, n=r.n, n_eff=r.n_eff)
-
-    shown = {
-        "score of the answer shown first (ties half; 0.5 = no position sway)": score_a,
-        "ties": (score_a == 0.5).astype(np.float64),
-    }
-    return [
-        FieldRateOut(what=what, field=rate(x, weights), judged=rate(x, every))
-        for what, x in shown.items()
-    ]
-
-
 def selection_columns(batch: Batch | None) -> dict[str, Any]:
     """The round row's record of how its comparisons were chosen."""
     if batch is None or len(batch) == 0:
@@ -386,11 +230,6 @@ def selection_columns(batch: Batch | None) -> dict[str, Any]:
         "sources": batch.source.astype(int).tolist(),
         "random_propensity": float(batch.propensity[uniform][0]) if uniform.any() else None,
     }
-
-
-def session_config(s: JudgeSession) -> tuple[AdaptiveIn, StopRule]:
-    cfg = AdaptiveIn.model_validate(s.options["adaptive"])
-    return cfg, stop_rule(cfg, float(s.options.get("cost_per_comparison", 0.0)))
 
 
 async def open_count(db: AsyncSession, session_id: int) -> int:
@@ -566,57 +405,3 @@ class AdaptiveRounds:
                 delay = min(delay * 2, 10.0)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
-
-
-def new_session_options(
-    cfg: AdaptiveIn, base: dict[str, Any], cost_per_comparison: float
-) -> dict[str, Any]:
-    return base | {"adaptive": cfg.model_dump(), "cost_per_comparison": cost_per_comparison}
-
-
-def check_field(field: Field, cfg: AdaptiveIn, rule: StopRule) -> None:
-    """422s for a field the rule cannot work on."""
-    what = "threads" if field.unit == "threads" else "pillars"
-    if field.n < 2:
-        raise Invalid(f"an adaptive session needs at least two {what}; found {field.n}")
-    if field.unit == "pillars":
-        allowed = field.allowed()
-        assert allowed is not None
-        np.fill_diagonal(allowed, False)
-        if not allowed.any():
-            raise Invalid("no two pillars answered a common prompt key")
-    if cfg.rule == "top_k" and cfg.k >= field.n:
-        raise Invalid(f"top_k needs k below the number of {what} ({field.n})")
-    try:
-        limit = rule.budget.limit()
-    except ValueError:
-        raise Invalid("a USD budget needs a judge model with a price per token") from None
-    if limit is not None and limit < 2:
-        raise Invalid(f"the budget buys {limit} comparison(s): at least 2 are needed")
-
-
-async def player_names(db: AsyncSession, field: Field) -> dict[int, tuple[str, str | None]]:
-    """Display name and pillar name of each player."""
-    pillars = dict((await db.execute(select(Pillar.id, Pillar.name))).all())
-    if field.unit == "pillars":
-        return {int(p): (pillars.get(int(p), f"pillar {p}"), None) for p in field.ids}
-    rows = await db.execute(
-        select(Thread.id, Thread.title, Thread.external_id, Thread.pillar_id).where(
-            Thread.id.in_(field.ids.tolist())
-        )
-    )
-    return {
-        tid: (title or ext or f"thread {tid}", pillars.get(pid)) for tid, title, ext, pid in rows
-    }
-
-
-def with_default_cap(cfg: AdaptiveIn, field: Field) -> AdaptiveIn:
-    """Without a budget, a free-for-all's worth of calls is the cap: an adaptive session
-    never costs more than the plan it replaces (fail closed on spend)."""
-    if cfg.budget_comparisons is not None or cfg.budget_usd is not None or field.n < 2:
-        return cfg
-    return cfg.model_copy(update={"budget_comparisons": ffa_calls(field, cfg)})
-
-
-def ffa_calls(field: Field, cfg: AdaptiveIn) -> int:
-    return free_for_all_comparisons(field.n, both_orders=cfg.position == "both")

@@ -9,14 +9,14 @@ from fastapi.responses import HTMLResponse
 
 from llmjudge.catalog import list_pillars
 from llmjudge.infra.web import DbSession, render
-from llmjudge.sessions import service
+from llmjudge.sessions import reads
 
 router = APIRouter(include_in_schema=False)
 
 
 @router.get("/sessions", response_class=HTMLResponse)
 async def sessions_page(request: Request, db: DbSession):
-    sessions = await service.list_sessions(db=db, limit=200)
+    sessions = await reads.list_sessions(db=db, limit=200)
     pillars = await list_pillars(db=db)
     return render(request, "sessions/list.html", sessions=sessions, has_pillars=bool(pillars))
 
@@ -26,5 +26,5 @@ async def session_rows(
     request: Request, db: DbSession, limit: Annotated[int, Query(ge=1, le=200)] = 200
 ):
     """The sessions table (home page and list page poll it while a session runs)."""
-    sessions = await service.list_sessions(db=db, limit=limit)
+    sessions = await reads.list_sessions(db=db, limit=limit)
     return render(request, "sessions/_rows.html", sessions=sessions, limit=limit)

@@ -16,7 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
 from llmjudge.infra.web import DbSession, is_htmx, render
-from llmjudge.sessions import reads, service
+from llmjudge.sessions import control, reads
+from llmjudge.sessions.adaptive import state as adaptive
 from llmjudge.sessions.deps import get_tester, parse_ids
 from llmjudge.sessions.pages.common import hub, missing
 from llmjudge.sessions.pages.formatting import eta_seconds
@@ -25,11 +26,11 @@ from llmjudge.sessions.schemas import SessionOut
 router = APIRouter(include_in_schema=False)
 
 ACTIONS: dict[str, Callable[..., Any]] = {
-    "start": service.start_session,
-    "pause": service.pause_session,
-    "resume": service.resume_session,
-    "cancel": service.cancel_session,
-    "retry-failed": service.retry_failed,
+    "start": control.start_session,
+    "pause": control.pause_session,
+    "resume": control.resume_session,
+    "cancel": control.cancel_session,
+    "retry-failed": control.retry_failed,
 }
 ACTIVE = ("running", "paused")
 MAX_LANES = 64  # lanes drawn before any worker reports; more appear as workers do
@@ -38,7 +39,7 @@ RECENT_SHOWN = 8
 
 
 async def _progress_context(db: AsyncSession, session_id: int) -> dict[str, Any]:
-    s = await service.get_session(db=db, session_id=session_id)
+    s = await reads.get_session(db=db, session_id=session_id)
     now = datetime.now(UTC)
     done = s.completed + s.failed
     end = s.finished_at or now
@@ -58,7 +59,7 @@ async def live_page(request: Request, session_id: int, db: DbSession):
     except NotFound as exc:
         return missing(request, str(exc))
     s: SessionOut = ctx["s"]
-    running = await service.list_comparisons(
+    running = await reads.list_comparisons(
         db=db, session_id=session_id, status="running", limit=min(s.worker_count, 256)
     )
     lanes = max(len(running.items), min(s.worker_count, MAX_LANES)) if s.status in ACTIVE else 0
@@ -80,7 +81,7 @@ ADAPTIVE_SHOWN = 100  # ranking rows on the live page (the API twin has them all
 async def _adaptive_context(db: AsyncSession, s: SessionOut) -> dict[str, Any]:
     if s.comparison_mode != "adaptive":
         return {"adaptive": None}
-    return {"adaptive": await service.adaptive_state(db=db, session_id=s.id)}
+    return {"adaptive": await adaptive.adaptive_state(db=db, session_id=s.id)}
 
 
 @router.get("/sessions/{session_id}/partials/adaptive", response_class=HTMLResponse)
@@ -88,7 +89,7 @@ async def adaptive_partial(request: Request, session_id: int, db: DbSession):
     """The current ranking with its intervals, the stopping rule's progress and the spend.
     Twin: `GET /api/sessions/{id}/adaptive`."""
     try:
-        s = await service.get_session(db=db, session_id=session_id)
+        s = await reads.get_session(db=db, session_id=session_id)
     except NotFound as exc:
         return missing(request, str(exc))
     return render(
@@ -106,11 +107,11 @@ async def progress_partial(request: Request, session_id: int, db: DbSession):
 
 
 async def _queue_context(db: AsyncSession, s: SessionOut) -> dict[str, Any]:
-    queue = await service.list_comparisons(
+    queue = await reads.list_comparisons(
         db=db, session_id=s.id, status="pending", limit=QUEUE_SHOWN
     )
     # The highest queue positions completed: close enough to "the latest" for a glance.
-    recent = await service.list_comparisons(
+    recent = await reads.list_comparisons(
         db=db,
         session_id=s.id,
         status="completed",
@@ -122,7 +123,7 @@ async def _queue_context(db: AsyncSession, s: SessionOut) -> dict[str, Any]:
 
 @router.get("/sessions/{session_id}/partials/queue", response_class=HTMLResponse)
 async def queue_partial(request: Request, session_id: int, db: DbSession):
-    s = await service.get_session(db=db, session_id=session_id)
+    s = await reads.get_session(db=db, session_id=session_id)
     return render(request, "sessions/_queue.html", s=s, **await _queue_context(db, s))
 
 
@@ -140,7 +141,7 @@ async def thread_labels(
 
 @router.post("/sessions/{session_id}/delete")
 async def delete_session_submit(request: Request, session_id: int, db: DbSession):
-    await service.delete_session(db=db, session_id=session_id, hub=hub(request))
+    await control.delete_session(db=db, session_id=session_id, hub=hub(request))
     if is_htmx(request):
         return Response(status_code=200, headers={"HX-Redirect": "/sessions"})
     return RedirectResponse("/sessions", status_code=303)

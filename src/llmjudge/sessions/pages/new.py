@@ -27,7 +27,8 @@ from llmjudge.core.judging.prompts import (
 from llmjudge.infra.errors import Invalid
 from llmjudge.infra.web import DbSession, is_htmx, render
 from llmjudge.providers import BUILTIN_SIMULATED_MODELS, ModelOut, list_models
-from llmjudge.sessions import service
+from llmjudge.sessions import estimates, reads, service
+from llmjudge.sessions.adaptive import state as adaptive
 from llmjudge.sessions.deps import get_tester
 from llmjudge.sessions.pages.common import hub
 from llmjudge.sessions.pages.forms import (
@@ -54,7 +55,7 @@ def judge_capable(m: ModelOut) -> bool:
 async def _judge_models(db: AsyncSession) -> list[ModelOut]:
     """Judge choices: the built-in simulated judge first; simulators of other roles left out."""
     models = [m for m in await list_models(db=db) if judge_capable(m)]
-    return sorted(models, key=lambda m: (m.name != service.BUILTIN_JUDGE, m.provider_name, m.name))
+    return sorted(models, key=lambda m: (m.name != reads.BUILTIN_JUDGE, m.provider_name, m.name))
 
 
 async def _estimate_context(db: AsyncSession, values: dict[str, Any]) -> dict[str, Any]:
@@ -70,13 +71,13 @@ async def _estimate_context(db: AsyncSession, values: dict[str, Any]) -> dict[st
         return ctx
     try:
         if data.comparison_mode == "adaptive":
-            ctx["estimate"], ctx["adaptive"] = await service.adaptive_estimates(db=db, data=data)
+            ctx["estimate"], ctx["adaptive"] = await adaptive.adaptive_estimates(db=db, data=data)
         else:
-            ctx["estimate"] = await service.estimate_new(db=db, data=data)
+            ctx["estimate"] = await estimates.estimate_new(db=db, data=data)
     except Invalid as exc:
         ctx["errors"] = {"form": [str(exc)]}
     chosen = ctx["estimate"].total_comparisons if ctx["estimate"] is not None else None
-    counts = await service.estimate_modes(db=db, data=data, chosen_total=chosen)
+    counts = await estimates.estimate_modes(db=db, data=data, chosen_total=chosen)
     ctx["counts"] = {mode: (c.comparisons, c.reason) for mode, c in counts.items()}
     if chosen is not None and data.comparison_mode == "adaptive":
         ctx["counts"]["adaptive"] = (chosen, None)  # the estimate's median

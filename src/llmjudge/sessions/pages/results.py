@@ -45,7 +45,7 @@ from llmjudge.core import charts
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
 from llmjudge.infra.web import DbSession, render
 from llmjudge.references import session_agreement, session_annotators
-from llmjudge.sessions import service
+from llmjudge.sessions import reads
 from llmjudge.sessions.pages.common import missing
 from llmjudge.sessions.pages.formatting import (
     SORT_FIRST_DESC,
@@ -144,7 +144,7 @@ async def _tab_context(
     direction: Literal["asc", "desc"] | None,
     extra: _Extra,
 ) -> dict[str, Any]:
-    s = await service.get_session(db=db, session_id=session_id)
+    s = await reads.get_session(db=db, session_id=session_id)
     session = await get_analysis_session(db=db, session_id=session_id)
     await db.close()  # figures load through their own database sessions
     if tab == PANEL_TAB[0] and not s.panel:
@@ -181,7 +181,7 @@ async def _tab_context(
 
 @dataclass(frozen=True)
 class _Extra:
-    rating: dict[str, Any]  # the rating query, as analysis.figures.rating_query_raw gives it
+    rating: dict[str, Any]  # the rating query, as analysis.options.rating_query_raw gives it
     key: str  # the categories tab's metadata key
     metadata: tuple[str, ...]  # the style tab's extra covariates
 

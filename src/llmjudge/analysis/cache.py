@@ -1,0 +1,127 @@
+"""The figures' cache: loaded sessions and computed figures, keyed by the session's
+completed count (nothing changes between two completions, and pages poll while a session
+runs). CPU work runs in `asyncio.to_thread`, so the event loop never waits on a bootstrap."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, TypeVar
+
+from fastapi import Request
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from llmjudge.analysis.loading import SessionData, load_session_data
+from llmjudge.analysis.schemas import AnalysisSession
+
+__all__ = ["AnalysisCache", "cached_figure", "get_cache", "session_data"]
+
+T = TypeVar("T")
+
+
+class AnalysisCache:
+    """Small LRU caches of loaded sessions and computed figures, keyed by (what, version)
+    where the version is the session's completed count. Entries are tasks, so concurrent
+    requests share one computation, and while one version of a figure is being computed a
+    request for a newer version shares it too (a result at most one computation behind):
+    polls of a running session never pile up work."""
+
+    def __init__(
+        self, *, max_figures: int = 64, max_sessions: int = 2, max_computing: int = 2
+    ) -> None:
+        # At most this many figure computations run at once (threads share one GIL and the
+        # cores with the workers); more requests for distinct figures wait their turn
+        # instead of each starting a bootstrap (issue 14).
+        self.computing = asyncio.Semaphore(max_computing)
+        self._figures: OrderedDict[Hashable, asyncio.Task[Any]] = OrderedDict()
+        self._sessions: OrderedDict[Hashable, asyncio.Task[Any]] = OrderedDict()
+        self._running: dict[Hashable, asyncio.Task[Any]] = {}
+        self._max_figures, self._max_sessions = max_figures, max_sessions
+        self.computed = 0  # figures and loads started (tests read it)
+
+    async def _get(
+        self,
+        store: OrderedDict[Hashable, asyncio.Task[Any]],
+        limit: int,
+        key: Hashable,
+        version: int,
+        make: Callable[[], Awaitable[T]],
+    ) -> T:
+        task = store.get((key, version))
+        if task is not None:
+            store.move_to_end((key, version))
+        elif (busy := self._running.get((id(store), key))) is not None:
+            task = busy
+        else:
+            task = self._start(store, limit, key, version, make)
+        # A waiter that goes away (client disconnect) must not cancel the shared work.
+        return await asyncio.shield(task)
+
+    def _start(
+        self,
+        store: OrderedDict[Hashable, asyncio.Task[Any]],
+        limit: int,
+        key: Hashable,
+        version: int,
+        make: Callable[[], Awaitable[T]],
+    ) -> asyncio.Task[T]:
+        self.computed += 1
+        task = asyncio.ensure_future(make())
+        store[(key, version)] = task
+        while len(store) > limit:
+            store.popitem(last=False)
+        running = (id(store), key)
+        self._running[running] = task
+
+        def finished(done: asyncio.Task[Any]) -> None:
+            if self._running.get(running) is done:
+                del self._running[running]
+            failed = done.cancelled() or done.exception() is not None
+            if failed and store.get((key, version)) is done:
+                del store[(key, version)]
+
+        task.add_done_callback(finished)
+        return task
+
+    async def figure(self, key: Hashable, version: int, make: Callable[[], Awaitable[T]]) -> T:
+        return await self._get(self._figures, self._max_figures, key, version, make)
+
+    async def session(self, key: Hashable, version: int, make: Callable[[], Awaitable[T]]) -> T:
+        return await self._get(self._sessions, self._max_sessions, key, version, make)
+
+
+async def session_data(
+    cache: AnalysisCache, sessionmaker: async_sessionmaker[AsyncSession], session: AnalysisSession
+) -> SessionData:
+    async def load() -> SessionData:
+        # its own database session: a shared load must outlive the request that began it
+        async with sessionmaker() as db:
+            return await load_session_data(db=db, session=session)
+
+    return await cache.session(session.id, session.completed, load)
+
+
+async def cached_figure(
+    cache: AnalysisCache,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    session: AnalysisSession,
+    key: tuple[Hashable, ...],
+    compute: Callable[[SessionData], T],
+) -> tuple[SessionData, T]:
+    data = await session_data(cache, sessionmaker, session)
+
+    async def run() -> T:
+        async with cache.computing:
+            return await asyncio.to_thread(compute, data)
+
+    # versioned by the data actually used, never by a newer count it may lag behind
+    return data, await cache.figure((*key, session.id), data.version, run)
+
+
+def get_cache(request: Request) -> AnalysisCache:
+    """One cache per application (tests run several apps against different databases)."""
+    cache = getattr(request.app.state, "analysis_cache", None)
+    if cache is None:
+        cache = request.app.state.analysis_cache = AnalysisCache()
+    return cache

@@ -34,6 +34,7 @@ from llmjudge.auth.security import (
 )
 from llmjudge.core.access import Role
 from llmjudge.infra.config import Settings
+from llmjudge.infra import errors
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
 
 LOGIN_LINK_HOURS = 24
@@ -41,7 +42,7 @@ LOGIN_LINK_HOURS = 24
 TOKEN_TOUCH_INTERVAL = timedelta(minutes=5)
 
 
-class Forbidden(PermissionError):
+class Forbidden(errors.Forbidden):
     """403: the principal may call the route but not do this (e.g. act for another user)."""
 
 

@@ -42,11 +42,10 @@ from llmjudge.analysis import (
     thread_performance_out,
 )
 from llmjudge.core.charts import svg as charts
-from llmjudge.infra.errors import Conflict, Invalid, NotFound
-from llmjudge.infra.web import DbSession, render
+from llmjudge.infra.errors import Conflict, Invalid
+from llmjudge.infra.web import DbSession, refusal, render
 from llmjudge.references import session_agreement, session_annotators
 from llmjudge.sessions import service
-from llmjudge.sessions.pages.common import missing
 from llmjudge.sessions.pages.formatting import (
     SORT_FIRST_DESC,
     SortKey,
@@ -109,11 +108,10 @@ async def results_page(
     options are the API's query parameters, with its defaults."""
     tab = _tab_of(tab)
     extra = _Extra(rating, key, tuple(dict.fromkeys(metadata or ())))
-    try:
-        body = await _tab_context(request, db, session_id, tab, sort, dir, extra)
-    except NotFound as exc:
-        return missing(request, str(exc))
-    return render(request, "sessions/results.html", tabs=_tabs(body["s"]), **body)
+    body = await _tab_context(request, db, session_id, tab, sort, dir, extra)
+    return render(
+        request, "sessions/results.html", body["tab_status"], tabs=_tabs(body["s"]), **body
+    )
 
 
 @router.get("/sessions/{session_id}/partials/results/{tab}", response_class=HTMLResponse)
@@ -132,7 +130,9 @@ async def results_tab(
     tab = _tab_of(tab)
     extra = _Extra(rating, key, tuple(dict.fromkeys(metadata or ())))
     body = await _tab_context(request, db, session_id, tab, sort, dir, extra)
-    return render(request, "sessions/_tab.html", tabs=_tabs(body["s"]), oob=True, **body)
+    return render(
+        request, "sessions/_tab.html", body["tab_status"], tabs=_tabs(body["s"]), oob=True, **body
+    )
 
 
 async def _tab_context(
@@ -153,6 +153,7 @@ async def _tab_context(
         "s": s,
         "a": session,
         "tab_error": None,
+        "tab_status": 200,  # the status of errors.py's table when the tab cannot be computed
         "tab": tab,
         "rating": extra.rating,
         "rating_qs": _rating_qs(extra.rating),
@@ -171,7 +172,8 @@ async def _tab_context(
             more = {k: v for k, v in (("options", options), ("extra", extra)) if k in wanted}
             ctx |= await build(cache=cache, maker=maker, session=session, **more)
     except (Invalid, Conflict) as exc:  # the analysis refuses: say why, keep the page
-        ctx["tab_error"] = str(exc)
+        found = refusal(exc)
+        ctx["tab_error"], ctx["tab_status"] = found.message, found.status
     if tab == "leaderboard" and "board" in ctx:
         desc = (sort in SORT_FIRST_DESC) if direction is None else direction == "desc"
         rows = sort_rows(ctx["board"].entries, sort, desc)

@@ -414,7 +414,7 @@ async def test_create_validates_inline_then_starts_and_redirects(
     }
     r = await client.post("/sessions/new", data=body, headers=HX)
     assert r.status_code == 422
-    assert 'id="create-error-list"' in r.text and "Session name:" in text_of(r.text)
+    assert 'id="create-error-list"' in r.text and "Tournament name:" in text_of(r.text)
     assert "<html" not in r.text
     # without htmx: the whole form again, with the values kept
     r = await client.post("/sessions/new", data=body | {"session_name": "kept name"})
@@ -440,7 +440,7 @@ async def test_create_validates_inline_then_starts_and_redirects(
     [
         ("draft", ["The session has not started", ">Start</button>", 'id="cancel"']),
         ("running", ['id="pause"', "40 / 96", 'class="lane lane-idle"', "Results so far"]),
-        ("failed", ["Session failed.", "the judge model was deleted", 'id="retry-failed"']),
+        ("failed", ["Tournament failed.", "the judge model was deleted", 'id="retry-failed"']),
         ("completed", ["96 / 96", "100%", 'id="results-link"', "this session is completed"]),
     ],
 )
@@ -534,7 +534,7 @@ async def test_thread_labels_api_twin_matches_the_page(
 STATE_TEXT = {
     "draft": "This session has not started yet",
     "running": "these figures use the 40 comparisons completed so far",
-    "failed": "Session failed.",
+    "failed": "Tournament failed.",
     "completed": None,
 }
 TAB_TEXT = {

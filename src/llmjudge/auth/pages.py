@@ -193,8 +193,17 @@ async def logout(request: Request, principal: CurrentPrincipal, db: DbSession):
 
 
 async def _account(
-    request: Request, db: DbSession, principal: Principal, status_code: int = 200, **ctx: Any
+    request: Request,
+    db: DbSession,
+    principal: Principal,
+    status_code: int = 200,
+    refused: Exception | None = None,
+    **ctx: Any,
 ):
+    """The account page; ``refused``: the error of the form just sent, shown with its status."""
+    if refused is not None:
+        found = refusal(refused)
+        status_code, ctx["error"] = found.status, found.message
     tokens = await service.list_tokens(db=db, actor=principal)
     roles = [r for r in Role if principal.role.covers(r)]
     return render(
@@ -228,8 +237,7 @@ async def account_password(
         )
         await service.change_password(db=db, principal=principal, change=change)
     except PAGE_ERRORS as e:
-        found = refusal(e)
-        return await _account(request, db, principal, found.status, error=found.message)
+        return await _account(request, db, principal, refused=e)
     return await _account(request, db, principal, notice="Password saved.")
 
 
@@ -250,8 +258,7 @@ async def account_create_token(
             db=db, actor=principal, token_in=token_in
         )
     except PAGE_ERRORS as e:
-        found = refusal(e)
-        return await _account(request, db, principal, found.status, error=found.message)
+        return await _account(request, db, principal, refused=e)
     return await _account(request, db, principal, status_code=201, new_token=created)
 
 
@@ -269,7 +276,18 @@ async def account_revoke_token(
 # --- user administration (admin, by policy: /settings/**) ----------------------------------
 
 
-async def _users(request: Request, db: DbSession, principal: Principal, code: int = 200, **ctx):
+async def _users(
+    request: Request,
+    db: DbSession,
+    principal: Principal,
+    code: int = 200,
+    refused: Exception | None = None,
+    **ctx: Any,
+):
+    """The users page; ``refused`` as for ``_account``."""
+    if refused is not None:
+        found = refusal(refused)
+        code, ctx["error"] = found.status, found.message
     users = await service.list_users(db=db)
     tokens = await service.list_tokens(db=db, actor=principal, all_users=True)
     return render(
@@ -302,8 +320,7 @@ async def users_create(
             db=db, user_in=UserIn(username=username, role=role, password=password or None)
         )
     except PAGE_ERRORS as e:
-        found = refusal(e)
-        return await _users(request, db, principal, found.status, error=found.message)
+        return await _users(request, db, principal, refused=e)
     return await _users(request, db, principal, 201, notice=f"User {user.username} created.")
 
 
@@ -320,8 +337,7 @@ async def users_update(
         patch = UserPatch(role=role or None, is_active=is_active or None)
         user = await service.update_user(db=db, user_id=user_id, patch=patch)
     except PAGE_ERRORS as e:
-        found = refusal(e)
-        return await _users(request, db, principal, found.status, error=found.message)
+        return await _users(request, db, principal, refused=e)
     return await _users(request, db, principal, notice=f"User {user.username} saved.")
 
 
@@ -332,6 +348,5 @@ async def users_login_link(
     try:
         link = await service.create_login_link(db=db, user_id=user_id, base=link_base(request))
     except PAGE_ERRORS as e:
-        found = refusal(e)
-        return await _users(request, db, principal, found.status, error=found.message)
+        return await _users(request, db, principal, refused=e)
     return await _users(request, db, principal, 201, login_link=link)

@@ -33,8 +33,8 @@ from llmjudge.auth.security import (
     verify_password,
 )
 from llmjudge.core.access import Role
-from llmjudge.infra.config import Settings
 from llmjudge.infra import errors
+from llmjudge.infra.config import Settings
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
 
 LOGIN_LINK_HOURS = 24

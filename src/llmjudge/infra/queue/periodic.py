@@ -17,37 +17,33 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 __all__ = ["Periodic"]
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False)
 class Periodic:
-    def __init__(
-        self,
-        name: str,
-        tick: Callable[[], Awaitable[object]],
-        *,
-        interval_s: float,
-        first_s: float | None = None,
-        retry_s: float | None = None,
-        retry_max_s: float | None = None,
-        jitter: float = 0.1,
-        stop_timeout_s: float = 5.0,
-    ) -> None:
-        self.name = name
-        self.tick = tick
-        self.interval_s = interval_s
-        self.first_s = interval_s if first_s is None else first_s
-        self.retry_s = interval_s if retry_s is None else retry_s
-        self.retry_max_s = max(interval_s, self.retry_s) if retry_max_s is None else retry_max_s
-        self.jitter = jitter
-        self.stop_timeout_s = stop_timeout_s
-        self.failures = 0  # ticks failed in a row
-        self._wake = asyncio.Event()
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+    name: str
+    tick: Callable[[], Awaitable[object]]
+    interval_s: float
+    first_s: float | None = None  # None: one interval
+    retry_s: float | None = None  # the first retry after a failure; None: one interval
+    retry_max_s: float | None = None  # None: the larger of interval and first retry
+    jitter: float = 0.1  # each wait is off by up to this fraction, either way
+    stop_timeout_s: float = 5.0
+    failures: int = field(default=0, init=False)  # ticks failed in a row
+    _wake: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.first_s = self.interval_s if self.first_s is None else self.first_s
+        self.retry_s = self.interval_s if self.retry_s is None else self.retry_s
+        if self.retry_max_s is None:
+            self.retry_max_s = max(self.interval_s, self.retry_s)
 
     @property
     def running(self) -> bool:
@@ -78,13 +74,14 @@ class Periodic:
     def next_delay(self) -> float:
         """The wait before the next tick: the interval, or the backoff after failures."""
         if self.failures:
+            assert self.retry_s is not None and self.retry_max_s is not None  # __post_init__
             base = min(self.retry_max_s, self.retry_s * 2 ** (self.failures - 1))
         else:
             base = self.interval_s
         return base * (1 + random.uniform(-self.jitter, self.jitter))
 
     async def _loop(self) -> None:
-        delay = self.first_s
+        delay = self.first_s or 0.0
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), max(0.0, delay))

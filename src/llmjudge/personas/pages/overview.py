@@ -68,8 +68,13 @@ Action = Literal["start", "pause", "resume", "clone", "delete"]
 async def persona_action(request: Request, persona_id: int, action: Action, db: DbSession):
     runner = getattr(request.app.state, "persona_runner", None)
     try:
-        if action == "start":
-            await training_control.start_training(db=db, persona_id=persona_id)
+        if action in ("start", "resume"):
+            begin = (
+                training_control.start_training
+                if action == "start"
+                else training_control.resume_training
+            )
+            await begin(db=db, persona_id=persona_id)
             wake_runner(request)
             return see(f"/personas/{persona_id}/progress")
         if action == "pause":
@@ -77,10 +82,6 @@ async def persona_action(request: Request, persona_id: int, action: Action, db: 
             if runner is not None:
                 runner.stop_persona(persona_id)
             await publish_event(request, persona_id, "paused", {"reason": out.status_reason})
-            return see(f"/personas/{persona_id}/progress")
-        if action == "resume":
-            await training_control.resume_training(db=db, persona_id=persona_id)
-            wake_runner(request)
             return see(f"/personas/{persona_id}/progress")
         if action == "clone":
             copy = await service.clone_persona(db=db, persona_id=persona_id)

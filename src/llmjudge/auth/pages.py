@@ -192,6 +192,16 @@ async def logout(request: Request, principal: CurrentPrincipal, db: DbSession):
 # --- account -------------------------------------------------------------------------------
 
 
+def _form_page(
+    request: Request, name: str, status_code: int, refused: Exception | None, **ctx: Any
+) -> Response:
+    """A page of forms; ``refused``: the error of the form just sent, shown with its status."""
+    if refused is not None:
+        found = refusal(refused)
+        status_code, ctx["error"] = found.status, found.message
+    return render(request, name, status_code, **ctx)
+
+
 async def _account(
     request: Request,
     db: DbSession,
@@ -199,19 +209,14 @@ async def _account(
     status_code: int = 200,
     refused: Exception | None = None,
     **ctx: Any,
-):
-    """The account page; ``refused``: the error of the form just sent, shown with its status."""
-    if refused is not None:
-        found = refusal(refused)
-        status_code, ctx["error"] = found.status, found.message
-    tokens = await service.list_tokens(db=db, actor=principal)
-    roles = [r for r in Role if principal.role.covers(r)]
-    return render(
+) -> Response:
+    return _form_page(
         request,
         "auth/account.html",
-        status_code=status_code,
-        tokens=tokens,
-        roles=roles,
+        status_code,
+        refused,
+        tokens=await service.list_tokens(db=db, actor=principal),
+        roles=[r for r in Role if principal.role.covers(r)],
         default_token_role=Role.lowest(principal.role, Role.researcher),
         default_token_days=DEFAULT_TOKEN_DAYS,
         **ctx,
@@ -283,19 +288,14 @@ async def _users(
     code: int = 200,
     refused: Exception | None = None,
     **ctx: Any,
-):
-    """The users page; ``refused`` as for ``_account``."""
-    if refused is not None:
-        found = refusal(refused)
-        code, ctx["error"] = found.status, found.message
-    users = await service.list_users(db=db)
-    tokens = await service.list_tokens(db=db, actor=principal, all_users=True)
-    return render(
+) -> Response:
+    return _form_page(
         request,
         "auth/users.html",
-        status_code=code,
-        users=users,
-        tokens=tokens,
+        code,
+        refused,
+        users=await service.list_users(db=db),
+        tokens=await service.list_tokens(db=db, actor=principal, all_users=True),
         roles=list(Role),
         **ctx,
     )

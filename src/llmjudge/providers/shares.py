@@ -16,6 +16,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -39,27 +40,28 @@ _FORGET_DEAD = text(
 _LEAVE = text("DELETE FROM llm_processes WHERE id = :id")
 
 
+def _process_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(eq=False)
 class RateShares:
     """A runner (``queue.registry.Runner``): heartbeat every ``interval_s``, then
     ``apply(1 / live processes)`` (e.g. ``Gateway.set_rate_share``)."""
 
-    def __init__(
-        self,
-        engine: AsyncEngine,
-        apply: Callable[[float], None],
-        *,
-        interval_s: float = 5.0,
-        ttl_s: float = 15.0,
-    ) -> None:
-        self.engine = engine
-        self.apply = apply
-        self.interval_s = interval_s
-        self.ttl_s = ttl_s
-        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.live = 1
+    engine: AsyncEngine
+    apply: Callable[[float], None]
+    _: KW_ONLY
+    interval_s: float = 5.0
+    ttl_s: float = 15.0
+    id: str = field(default_factory=_process_id, init=False)
+    live: int = field(default=1, init=False)
+    _loop: Periodic = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
         # A failed heartbeat (the database away) keeps the last share until one succeeds.
         self._loop = Periodic(
-            "llm-rate-shares", self.beat, interval_s=interval_s, stop_timeout_s=1.0
+            "llm-rate-shares", self.beat, interval_s=self.interval_s, stop_timeout_s=1.0
         )
 
     async def beat(self) -> int:

@@ -28,6 +28,7 @@ from llmjudge.infra.db.engine import make_engine, make_sessionmaker
 from llmjudge.infra.db.migrate import upgrade
 from llmjudge.infra.errors import install_handlers
 from llmjudge.infra.events.hub import EventHub
+from llmjudge.infra.web import error_page
 from llmjudge.personas import api as personas_api
 from llmjudge.personas import gate_api as personas_gate_api
 from llmjudge.personas import pages as personas_pages
@@ -136,7 +137,8 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         generate_unique_id_function=operation_id,
     )
     app.state.settings = settings
-    install_handlers(app)
+    # Domain errors: JSON under /api, the error page (or a flash line) elsewhere; one status.
+    install_handlers(app, page_answer=error_page)
     # Every request passes the central access policy (auth/policy.py) before any route.
     auth_middleware.install(app, settings)
     app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")

@@ -460,6 +460,7 @@ async def test_settings_page_lists_and_edits_through_htmx(client) -> None:
         headers=htmx,
     )
     assert "settings: not valid JSON" in bad.text and "sk-ant-page-key" not in bad.text
+    assert bad.status_code == 422  # as the API answers an Invalid (the panel swaps anyway)
     bad = await client.post(
         "/settings/providers", data={**form, "name": "Bad page", "max_concurrency": "5000"}
     )

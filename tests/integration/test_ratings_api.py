@@ -583,7 +583,7 @@ async def test_results_page_tabs_use_the_same_options(
         f"/sessions/{sid}/partials/results/leaderboard",
         params={"interval": "sandwich", "ties": "davidson"},
     )
-    assert bad.status_code == 200 and 'id="tab-error"' in bad.text
+    assert bad.status_code == 422 and 'id="tab-error"' in bad.text  # the API's status
 
 
 async def test_page_and_api_share_one_computation_and_the_export_says_how(

@@ -414,7 +414,7 @@ async def test_create_validates_inline_then_starts_and_redirects(
     }
     r = await client.post("/sessions/new", data=body, headers=HX)
     assert r.status_code == 422
-    assert 'id="create-error-list"' in r.text and "Session name:" in text_of(r.text)
+    assert 'id="create-error-list"' in r.text and "Tournament name:" in text_of(r.text)
     assert "<html" not in r.text
     # without htmx: the whole form again, with the values kept
     r = await client.post("/sessions/new", data=body | {"session_name": "kept name"})
@@ -440,7 +440,7 @@ async def test_create_validates_inline_then_starts_and_redirects(
     [
         ("draft", ["The session has not started", ">Start</button>", 'id="cancel"']),
         ("running", ['id="pause"', "40 / 96", 'class="lane lane-idle"', "Results so far"]),
-        ("failed", ["Session failed.", "the judge model was deleted", 'id="retry-failed"']),
+        ("failed", ["Tournament failed.", "the judge model was deleted", 'id="retry-failed"']),
         ("completed", ["96 / 96", "100%", 'id="results-link"', "this session is completed"]),
     ],
 )
@@ -497,6 +497,29 @@ async def test_actions_answer_with_the_progress_panel(
     assert (await client.get(f"/api/sessions/{sid}")).status_code == 404
 
 
+async def test_a_refused_request_has_one_status_on_the_page_under_htmx_and_in_the_api(
+    client: httpx.AsyncClient, pillar_ids: list[int]
+) -> None:
+    sid = await create(client, pillar_ids, "One status")
+    await client.post(f"/api/sessions/{sid}/start")
+    await client.post(f"/api/sessions/{sid}/pause")
+    # Conflict: pausing a paused session.
+    api = await client.post(f"/api/sessions/{sid}/pause")
+    page = await client.post(f"/sessions/{sid}/pause", headers=HX)
+    assert api.status_code == page.status_code == 409
+    # NotFound: the page says so as a page, an HTMX partial as one line in the flash region.
+    api = await client.get("/api/sessions/987654")
+    page = await client.get("/sessions/987654/results")
+    swap = await client.get("/sessions/987654/partials/queue", headers=HX)
+    assert api.status_code == page.status_code == swap.status_code == 404
+    assert 'id="error-message"' in page.text and api.json()["detail"] in page.text
+    assert swap.headers["HX-Retarget"] == "#flash" and "<html" not in swap.text
+    # A form its schema refuses: 422 with the problems, as the API's validation list.
+    api = await client.post("/api/sessions", json={"session_name": "", "pillar_ids": []})
+    page = await client.post("/sessions/new", data={"session_name": ""}, headers=HX)
+    assert api.status_code == page.status_code == 422
+
+
 async def test_thread_labels_for_the_lanes(client: httpx.AsyncClient, states: dict[str, int]):
     page = (await client.get(f"/api/sessions/{states['running']}/comparisons?limit=1")).json()
     item = page["items"][0]
@@ -534,7 +557,7 @@ async def test_thread_labels_api_twin_matches_the_page(
 STATE_TEXT = {
     "draft": "This session has not started yet",
     "running": "these figures use the 40 comparisons completed so far",
-    "failed": "Session failed.",
+    "failed": "Tournament failed.",
     "completed": None,
 }
 TAB_TEXT = {

@@ -12,7 +12,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import pass_context
-from pydantic import ValidationError
 
 from llmjudge.auth import service
 from llmjudge.auth.deps import link_base
@@ -31,8 +30,7 @@ from llmjudge.auth.security import safe_next
 from llmjudge.core import access as policy
 from llmjudge.core.access import Role
 from llmjudge.infra.config import Settings
-from llmjudge.infra.errors import Conflict, Invalid, NotFound
-from llmjudge.infra.web import DbSession, render, templates
+from llmjudge.infra.web import PAGE_ERRORS, DbSession, refusal, render, templates
 
 router = APIRouter(include_in_schema=False)
 
@@ -72,10 +70,6 @@ def needs(method: str, path: str) -> str:
 
 
 templates.env.globals.update(csrf_token=csrf_token, current_user=current_user, can=can, needs=needs)
-
-
-def _errors(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
 
 
 def _session_response(request: Request, raw: str, target: str) -> Response:
@@ -198,17 +192,31 @@ async def logout(request: Request, principal: CurrentPrincipal, db: DbSession):
 # --- account -------------------------------------------------------------------------------
 
 
+def _form_page(
+    request: Request, name: str, status_code: int, refused: Exception | None, **ctx: Any
+) -> Response:
+    """A page of forms; ``refused``: the error of the form just sent, shown with its status."""
+    if refused is not None:
+        found = refusal(refused)
+        status_code, ctx["error"] = found.status, found.message
+    return render(request, name, status_code, **ctx)
+
+
 async def _account(
-    request: Request, db: DbSession, principal: Principal, status_code: int = 200, **ctx: Any
-):
-    tokens = await service.list_tokens(db=db, actor=principal)
-    roles = [r for r in Role if principal.role.covers(r)]
-    return render(
+    request: Request,
+    db: DbSession,
+    principal: Principal,
+    status_code: int = 200,
+    refused: Exception | None = None,
+    **ctx: Any,
+) -> Response:
+    return _form_page(
         request,
         "auth/account.html",
-        status_code=status_code,
-        tokens=tokens,
-        roles=roles,
+        status_code,
+        refused,
+        tokens=await service.list_tokens(db=db, actor=principal),
+        roles=[r for r in Role if principal.role.covers(r)],
         default_token_role=Role.lowest(principal.role, Role.researcher),
         default_token_days=DEFAULT_TOKEN_DAYS,
         **ctx,
@@ -233,10 +241,8 @@ async def account_password(
             current_password=current_password or None, new_password=new_password
         )
         await service.change_password(db=db, principal=principal, change=change)
-    except ValidationError as e:
-        return await _account(request, db, principal, 422, error=_errors(e))
-    except (Invalid, service.Forbidden) as e:
-        return await _account(request, db, principal, 400, error=str(e))
+    except PAGE_ERRORS as e:
+        return await _account(request, db, principal, refused=e)
     return await _account(request, db, principal, notice="Password saved.")
 
 
@@ -256,10 +262,8 @@ async def account_create_token(
         created: TokenCreated = await service.create_token(
             db=db, actor=principal, token_in=token_in
         )
-    except ValidationError as e:
-        return await _account(request, db, principal, 422, error=_errors(e))
-    except (Invalid, service.Forbidden) as e:
-        return await _account(request, db, principal, 400, error=str(e))
+    except PAGE_ERRORS as e:
+        return await _account(request, db, principal, refused=e)
     return await _account(request, db, principal, status_code=201, new_token=created)
 
 
@@ -277,15 +281,21 @@ async def account_revoke_token(
 # --- user administration (admin, by policy: /settings/**) ----------------------------------
 
 
-async def _users(request: Request, db: DbSession, principal: Principal, code: int = 200, **ctx):
-    users = await service.list_users(db=db)
-    tokens = await service.list_tokens(db=db, actor=principal, all_users=True)
-    return render(
+async def _users(
+    request: Request,
+    db: DbSession,
+    principal: Principal,
+    code: int = 200,
+    refused: Exception | None = None,
+    **ctx: Any,
+) -> Response:
+    return _form_page(
         request,
         "auth/users.html",
-        status_code=code,
-        users=users,
-        tokens=tokens,
+        code,
+        refused,
+        users=await service.list_users(db=db),
+        tokens=await service.list_tokens(db=db, actor=principal, all_users=True),
         roles=list(Role),
         **ctx,
     )
@@ -309,10 +319,8 @@ async def users_create(
         user = await service.create_user(
             db=db, user_in=UserIn(username=username, role=role, password=password or None)
         )
-    except ValidationError as e:
-        return await _users(request, db, principal, 422, error=_errors(e))
-    except Conflict as e:
-        return await _users(request, db, principal, 409, error=str(e))
+    except PAGE_ERRORS as e:
+        return await _users(request, db, principal, refused=e)
     return await _users(request, db, principal, 201, notice=f"User {user.username} created.")
 
 
@@ -328,10 +336,8 @@ async def users_update(
     try:
         patch = UserPatch(role=role or None, is_active=is_active or None)
         user = await service.update_user(db=db, user_id=user_id, patch=patch)
-    except ValidationError as e:
-        return await _users(request, db, principal, 422, error=_errors(e))
-    except (Conflict, NotFound) as e:
-        return await _users(request, db, principal, 409, error=str(e))
+    except PAGE_ERRORS as e:
+        return await _users(request, db, principal, refused=e)
     return await _users(request, db, principal, notice=f"User {user.username} saved.")
 
 
@@ -341,6 +347,6 @@ async def users_login_link(
 ):
     try:
         link = await service.create_login_link(db=db, user_id=user_id, base=link_base(request))
-    except (Invalid, NotFound) as e:
-        return await _users(request, db, principal, 409, error=str(e))
+    except PAGE_ERRORS as e:
+        return await _users(request, db, principal, refused=e)
     return await _users(request, db, principal, 201, login_link=link)

@@ -33,6 +33,7 @@ from llmjudge.auth.security import (
     verify_password,
 )
 from llmjudge.core.access import Role
+from llmjudge.infra import errors
 from llmjudge.infra.config import Settings
 from llmjudge.infra.db.rows import columns
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
@@ -42,7 +43,7 @@ LOGIN_LINK_HOURS = 24
 TOKEN_TOUCH_INTERVAL = timedelta(minutes=5)
 
 
-class Forbidden(PermissionError):
+class Forbidden(errors.Forbidden):
     """403: the principal may call the route but not do this (e.g. act for another user)."""
 
 

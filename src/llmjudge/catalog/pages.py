@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse
 
 from llmjudge.catalog import service
 from llmjudge.catalog.deps import parse_upload
-from llmjudge.infra.web import DbSession, render
+from llmjudge.infra.web import DbSession, is_htmx, render
 
 router = APIRouter(include_in_schema=False)
 
@@ -90,7 +90,7 @@ async def threads_page(
         filters=filters,
         filter_query=query,
     )
-    if request.headers.get("HX-Request") == "true":
+    if is_htmx(request):
         return render(request, "catalog/_thread_rows.html", **ctx)
     return render(request, "catalog/threads.html", **ctx)
 

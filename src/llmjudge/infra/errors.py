@@ -19,10 +19,11 @@ import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 from sqlalchemy.exc import DBAPIError
 
+from llmjudge.core.access import is_api_path
 from llmjudge.infra.db.faults import is_connection_problem
 from llmjudge.infra.rowfiles import RowError
 
@@ -37,6 +38,21 @@ class Conflict(ValueError):
 
 class Invalid(ValueError):
     """422: the request is well-formed but cannot be carried out as asked."""
+
+
+class Forbidden(PermissionError):
+    """403: the caller may use the route but not do this (auth's refusals subclass it)."""
+
+
+# Every domain error's HTTP status, the one table: the API answers with it (install_handlers)
+# and so does every page (infra.web.refusal), so one error has one status everywhere.
+STATUS: dict[type[Exception], int] = {NotFound: 404, Forbidden: 403, Conflict: 409, Invalid: 422}
+DOMAIN_ERRORS: tuple[type[Exception], ...] = tuple(STATUS)
+
+
+def status_of(exc: Exception) -> int:
+    """The table's status for a domain error (or a subclass of one)."""
+    return next(STATUS[cls] for cls in type(exc).__mro__ if cls in STATUS)
 
 
 class ErrorOut(BaseModel):
@@ -380,7 +396,12 @@ def install_openapi(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def install_handlers(app: FastAPI) -> None:
+PageAnswer = Callable[[Request, Exception], Response]
+
+
+def install_handlers(app: FastAPI, *, page_answer: PageAnswer | None = None) -> None:
+    """The JSON answers of /api; ``page_answer`` answers a domain error a page raised (HTML:
+    the error page, or a line in the flash region for HTMX), with the same status."""
     install_openapi(app)
     # Innermost of the middlewares (auth and body limits run first, see auth.middleware).
     app.add_middleware(StrictJsonMiddleware)
@@ -389,14 +410,10 @@ def install_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         return JSONResponse({"detail": safe_validation_errors(exc.errors())}, status_code=422)
 
-    async def not_found(_: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
-
-    async def conflict(_: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=409)
-
-    async def invalid(_: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=422)
+    async def domain_error(request: Request, exc: Exception) -> Response:
+        if page_answer is not None and not is_api_path(request.url.path):
+            return page_answer(request, exc)
+        return JSONResponse({"detail": str(exc)}, status_code=status_of(exc))
 
     async def data_error(_: Request, exc: Exception) -> JSONResponse:
         if is_connection_problem(exc):
@@ -427,7 +444,6 @@ def install_handlers(app: FastAPI) -> None:
     # The database away (restarting, a lost connection): a JSON 503 the client may retry.
     for exc_type in (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError):
         app.add_exception_handler(exc_type, connection_lost)
-    app.add_exception_handler(NotFound, not_found)
     app.add_exception_handler(DBAPIError, data_error)
-    app.add_exception_handler(Conflict, conflict)
-    app.add_exception_handler(Invalid, invalid)
+    for exc_type in STATUS:
+        app.add_exception_handler(exc_type, domain_error)

@@ -1,26 +1,30 @@
 """The web shell's shared helpers: the request-scoped database session, the Jinja2
-environment and the HTMX request check."""
+environment, the HTMX request check and the pages' answer to a refused action."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request, UploadFile, status
+from fastapi.responses import Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
+from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.core.text.view import render_markdown, word_diff_html
 from llmjudge.infra.config import Settings, get_settings
+from llmjudge.infra.errors import DOMAIN_ERRORS, htmx_error_line, status_of
 from llmjudge.infra.rowfiles import RowError
 
 
 async def get_db(request: Request) -> AsyncIterator[AsyncSession]:
-    """One session per request, from the sessionmaker the app built at start-up."""
-    async with request.app.state.sessionmaker() as session:
-        yield session
+    """One database session per request, from the sessionmaker the app built at start-up."""
+    async with request.app.state.sessionmaker() as db:
+        yield db
 
 
 DbSession = Annotated[AsyncSession, Depends(get_db)]
@@ -71,3 +75,49 @@ class ImportRejected(HTTPException):
                 "errors": [e.model_dump() for e in errors],
             },
         )
+
+
+# --- refused actions -------------------------------------------------------------------------
+
+# What a page catches to answer in place: a form its schema refuses, and every domain error.
+PAGE_ERRORS: tuple[type[Exception], ...] = (ValidationError, *DOMAIN_ERRORS)
+# The error page's heading, by status.
+_TITLES = {403: "Forbidden", 404: "Not found", 409: "Not possible now", 422: "Cannot do that"}
+
+
+def validation_messages(err: ValidationError) -> list[str]:
+    """One line per problem, without echoing the submitted values (they may hold a key)."""
+    return [
+        f"{'.'.join(str(p) for p in e['loc']) or 'form'}: {e['msg']}"
+        for e in err.errors(include_input=False)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a page refused an action, and the status of errors.py's table it answers with."""
+
+    status: int
+    messages: list[str]
+
+    @property
+    def message(self) -> str:
+        return "; ".join(self.messages)
+
+
+def refusal(exc: Exception) -> Refusal:
+    """A domain error (or a form the schema refuses: 422, as the API's validation list) as the
+    page shows it inline."""
+    if isinstance(exc, ValidationError):
+        return Refusal(422, validation_messages(exc))
+    return Refusal(status_of(exc), [str(exc)])
+
+
+def error_page(request: Request, exc: Exception) -> Response:
+    """The answer to a domain error no page answers in place: a line in the flash region for
+    an HTMX swap, else the error page; the status is the table's either way."""
+    found = refusal(exc)
+    if is_htmx(request):
+        return htmx_error_line(found.message, found.status)
+    title = _TITLES.get(found.status, "Error")
+    return render(request, "auth/error.html", found.status, title=title, message=found.message)

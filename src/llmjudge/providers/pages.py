@@ -10,10 +10,9 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from pydantic import ValidationError
 
-from llmjudge.infra.errors import Conflict, Invalid, NotFound
-from llmjudge.infra.web import DbSession, is_htmx, render
+from llmjudge.infra.errors import Invalid
+from llmjudge.infra.web import PAGE_ERRORS, DbSession, is_htmx, refusal, render
 from llmjudge.providers import service
 from llmjudge.providers.deps import LLM
 from llmjudge.providers.schemas import ModelIn, ModelPatch, ProviderIn, ProviderPatch
@@ -23,14 +22,6 @@ router = APIRouter(include_in_schema=False)
 PAGE = "/settings/providers"
 # Form fields that are nullable numbers / strings: an empty box means "none".
 _OPTIONAL = {"base_url", "rpm", "tpm", "context_window", "default_temperature"}
-
-
-def validation_messages(err: ValidationError) -> list[str]:
-    """One line per problem, without echoing the submitted values (they may hold a key)."""
-    return [
-        f"{'.'.join(str(p) for p in e['loc']) or 'form'}: {e['msg']}"
-        for e in err.errors(include_input=False)
-    ]
 
 
 def form_values(form: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
@@ -90,20 +81,13 @@ async def _act(request: Request, db: DbSession, action: Callable[[], Any], done:
     """Run a form action; answer with the panel (HTMX) or redirect / full page (plain)."""
     try:
         await action()
-    except ValidationError as e:
-        return await _failed(request, db, validation_messages(e))
-    except (Invalid, Conflict, NotFound) as e:
-        return await _failed(request, db, [str(e)])
+    except PAGE_ERRORS as e:
+        found = refusal(e)
+        full = not is_htmx(request)  # the panel swaps in place (app.js swaps 4xx too)
+        return await _panel(request, db, full=full, status_code=found.status, errors=found.messages)
     if is_htmx(request):
         return await _panel(request, db, full=False, notice=done)
     return RedirectResponse(PAGE, status_code=303)
-
-
-async def _failed(request: Request, db: DbSession, errors: list[str]) -> Response:
-    # HTMX does not swap 4xx answers by default, so the panel with its errors comes as a 200.
-    if is_htmx(request):
-        return await _panel(request, db, full=False, errors=errors)
-    return await _panel(request, db, full=True, status_code=422, errors=errors)
 
 
 @router.get(PAGE, response_class=HTMLResponse)
@@ -155,8 +139,11 @@ async def test_provider(request: Request, provider_id: int, llm: LLM):
     model = str(form.get("model") or "").strip() or None
     try:
         result = await llm.test_connection(provider_id, model=model)
-    except (Invalid, NotFound) as e:
-        return render(request, "providers/_test_result.html", error=str(e))
+    except PAGE_ERRORS as e:
+        found = refusal(e)
+        return render(
+            request, "providers/_test_result.html", status_code=found.status, error=found.message
+        )
     return render(request, "providers/_test_result.html", result=result)
 
 

@@ -8,14 +8,14 @@ persona that still exists are kept; sessions keep their own cost counters and lo
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from llmjudge.infra.queue.periodic import Periodic
 
 __all__ = ["DEFAULT_INTERVAL_S", "Cleaned", "RetentionJob", "cleanup"]
 
@@ -75,7 +75,7 @@ async def cleanup(
 
 class RetentionJob:
     """A runner (``queue.registry.Runner``) that cleans every ``interval_s``, first soon
-    after start."""
+    after start; a failed cleanup (the database away) is tried again from a minute on."""
 
     def __init__(
         self,
@@ -87,42 +87,34 @@ class RetentionJob:
     ) -> None:
         self.engine = engine
         self.days = days
-        self.interval_s = interval_s
-        self.first_delay_s = first_delay_s
         self.runs = 0
-        self._task: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
+        self._loop = Periodic(
+            "llm-retention",
+            self._clean,
+            interval_s=interval_s,
+            first_s=first_delay_s,
+            retry_s=min(60.0, interval_s),
+            stop_timeout_s=1.0,
+        )
 
     async def start(self) -> None:
-        if self.days > 0 and self._task is None:
-            self._task = asyncio.create_task(self._run(), name="llm-retention")
+        if self.days > 0:
+            await self._loop.start()
 
     def wake(self) -> None:
-        self._wake.set()
+        self._loop.wake()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        # A cancelled batch rolls back: the next cleanup deletes it.
+        await self._loop.stop()
 
-    async def _run(self) -> None:
-        delay = self.first_delay_s
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
-            self._wake.clear()
-            delay = self.interval_s
-            try:
-                done = await cleanup(self.engine, days=self.days)
-                self.runs += 1
-                if done.calls or done.cache:
-                    log.info(
-                        "retention: deleted %d calls and %d cache entries older than %d days",
-                        done.calls,
-                        done.cache,
-                        self.days,
-                    )
-            except Exception:  # the database may be away: try again next interval
-                log.exception("retention cleanup failed")
+    async def _clean(self) -> None:
+        done = await cleanup(self.engine, days=self.days)
+        self.runs += 1
+        if done.calls or done.cache:
+            log.info(
+                "retention: deleted %d calls and %d cache entries older than %d days",
+                done.calls,
+                done.cache,
+                self.days,
+            )

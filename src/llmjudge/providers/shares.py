@@ -10,16 +10,18 @@ that dies stops counting after ``ttl_s``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
 import socket
 import uuid
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from llmjudge.infra.queue.periodic import Periodic
 
 __all__ = ["RateShares"]
 
@@ -38,25 +40,29 @@ _FORGET_DEAD = text(
 _LEAVE = text("DELETE FROM llm_processes WHERE id = :id")
 
 
+def _process_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(eq=False)
 class RateShares:
     """A runner (``queue.registry.Runner``): heartbeat every ``interval_s``, then
     ``apply(1 / live processes)`` (e.g. ``Gateway.set_rate_share``)."""
 
-    def __init__(
-        self,
-        engine: AsyncEngine,
-        apply: Callable[[float], None],
-        *,
-        interval_s: float = 5.0,
-        ttl_s: float = 15.0,
-    ) -> None:
-        self.engine = engine
-        self.apply = apply
-        self.interval_s = interval_s
-        self.ttl_s = ttl_s
-        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.live = 1
-        self._task: asyncio.Task[None] | None = None
+    engine: AsyncEngine
+    apply: Callable[[float], None]
+    _: KW_ONLY
+    interval_s: float = 5.0
+    ttl_s: float = 15.0
+    id: str = field(default_factory=_process_id, init=False)
+    live: int = field(default=1, init=False)
+    _loop: Periodic = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # A failed heartbeat (the database away) keeps the last share until one succeeds.
+        self._loop = Periodic(
+            "llm-rate-shares", self.beat, interval_s=self.interval_s, stop_timeout_s=1.0
+        )
 
     async def beat(self) -> int:
         """One heartbeat; returns (and applies) the live process count."""
@@ -72,25 +78,13 @@ class RateShares:
         # The first share before the first call: a new process must not start at 100%.
         with contextlib.suppress(Exception):
             await self.beat()
-        self._task = asyncio.create_task(self._run(), name="llm-rate-shares")
+        await self._loop.start()
 
     def wake(self) -> None:
         pass
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.stop()
         with contextlib.suppress(Exception):
             async with self.engine.begin() as conn:
                 await conn.execute(_LEAVE, {"id": self.id})
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            try:
-                await self.beat()
-            except Exception as exc:  # database away: keep the last share, retry
-                log.warning("rate share heartbeat failed: %s", exc)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -19,7 +19,7 @@ from llmjudge.auth import CurrentPrincipal, Principal, RowId
 from llmjudge.core import review as rules
 from llmjudge.core.access import Role
 from llmjudge.infra.errors import Invalid, NotFound
-from llmjudge.infra.web import DbSession, is_htmx, render
+from llmjudge.infra.web import DbSession, is_htmx, refusal, render
 from llmjudge.references import review
 from llmjudge.references.review_schemas import ReviewLabelIn, ReviewNext, ReviewSettings
 
@@ -36,7 +36,7 @@ def _parse_pair(value: str | None) -> tuple[int, int] | None:
         return None
     m = _PAIR.match(value)
     if not m or m[1] == m[2]:
-        raise HTTPException(422, "pair must read '<thread id>-<thread id>' with two threads")
+        raise Invalid("pair must read '<thread id>-<thread id>' with two threads")
     return rules.canonical(int(m[1]), int(m[2]))
 
 
@@ -116,12 +116,7 @@ async def review_page(
     pair: str | None = None,
 ):
     viewing = _parse_pair(pair)
-    try:
-        state = await _current(db, session_id, principal, viewing)
-    except NotFound as e:
-        return render(
-            request, "auth/error.html", status_code=404, title="Not found", message=str(e)
-        )
+    state = await _current(db, session_id, principal, viewing)
     ctx = await _context(
         db, session_id, principal, state, viewing=viewing, full_page=not is_htmx(request)
     )
@@ -140,37 +135,36 @@ async def review_label(
     request: Request, session_id: RowId, db: DbSession, principal: CurrentPrincipal
 ):
     form = await request.form()
+    try:
+        data = _label_of(form)
+        await review.label_pair(
+            db=db, session_id=session_id, reviewer=principal.username, data=data
+        )
+    except (Invalid, NotFound) as e:
+        if not is_htmx(request):
+            raise  # the error page (infra.web.error_page)
+        await db.rollback()
+        found = refusal(e)
+        state = await review.next_pair(db=db, session_id=session_id, reviewer=principal.username)
+        ctx = await _context(db, session_id, principal, state, viewing=None)
+        return _panel(request, {**ctx, "error": found.message}, status_code=found.status)
+    return await _after(request, db, session_id, principal)
+
+
+def _label_of(form: Any) -> ReviewLabelIn:
     choice = _FORM_LABELS.get(str(form.get("label", "")).upper())
-    error = None
-    data = None
     if choice is None:
-        error = "label must be A, B, TIE or BOTH_BAD"
-    else:
-        try:
-            data = ReviewLabelIn(
-                shown_a=int(str(form.get("shown_a", ""))),
-                shown_b=int(str(form.get("shown_b", ""))),
-                label=choice[0],  # type: ignore[arg-type]
-                both_bad=choice[1],
-                note=str(form.get("note") or ""),
-            )
-        except (ValueError, ValidationError) as e:
-            error = f"this label cannot be stored: {e}"
-    if data is not None:
-        try:
-            await review.label_pair(
-                db=db, session_id=session_id, reviewer=principal.username, data=data
-            )
-        except Invalid as e:
-            await db.rollback()
-            error = str(e)
-    if error is None:
-        return await _after(request, db, session_id, principal)
-    if not is_htmx(request):
-        raise HTTPException(422, error)
-    state = await review.next_pair(db=db, session_id=session_id, reviewer=principal.username)
-    ctx = await _context(db, session_id, principal, state, viewing=None)
-    return _panel(request, {**ctx, "error": error}, status_code=422)
+        raise Invalid("label must be A, B, TIE or BOTH_BAD")
+    try:
+        return ReviewLabelIn(
+            shown_a=int(str(form.get("shown_a", ""))),
+            shown_b=int(str(form.get("shown_b", ""))),
+            label=choice[0],  # type: ignore[arg-type]
+            both_bad=choice[1],
+            note=str(form.get("note") or ""),
+        )
+    except (ValueError, ValidationError) as e:
+        raise Invalid(f"this label cannot be stored: {e}") from None
 
 
 @router.post("/sessions/{session_id}/review/skip")
@@ -180,7 +174,7 @@ async def review_skip(
     form = await request.form()
     try:
         pair = _parse_pair(f"{form.get('shown_a', '')}-{form.get('shown_b', '')}")
-    except HTTPException:
+    except Invalid:
         pair = None  # skip whatever the caller holds now
     state = await review.skip_pair(
         db=db, session_id=session_id, reviewer=principal.username, pair=pair
@@ -205,7 +199,7 @@ async def review_settings(
             seed=int(seed) if seed else None,
         )
     except (ValueError, ValidationError) as e:
-        raise HTTPException(422, f"review settings: {e}") from None
+        raise Invalid(f"review settings: {e}") from None
     await review.update_settings(
         db=db, session_id=session_id, data=data, reviewer=principal.username
     )

@@ -15,6 +15,7 @@ import subprocess
 import threading
 import time
 import warnings
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
@@ -116,28 +117,22 @@ class EmbeddedPostgres:
         self._server = None
 
 
+@dataclass(eq=False)
 class Supervisor:
     """Restarts the embedded server when it dies (a crash, an OOM kill, a stray pg_ctl),
     checking every ``interval_s``; at most ``max_restarts`` within ``window_s``, so a server
     that cannot start is not retried in a tight loop (then it logs and gives up: ``serve``
     answers 503 until an operator acts). Runs in a daemon thread beside ``serve``."""
 
-    def __init__(
-        self,
-        server: EmbeddedPostgres,
-        *,
-        interval_s: float = 2.0,
-        max_restarts: int = 5,
-        window_s: float = 600.0,
-    ) -> None:
-        self.server = server
-        self.interval_s = interval_s
-        self.max_restarts = max_restarts
-        self.window_s = window_s
-        self.restarts: list[float] = []  # monotonic times of the restarts done
-        self.gave_up = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+    server: EmbeddedPostgres
+    _: KW_ONLY
+    interval_s: float = 2.0
+    max_restarts: int = 5
+    window_s: float = 600.0
+    restarts: list[float] = field(default_factory=list, init=False)  # monotonic times
+    gave_up: bool = field(default=False, init=False)
+    _stop: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _thread: threading.Thread | None = field(default=None, init=False, repr=False)
 
     def start(self) -> None:
         self._stop.clear()

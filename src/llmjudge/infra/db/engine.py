@@ -42,5 +42,9 @@ def make_engine(url: str, *, pool_size: int = 20, pooled: bool = False) -> Async
     )
 
 
-def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+# What makes database sessions (``db``): the app keeps one in ``app.state.sessionmaker``.
+Sessionmaker = async_sessionmaker[AsyncSession]
+
+
+def make_sessionmaker(engine: AsyncEngine) -> Sessionmaker:
     return async_sessionmaker(engine, expire_on_commit=False)

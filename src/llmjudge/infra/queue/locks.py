@@ -5,24 +5,24 @@ training): a ``LockedJob`` lists the keys that need running and runs one; the
 ``LockedRunner`` scans every ``poll_s`` (or at once after ``wake()``), takes a session-level
 ``pg_try_advisory_lock(lock_class, key)`` on a connection of its own for each key not
 running here, and runs the job while it holds it. A process that dies drops its locks with
-its connections, so another one picks the key up at its next scan. ``stop()`` asks every
-job to stop, waits ``drain_s``, then cancels what is left.
+its connections, so another one picks the key up at its next scan (``queue.periodic``: a
+failed scan is logged and tried again). ``stop()`` asks every job to stop, waits
+``drain_s``, then cancels what is left.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
+import time
 from collections.abc import Sequence
 from typing import Protocol
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-__all__ = ["LockedJob", "LockedRunner", "try_lock", "unlock"]
+from llmjudge.infra.queue.periodic import Periodic
 
-log = logging.getLogger(__name__)
+__all__ = ["LockedJob", "LockedRunner", "try_lock", "unlock"]
 
 
 class LockedJob(Protocol):
@@ -50,17 +50,18 @@ class LockedRunner:
         self.drain_s = drain_s
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._stops: dict[int, asyncio.Event] = {}
-        self._wake = asyncio.Event()
-        self._closing = asyncio.Event()
-        self._main: asyncio.Task[None] | None = None
+        self._closing = False
+        self._scan = Periodic(
+            f"{job.name} runner scan", self._spawn_runnable, interval_s=poll_s, first_s=0
+        )
 
     async def start(self) -> None:
-        self._closing.clear()
-        self._main = asyncio.create_task(self._scan_forever(), name=f"{self.job.name}-runner")
+        self._closing = False
+        await self._scan.start()
 
     def wake(self) -> None:
         """Scan now."""
-        self._wake.set()
+        self._scan.wake()
 
     def is_running(self, key: int) -> bool:
         task = self._tasks.get(key)
@@ -79,29 +80,24 @@ class LockedRunner:
             await asyncio.wait({task})
 
     async def stop(self) -> None:
-        self._closing.set()
-        self._wake.set()
+        self._closing = True
         for stop in self._stops.values():
             stop.set()
-        tasks = [t for t in (self._main, *self._tasks.values()) if t is not None]
+        started = time.monotonic()
+        await self._scan.stop(timeout_s=self.drain_s)
+        tasks = list(self._tasks.values())
         if not tasks:
             return
-        _, pending = await asyncio.wait(tasks, timeout=self.drain_s)
+        left = max(0.0, self.drain_s - (time.monotonic() - started))
+        _, pending = await asyncio.wait(tasks, timeout=left)
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
 
-    async def _scan_forever(self) -> None:
-        while not self._closing.is_set():
-            try:
-                for key in await self.job.runnable():
-                    if not self.is_running(key) and not self._closing.is_set():
-                        self._spawn(key)
-            except Exception:
-                log.exception("%s runner: scan failed; retrying", self.job.name)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.poll_s)
-            self._wake.clear()
+    async def _spawn_runnable(self) -> None:
+        for key in await self.job.runnable():
+            if not self.is_running(key) and not self._closing:
+                self._spawn(key)
 
     def _spawn(self, key: int) -> None:
         stop = asyncio.Event()

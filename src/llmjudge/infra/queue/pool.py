@@ -40,6 +40,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from llmjudge.infra.db.faults import is_data_problem
 from llmjudge.infra.events.hub import asyncpg_dsn, listen_forever
+from llmjudge.infra.queue.periodic import Periodic
 from llmjudge.infra.queue.work import Group, Item, Result, Token, WorkKind, Written, token
 
 __all__ = ["DEFAULT_CONCURRENCY", "DEFAULT_LEASE_S", "WorkerPool", "WorkerSlot", "default_prefix"]
@@ -116,6 +117,17 @@ class WorkerPool(Generic[I, R]):
         self._wake = asyncio.Event()
         self._stopping = False
         self._services: list[asyncio.Task[None]] = []
+        # Failures are logged and retried at the next interval (the lease outlives three).
+        self._periodic = [
+            Periodic(
+                f"worker pool {self.prefix} heartbeat", self._renew_leases, interval_s=lease_s / 3
+            ),
+            Periodic(
+                f"worker pool {self.prefix} status",
+                self._report_status,
+                interval_s=status_interval_s,
+            ),
+        ]
         self._completer: asyncio.Task[None] | None = None
         self._active: dict[int, float] = {}  # group id -> when last busy here
         self._rotation = 0
@@ -128,11 +140,9 @@ class WorkerPool(Generic[I, R]):
     async def start(self) -> None:
         self._stopping = False
         self._completer = asyncio.create_task(self._complete_loop(), name="pool-completer")
-        self._services = [
-            asyncio.create_task(self._dispatch_loop(), name="pool-dispatcher"),
-            asyncio.create_task(self._heartbeat_loop(), name="pool-heartbeat"),
-            asyncio.create_task(self._status_loop(), name="pool-status"),
-        ]
+        self._services = [asyncio.create_task(self._dispatch_loop(), name="pool-dispatcher")]
+        for loop in self._periodic:
+            await loop.start()
         if self.listen and self.kind.channel is not None:
             dsn = asyncpg_dsn(self.engine.url.render_as_string(hide_password=False))
             ready = asyncio.Event()
@@ -171,6 +181,8 @@ class WorkerPool(Generic[I, R]):
                 "worker pool %s: %d results could not be written", self.prefix, len(self._outbox)
             )
         self._completer = None
+        for loop in self._periodic:
+            await loop.stop(timeout_s=0)  # no lease or status is worth waiting for now
         for task in self._services[1:]:
             task.cancel()
         await asyncio.gather(*self._services[1:], return_exceptions=True)
@@ -422,40 +434,28 @@ class WorkerPool(Generic[I, R]):
 
     # -- leases and status ----------------------------------------------------------------
 
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.lease_s / 3)
-            held = list(self._held)
-            if not held:
-                continue
-            try:
-                async with self.engine.begin() as conn:
-                    kept = await self.kind.renew(conn, held=held, lease_s=self.lease_s)
-            except _DB_ERRORS as exc:
-                log.warning("worker pool %s: heartbeat failed (%s)", self.prefix, exc)
-                continue
-            # Not renewed and not finished here meanwhile: another worker claimed it.
-            finishing = {token(f) for f in self._outbox}
-            lost = [t for t in held if t[0] not in kept and t in self._held and t not in finishing]
-            if lost:
-                log.warning(
-                    "worker pool %s: %d leases were lost to other workers", self.prefix, len(lost)
-                )
+    async def _renew_leases(self) -> None:
+        held = list(self._held)
+        if not held:
+            return
+        async with self.engine.begin() as conn:
+            kept = await self.kind.renew(conn, held=held, lease_s=self.lease_s)
+        # Not renewed and not finished here meanwhile: another worker claimed it.
+        finishing = {token(f) for f in self._outbox}
+        lost = [t for t in held if t[0] not in kept and t in self._held and t not in finishing]
+        if lost:
+            log.warning(
+                "worker pool %s: %d leases were lost to other workers", self.prefix, len(lost)
+            )
 
-    async def _status_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.status_interval_s)
-            now = time.monotonic()
-            recent = [g for g, t in self._active.items() if now - t < 3 * self.status_interval_s]
-            for g in [g for g, t in self._active.items() if now - t >= 3 * self.status_interval_s]:
-                del self._active[g]
-            if not recent:
-                continue
-            try:
-                async with self.engine.connect() as conn:
-                    await self.kind.report(conn, self, recent)
-            except _DB_ERRORS as exc:
-                log.warning("worker pool %s: status query failed (%s)", self.prefix, exc)
+    async def _report_status(self) -> None:
+        now = time.monotonic()
+        recent = [g for g, t in self._active.items() if now - t < 3 * self.status_interval_s]
+        for g in [g for g, t in self._active.items() if now - t >= 3 * self.status_interval_s]:
+            del self._active[g]
+        if recent:
+            async with self.engine.connect() as conn:
+                await self.kind.report(conn, self, recent)
 
 
 async def _discard(conn: AsyncConnection | None) -> None:

@@ -1,5 +1,6 @@
 """The kinds of work a process runs, by name: each one a runner (a ``WorkerPool`` of a
-``WorkKind``, a ``LockedRunner`` job, ...) that starts, wakes and stops.
+``WorkKind``, a ``LockedRunner`` job, a job on a ``periodic.Periodic`` loop) that starts,
+wakes and stops.
 
 The composition roots (``app.py``, ``llmjudge.worker``) register one runner per kind;
 ``start()`` starts them in that order and ``stop()`` drains them in reverse.

@@ -26,37 +26,36 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 if TYPE_CHECKING:
     from llmjudge.infra.queue.pool import WorkerPool
 
-__all__ = ["Group", "Item", "Result", "Token", "WorkKind", "Written", "token"]
+__all__ = ["Claimed", "Group", "Item", "Result", "Token", "WorkKind", "Written", "token"]
 
 # (item id, worker id, attempts): who holds which claim of an item.
 Token = tuple[int, str, int]
 
 
-class Item(Protocol):
+class Claimed(Protocol):
+    """What names one claim of an item: an item and its result both carry it."""
+
     @property
     def id(self) -> int: ...
+    @property
+    def worker_id(self) -> str: ...
+    @property
+    def attempts(self) -> int: ...
+
+
+class Item(Claimed, Protocol):
     @property
     def group_id(self) -> int: ...
-    @property
-    def worker_id(self) -> str: ...
-    @property
-    def attempts(self) -> int: ...
 
 
-class Result(Protocol):
-    @property
-    def id(self) -> int: ...
-    @property
-    def worker_id(self) -> str: ...
-    @property
-    def attempts(self) -> int: ...
+class Result(Claimed, Protocol):
     @property
     def status(self) -> str: ...
     @property
     def refund(self) -> bool: ...
 
 
-def token(x: Item | Result) -> Token:
+def token(x: Claimed) -> Token:
     return (x.id, x.worker_id, x.attempts)
 
 

@@ -8,7 +8,6 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import RedirectResponse
-from pydantic import ValidationError
 
 from llmjudge.core.access import Role
 from llmjudge.infra.web import DbSession
@@ -58,13 +57,6 @@ def can_write(request: Request) -> bool:
     """Whether the signed-in user may change personas (researchers and admins)."""
     principal = getattr(request.state, "principal", None)
     return principal is not None and principal.role.covers(Role.researcher)
-
-
-def validation_messages(err: ValidationError) -> list[str]:
-    return [
-        f"{'.'.join(str(p) for p in e['loc']) or 'form'}: {e['msg']}"
-        for e in err.errors(include_input=False)
-    ]
 
 
 def form_fields(form: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from fastapi import APIRouter, File, HTTPException, Request, UploadFile
 from fastapi.responses import HTMLResponse
 
 from llmjudge.catalog import RowError
-from llmjudge.infra.errors import Conflict
-from llmjudge.infra.web import DbSession, read_upload, render
+from llmjudge.infra.errors import DOMAIN_ERRORS
+from llmjudge.infra.web import DbSession, read_upload, refusal, render
 from llmjudge.personas import pairs as pair_service
 from llmjudge.personas import service
 from llmjudge.personas.pages.common import detail_ctx
@@ -54,8 +54,11 @@ async def upload_pairs(
         )
     except pair_service.RowsRejected as e:
         errors = e.errors
-    except Conflict as e:
-        return render(request, "personas/_upload_result.html", status_code=409, fatal=str(e))
+    except DOMAIN_ERRORS as e:
+        found = refusal(e)
+        return render(
+            request, "personas/_upload_result.html", status_code=found.status, fatal=found.message
+        )
     if errors:
         return render(request, "personas/_upload_result.html", status_code=422, errors=errors)
     pairs = await pair_service.list_pairs(db=db, persona_id=persona_id, limit=PREVIEW_PAIRS)

@@ -8,10 +8,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
-from pydantic import ValidationError
 
-from llmjudge.infra.errors import Conflict, Invalid, NotFound
-from llmjudge.infra.web import DbSession, is_htmx, render
+from llmjudge.infra.web import PAGE_ERRORS, DbSession, is_htmx, refusal, render
 from llmjudge.personas import service
 from llmjudge.personas.deps import parse_ids
 from llmjudge.personas.models import PERSONA_STATUSES
@@ -23,7 +21,6 @@ from llmjudge.personas.pages.common import (
     form_fields,
     models_by_id,
     see,
-    validation_messages,
 )
 from llmjudge.personas.schemas import FromTemplateIn, PersonaIn
 from llmjudge.personas.starters import TEMPLATES
@@ -129,12 +126,10 @@ async def create_submit(request: Request, db: DbSession):
     values = form_fields(form, CREATE_FIELDS)
     try:
         out = await service.create_persona(db=db, data=PersonaIn.model_validate(values))
-    except ValidationError as e:
-        return await _new_page(request, db, values=values, errors=validation_messages(e), code=422)
-    except (Invalid, Conflict, NotFound) as e:
+    except PAGE_ERRORS as e:
         await db.rollback()
-        code = 409 if isinstance(e, Conflict) else 422
-        return await _new_page(request, db, values=values, errors=[str(e)], code=code)
+        found = refusal(e)
+        return await _new_page(request, db, values=values, errors=found.messages, code=found.status)
     return see(f"/personas/{out.id}/data")
 
 

@@ -7,12 +7,11 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
-from pydantic import ValidationError
 
 from llmjudge.catalog import list_pillars
 from llmjudge.core.personas.gate import MIN_CALIBRATION_PER_CLASS
-from llmjudge.infra.errors import Conflict, Invalid, NotFound
-from llmjudge.infra.web import DbSession, render
+from llmjudge.infra.errors import Invalid, NotFound
+from llmjudge.infra.web import PAGE_ERRORS, DbSession, refusal, render
 from llmjudge.personas import annotators as agreement_service
 from llmjudge.personas import estimate as estimates
 from llmjudge.personas import evaluate as ev
@@ -21,7 +20,6 @@ from llmjudge.personas.pages.common import (
     detail_ctx,
     publish_event,
     see,
-    validation_messages,
     wake_runner,
 )
 from llmjudge.personas.schemas import PersonaOut
@@ -70,8 +68,13 @@ Action = Literal["start", "pause", "resume", "clone", "delete"]
 async def persona_action(request: Request, persona_id: int, action: Action, db: DbSession):
     runner = getattr(request.app.state, "persona_runner", None)
     try:
-        if action == "start":
-            await training_control.start_training(db=db, persona_id=persona_id)
+        if action in ("start", "resume"):
+            begin = (
+                training_control.start_training
+                if action == "start"
+                else training_control.resume_training
+            )
+            await begin(db=db, persona_id=persona_id)
             wake_runner(request)
             return see(f"/personas/{persona_id}/progress")
         if action == "pause":
@@ -80,20 +83,16 @@ async def persona_action(request: Request, persona_id: int, action: Action, db: 
                 runner.stop_persona(persona_id)
             await publish_event(request, persona_id, "paused", {"reason": out.status_reason})
             return see(f"/personas/{persona_id}/progress")
-        if action == "resume":
-            await training_control.resume_training(db=db, persona_id=persona_id)
-            wake_runner(request)
-            return see(f"/personas/{persona_id}/progress")
         if action == "clone":
             copy = await service.clone_persona(db=db, persona_id=persona_id)
             return see(f"/personas/{copy.id}")
         await service.delete_persona(db=db, persona_id=persona_id)
         return see("/personas")
-    except (Conflict, Invalid) as e:
+    except PAGE_ERRORS as e:
         await db.rollback()
+        found = refusal(e)
         ctx = await detail_ctx(request, db, persona_id, "overview")
-        code = 409 if isinstance(e, Conflict) else 422
-        return await _overview(request, db, ctx, error=str(e), code=code)
+        return await _overview(request, db, ctx, error=found.message, code=found.status)
 
 
 @router.post("/personas/{persona_id}/sessions")
@@ -115,11 +114,13 @@ async def use_as_judge(request: Request, persona_id: int, db: DbSession):
             hub=getattr(request.app.state, "events", None),
             allow_untrained=form.get("allow_untrained") == "on",
         )
-    except ValidationError as e:
-        error, code = "; ".join(validation_messages(e)), 422
-    except (Conflict, Invalid, NotFound) as e:
+    except PAGE_ERRORS as e:
         await db.rollback()
-        error, code = str(e), 409 if isinstance(e, Conflict) else 422
-    else:
-        return render(request, "personas/_session_created.html", session=session)
-    return render(request, "personas/_session_created.html", status_code=code, error=error)
+        found = refusal(e)
+        return render(
+            request,
+            "personas/_session_created.html",
+            status_code=found.status,
+            error=found.message,
+        )
+    return render(request, "personas/_session_created.html", session=session)

@@ -7,10 +7,10 @@ from itertools import zip_longest
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
-from llmjudge.infra.errors import Invalid
-from llmjudge.infra.web import DbSession, is_htmx, render
+from llmjudge.infra.errors import DOMAIN_ERRORS
+from llmjudge.infra.web import DbSession, is_htmx, refusal, render
 from llmjudge.personas import prompt_versions
 from llmjudge.personas.pages.common import detail_ctx, publish_event, see
 from llmjudge.personas.schemas import PromptDiffOut
@@ -112,35 +112,31 @@ async def edit_prompt(request: Request, persona_id: int, db: DbSession):
         out = await prompt_versions.add_version(
             db=db, persona_id=persona_id, text=text, rationale=rationale or "edited by hand"
         )
-    except Invalid as e:
+    except DOMAIN_ERRORS as e:
         await db.rollback()
+        found = refusal(e)
         ctx = await detail_ctx(request, db, persona_id, "prompts")
         ctx.update(await _prompts_ctx(db, persona_id, None, None))
         return render(
             request,
             "personas/prompts.html",
-            status_code=422,
-            error=str(e),
+            status_code=found.status,
+            error=found.message,
             draft=text,
             draft_rationale=rationale,
             **ctx,
         )
-    await publish_event(
-        request,
-        persona_id,
-        "prompt_version",
-        {"version": out.version, "created_by": "human", "rationale": out.rationale},
-    )
-    return see(f"/personas/{persona_id}/prompts")
+    return await _announced(request, persona_id, out)
 
 
 @router.post("/personas/{persona_id}/prompts/{version}/rollback")
 async def rollback_prompt(request: Request, persona_id: int, version: int, db: DbSession):
     out = await prompt_versions.rollback_version(db=db, persona_id=persona_id, version=version)
-    await publish_event(
-        request,
-        persona_id,
-        "prompt_version",
-        {"version": out.version, "created_by": "human", "rationale": out.rationale},
-    )
+    return await _announced(request, persona_id, out)
+
+
+async def _announced(request: Request, persona_id: int, out: Any) -> Response:
+    """Tell the persona's watchers about a version a person made, and show the prompts."""
+    data = {"version": out.version, "created_by": "human", "rationale": out.rationale}
+    await publish_event(request, persona_id, "prompt_version", data)
     return see(f"/personas/{persona_id}/prompts")

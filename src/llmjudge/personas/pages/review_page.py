@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from llmjudge.auth import CurrentPrincipal
-from llmjudge.infra.errors import Conflict, Invalid, NotFound
-from llmjudge.infra.web import DbSession, is_htmx, render
+from llmjudge.infra.errors import DOMAIN_ERRORS, Invalid, NotFound
+from llmjudge.infra.web import DbSession, is_htmx, refusal, render
 from llmjudge.personas import iterations as iteration_service
 from llmjudge.personas import review, service
 from llmjudge.personas.pages.common import see, wake_runner
@@ -82,7 +82,7 @@ async def review_decide(
     form = await request.form()
     agrees = str(form.get("agrees", "")).lower()
     if agrees not in ("true", "false"):
-        raise HTTPException(422, "agrees must be true or false")
+        raise Invalid("agrees must be true or false")
     notes = str(form.get("notes") or "").strip() or None
     try:
         _, pending = await review.feedback(
@@ -92,12 +92,26 @@ async def review_decide(
             data=FeedbackIn(agrees=agrees == "true", notes=notes),
             reviewer=principal.username,
         )
-    except (Conflict, Invalid) as e:
-        await db.rollback()
-        ctx = await _review_ctx(db, persona_id, number, decision_id)
-        code = 409 if isinstance(e, Conflict) else 422
-        return render(request, "personas/_review_panel.html", status_code=code, error=str(e), **ctx)
+    except DOMAIN_ERRORS as e:
+        return await _refused(request, db, persona_id, number, decision_id, e)
     return await _after_review(request, db, persona_id, number, pending, decision_id)
+
+
+async def _refused(
+    request: Request,
+    db: DbSession,
+    persona_id: int,
+    number: int,
+    decision_id: int | None,
+    exc: Exception,
+) -> Response:
+    """The review panel again, with why the feedback was refused."""
+    await db.rollback()
+    found = refusal(exc)
+    ctx = await _review_ctx(db, persona_id, number, decision_id)
+    return render(
+        request, "personas/_review_panel.html", status_code=found.status, error=found.message, **ctx
+    )
 
 
 @router.post("/personas/{persona_id}/review/{number}/agree-all")
@@ -117,11 +131,7 @@ async def review_agree_all(
                 data=BulkFeedbackIn(decision_ids=[d.id for d in pending], agrees=True),
                 reviewer=principal.username,
             )
-        except Conflict as e:
-            await db.rollback()
-            ctx = await _review_ctx(db, persona_id, number, None)
-            return render(
-                request, "personas/_review_panel.html", status_code=409, error=str(e), **ctx
-            )
+        except DOMAIN_ERRORS as e:
+            return await _refused(request, db, persona_id, number, None, e)
         left = out.pending_review
     return await _after_review(request, db, persona_id, number, left, None)

@@ -7,17 +7,14 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
-from pydantic import ValidationError
 
-from llmjudge.infra.errors import Conflict, Invalid, NotFound
-from llmjudge.infra.web import DbSession, render
+from llmjudge.infra.web import PAGE_ERRORS, DbSession, refusal, render
 from llmjudge.personas import service
 from llmjudge.personas.pages.common import (
     SETTINGS_FIELDS,
     detail_ctx,
     form_fields,
     see,
-    validation_messages,
 )
 from llmjudge.personas.schemas import PersonaOut, PersonaPatch
 
@@ -49,14 +46,16 @@ async def settings_submit(request: Request, persona_id: int, db: DbSession):
             await service.update_persona(
                 db=db, persona_id=persona_id, patch=PersonaPatch.model_validate(changes)
             )
-    except ValidationError as e:
-        errors, code = validation_messages(e), 422
-    except (Conflict, Invalid, NotFound) as e:
+    except PAGE_ERRORS as e:
         await db.rollback()
-        errors, code = [str(e)], 409 if isinstance(e, Conflict) else 422
-    else:
-        return see(f"/personas/{persona_id}/settings?saved=1")
-    ctx = await detail_ctx(request, db, persona_id, "settings")
-    return render(
-        request, "personas/settings.html", status_code=code, errors=errors, values=values, **ctx
-    )
+        found = refusal(e)
+        ctx = await detail_ctx(request, db, persona_id, "settings")
+        return render(
+            request,
+            "personas/settings.html",
+            status_code=found.status,
+            errors=found.messages,
+            values=values,
+            **ctx,
+        )
+    return see(f"/personas/{persona_id}/settings?saved=1")

@@ -19,10 +19,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from llmjudge.catalog import threads_by_ids
-from llmjudge.infra.errors import NotFound
-from llmjudge.infra.web import DbSession, render
+from llmjudge.infra.web import DbSession, is_htmx, render
 from llmjudge.sessions import reads
-from llmjudge.sessions.pages.common import missing
 
 router = APIRouter(include_in_schema=False)
 
@@ -92,13 +90,10 @@ async def comparisons_page(
     offset: Annotated[int, Query(ge=0)] = 0,
 ):
     chosen = _flag_of(flag)
-    try:
-        session = await reads.get_session(db=db, session_id=session_id)
-        page = await reads.list_comparisons(
-            db=db, session_id=session_id, flag=chosen, limit=PAGE_SIZE, offset=offset
-        )
-    except NotFound:
-        return missing(request, f"Session {session_id} not found.")
+    session = await reads.get_session(db=db, session_id=session_id)
+    page = await reads.list_comparisons(
+        db=db, session_id=session_id, flag=chosen, limit=PAGE_SIZE, offset=offset
+    )
     ctx = dict(
         session=session,
         page=page,
@@ -106,18 +101,15 @@ async def comparisons_page(
         flags=FLAG_LABELS,
         filter_query=urlencode({"flag": chosen}) if chosen else "",
     )
-    if request.headers.get("HX-Request") == "true":
+    if is_htmx(request):
         return render(request, "sessions/_comparison_rows.html", **ctx)
     return render(request, "sessions/comparisons.html", **ctx)
 
 
 @router.get("/sessions/{session_id}/comparisons/{comparison_id}", response_class=HTMLResponse)
 async def comparison_page(request: Request, session_id: int, comparison_id: int, db: DbSession):
-    try:
-        session = await reads.get_session(db=db, session_id=session_id)
-        c = await reads.get_comparison(db=db, session_id=session_id, comparison_id=comparison_id)
-    except NotFound:
-        return missing(request, f"Comparison {comparison_id} of session {session_id} not found.")
+    session = await reads.get_session(db=db, session_id=session_id)
+    c = await reads.get_comparison(db=db, session_id=session_id, comparison_id=comparison_id)
     threads = await threads_by_ids(db=db, ids=[c.thread_a_id, c.thread_b_id])
     ta, tb = threads.get(c.thread_a_id), threads.get(c.thread_b_id)
     prompt = None

@@ -29,7 +29,7 @@ MODES: tuple[tuple[CreateMode, str, str], ...] = (
 # The adaptive options, as form fields named "adaptive_<option>".
 ADAPTIVE_FIELDS = tuple(AdaptiveIn.model_fields)
 FIELD_LABELS = {
-    "session_name": "Session name",
+    "session_name": "Tournament name",
     "pillar_ids": "Pillars",
     "comparison_mode": "Comparison mode",
     "samples_per_pillar": "Samples per pillar",

@@ -15,11 +15,11 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
-from llmjudge.infra.web import DbSession, is_htmx, render
+from llmjudge.infra.web import DbSession, is_htmx, refusal, render
 from llmjudge.sessions import control, reads
 from llmjudge.sessions.adaptive import state as adaptive
 from llmjudge.sessions.deps import get_tester, parse_ids
-from llmjudge.sessions.pages.common import hub, missing
+from llmjudge.sessions.pages.common import hub
 from llmjudge.sessions.pages.formatting import eta_seconds
 from llmjudge.sessions.schemas import SessionOut
 
@@ -54,10 +54,7 @@ async def _progress_context(db: AsyncSession, session_id: int) -> dict[str, Any]
 
 @router.get("/sessions/{session_id}", response_class=HTMLResponse)
 async def live_page(request: Request, session_id: int, db: DbSession):
-    try:
-        ctx = await _progress_context(db, session_id)
-    except NotFound as exc:
-        return missing(request, str(exc))
+    ctx = await _progress_context(db, session_id)
     s: SessionOut = ctx["s"]
     running = await reads.list_comparisons(
         db=db, session_id=session_id, status="running", limit=min(s.worker_count, 256)
@@ -88,10 +85,7 @@ async def _adaptive_context(db: AsyncSession, s: SessionOut) -> dict[str, Any]:
 async def adaptive_partial(request: Request, session_id: int, db: DbSession):
     """The current ranking with its intervals, the stopping rule's progress and the spend.
     Twin: `GET /api/sessions/{id}/adaptive`."""
-    try:
-        s = await reads.get_session(db=db, session_id=session_id)
-    except NotFound as exc:
-        return missing(request, str(exc))
+    s = await reads.get_session(db=db, session_id=session_id)
     return render(
         request,
         "sessions/_adaptive.html",
@@ -153,15 +147,14 @@ async def session_action(request: Request, session_id: int, action: str, db: DbS
     panel (a refused transition shows its reason there, with status 409)."""
     run = ACTIONS.get(action)
     if run is None:
-        return missing(request, f"unknown action {action!r}")
+        raise NotFound(f"unknown action {action!r}")
     notice, status_code = None, 200
     extra = {"llm": get_tester(request)} if action == "start" else {}
     try:
         result = await run(db=db, session_id=session_id, hub=hub(request), **extra)
-    except Conflict as exc:
-        notice, status_code = str(exc), 409
-    except Invalid as exc:  # the test connection before the first start failed
-        notice, status_code = str(exc), 422
+    except (Conflict, Invalid) as exc:  # Invalid: the test connection before a first start
+        found = refusal(exc)
+        notice, status_code = found.message, found.status
     else:
         if action == "retry-failed":
             notice = f"{result.requeued} failed comparison(s) queued again."

@@ -4,14 +4,12 @@ categories), the others as partials, with their charts. Every figure comes from 
 functions as its `/api/sessions/{id}/<figure>` twin, with the API's default parameters so
 both share one cached computation.
 
-About 500 lines: one builder per results tab, each short; they share the page's
-option parsing and cache.
+One builder per tab, each given the session's ``_Figures``: the analysis cache, the
+sessionmaker its figures load through and the page's options.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -20,33 +18,22 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from llmjudge import analysis
 from llmjudge.analysis import (
     AnalysisCache,
     AnalysisSession,
     RatingOptions,
     RatingQuery,
     ThreadLeaderboardOut,
-    categories_out,
-    findings,
-    get_analysis_session,
-    get_cache,
-    pillar_matrix_out,
-    position_swap,
-    rating_options,
-    rating_query_raw,
-    score_distribution_out,
-    style_out,
-    thread_leaderboard,
-    thread_performance_out,
 )
 from llmjudge.core import charts
-from llmjudge.infra.errors import Conflict, Invalid, NotFound
-from llmjudge.infra.web import DbSession, render
+from llmjudge.infra.db.engine import Sessionmaker
+from llmjudge.infra.errors import Conflict, Invalid
+from llmjudge.infra.web import DbSession, refusal, render
 from llmjudge.references import session_agreement, session_annotators
 from llmjudge.sessions import reads
-from llmjudge.sessions.pages.common import missing
 from llmjudge.sessions.pages.formatting import (
     SORT_FIRST_DESC,
     SortKey,
@@ -81,7 +68,6 @@ SWAP_PAIRS_SCANNED = 500  # as the API's default page, so both share one cached 
 BASELINE_CHOICES = 50  # threads offered as the anchor on the leaderboard form
 CATEGORY_KEY = "category"  # MT-Bench's; any thread metadata key can be picked
 Cache = AnalysisCache
-Maker = async_sessionmaker[AsyncSession]
 
 
 def _tab_of(tab: str) -> str:
@@ -109,11 +95,10 @@ async def results_page(
     options are the API's query parameters, with its defaults."""
     tab = _tab_of(tab)
     extra = _Extra(rating, key, tuple(dict.fromkeys(metadata or ())))
-    try:
-        body = await _tab_context(request, db, session_id, tab, sort, dir, extra)
-    except NotFound as exc:
-        return missing(request, str(exc))
-    return render(request, "sessions/results.html", tabs=_tabs(body["s"]), **body)
+    body = await _tab_context(request, db, session_id, tab, sort, dir, extra)
+    return render(
+        request, "sessions/results.html", body["tab_status"], tabs=_tabs(body["s"]), **body
+    )
 
 
 @router.get("/sessions/{session_id}/partials/results/{tab}", response_class=HTMLResponse)
@@ -132,7 +117,9 @@ async def results_tab(
     tab = _tab_of(tab)
     extra = _Extra(rating, key, tuple(dict.fromkeys(metadata or ())))
     body = await _tab_context(request, db, session_id, tab, sort, dir, extra)
-    return render(request, "sessions/_tab.html", tabs=_tabs(body["s"]), oob=True, **body)
+    return render(
+        request, "sessions/_tab.html", body["tab_status"], tabs=_tabs(body["s"]), oob=True, **body
+    )
 
 
 async def _tab_context(
@@ -145,7 +132,7 @@ async def _tab_context(
     extra: _Extra,
 ) -> dict[str, Any]:
     s = await reads.get_session(db=db, session_id=session_id)
-    session = await get_analysis_session(db=db, session_id=session_id)
+    session = await analysis.get_analysis_session(db=db, session_id=session_id)
     await db.close()  # figures load through their own database sessions
     if tab == PANEL_TAB[0] and not s.panel:
         tab = "overview"
@@ -153,25 +140,24 @@ async def _tab_context(
         "s": s,
         "a": session,
         "tab_error": None,
+        "tab_status": 200,  # the status of errors.py's table when the tab cannot be computed
         "tab": tab,
         "rating": extra.rating,
         "rating_qs": _rating_qs(extra.rating),
     }
     if session.completed == 0 and tab != "overview":
         return ctx
-    cache = get_cache(request)
-    maker = request.app.state.sessionmaker
-    build = _TAB_BUILDERS[tab]
+    sessionmaker: Sessionmaker = request.app.state.sessionmaker
     try:
         if tab == "agreement":  # reads reference labels, not the analysis cache
-            ctx |= await _agreement(request, maker, session_id)
+            ctx |= await _agreement(request, sessionmaker, session_id)
         else:
-            options = rating_options(**extra.rating)
-            wanted = _builder_params(build)
-            more = {k: v for k, v in (("options", options), ("extra", extra)) if k in wanted}
-            ctx |= await build(cache=cache, maker=maker, session=session, **more)
+            options = analysis.rating_options(**extra.rating)
+            figures = _Figures(analysis.get_cache(request), sessionmaker, session, options, extra)
+            ctx |= await _TAB_BUILDERS[tab](figures)
     except (Invalid, Conflict) as exc:  # the analysis refuses: say why, keep the page
-        ctx["tab_error"] = str(exc)
+        found = refusal(exc)
+        ctx["tab_error"], ctx["tab_status"] = found.message, found.status
     if tab == "leaderboard" and "board" in ctx:
         desc = (sort in SORT_FIRST_DESC) if direction is None else direction == "desc"
         rows = sort_rows(ctx["board"].entries, sort, desc)
@@ -186,16 +172,25 @@ class _Extra:
     metadata: tuple[str, ...]  # the style tab's extra covariates
 
 
-@functools.cache
-def _builder_params(build: Callable[..., Any]) -> frozenset[str]:
-    """The keyword arguments a tab builder takes: one that needs no rating options (a tab
-    added beside these) is called without them."""
-    return frozenset(inspect.signature(build).parameters)
+@dataclass(frozen=True)
+class _Figures:
+    """What a tab builder reads: one session's cached analysis, and the page's options."""
+
+    cache: Cache
+    sessionmaker: Sessionmaker
+    session: AnalysisSession
+    options: RatingOptions
+    extra: _Extra
+
+    @property
+    def source(self) -> dict[str, Any]:
+        """The arguments every figure of ``analysis`` takes first."""
+        return {"cache": self.cache, "sessionmaker": self.sessionmaker, "session": self.session}
 
 
 def _rating_qs(rating: dict[str, Any]) -> str:
     """The rating options that differ from the defaults, as a query string to carry on."""
-    defaults = rating_query_raw()
+    defaults = analysis.rating_query_raw()
     names = {"tie_model": "ties", "base": "elo_base"}
     changed = {
         names.get(k, k): (int(v) if k == "base" else v)
@@ -205,17 +200,12 @@ def _rating_qs(rating: dict[str, Any]) -> str:
     return urlencode(changed)
 
 
-async def _leaderboard(
-    cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions | None = None
-) -> ThreadLeaderboardOut:
-    opts = options or rating_options()
-    return await thread_leaderboard(
-        cache=cache,
-        sessionmaker=maker,
-        session=session,
+async def _leaderboard(f: _Figures) -> ThreadLeaderboardOut:
+    return await analysis.thread_leaderboard(
+        **f.source,
         aggregation="all",
-        bootstrap_rounds=opts.bootstrap_rounds,
-        options=opts,
+        bootstrap_rounds=f.options.bootstrap_rounds,
+        options=f.options,
     )
 
 
@@ -249,16 +239,12 @@ def _interval_words(level: float, has: bool) -> str:
     return f"{level:.0%} interval" if has else "no interval"
 
 
-async def _overview(
-    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
-) -> dict[str, Any]:
-    if session.completed == 0:
+async def _overview(f: _Figures) -> dict[str, Any]:
+    if f.session.completed == 0:
         return {}
-    board = await _leaderboard(cache, maker, session, options)
-    position = await position_swap(
-        cache=cache, sessionmaker=maker, session=session, pairs_limit=0, pairs_offset=0
-    )
-    found = await findings(cache=cache, sessionmaker=maker, session=session, aggregation="all")
+    board = await _leaderboard(f)
+    position = await analysis.position_swap(**f.source, pairs_limit=0, pairs_offset=0)
+    found = await analysis.findings(**f.source, aggregation="all")
     pillars = [p for p in board.pillar_aggregates if p.bt_score is not None]
     method = board.pillar_method
     has = any(p.bt_ci_low is not None for p in pillars)
@@ -280,10 +266,8 @@ async def _overview(
     }
 
 
-async def _leaderboard_tab(
-    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
-) -> dict[str, Any]:
-    board = await _leaderboard(cache, maker, session, options)
+async def _leaderboard_tab(f: _Figures) -> dict[str, Any]:
+    board = await _leaderboard(f)
     top = board.entries[:CHART_TOP]
     method = board.method
     has = any(e.bt_ci_low is not None for e in top)
@@ -305,8 +289,8 @@ async def _leaderboard_tab(
     }
     # anchor choices: the top threads, and the current baseline wherever it ranks
     chosen = [e.thread_id for e in board.entries[:BASELINE_CHOICES]]
-    if options.baseline_thread in names and options.baseline_thread not in chosen:
-        chosen.append(options.baseline_thread)
+    if f.options.baseline_thread in names and f.options.baseline_thread not in chosen:
+        chosen.append(f.options.baseline_thread)
     return {
         "board": board,
         "chart": chart,
@@ -316,12 +300,8 @@ async def _leaderboard_tab(
     }
 
 
-async def _distribution(
-    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
-) -> dict[str, Any]:
-    dist = await score_distribution_out(
-        cache=cache, sessionmaker=maker, session=session, aggregation="all", score=None, bins=10
-    )
+async def _distribution(f: _Figures) -> dict[str, Any]:
+    dist = await analysis.score_distribution_out(**f.source, aggregation="all", score=None, bins=10)
     label = "Elo" if dist.score == "elo" else "Bradley-Terry score"
     chart = charts.histogram_chart(
         {p.name: p.histogram for p in dist.pillars},
@@ -334,12 +314,8 @@ async def _distribution(
     return {"dist": dist, "chart": chart, "score_label": label}
 
 
-async def _matrix(
-    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
-) -> dict[str, Any]:
-    matrix = await pillar_matrix_out(
-        cache=cache, sessionmaker=maker, session=session, aggregation="all"
-    )
+async def _matrix(f: _Figures) -> dict[str, Any]:
+    matrix = await analysis.pillar_matrix_out(**f.source, aggregation="all")
     names = [p.name for p in matrix.pillars]
     chart = charts.heatmap_chart(
         names,
@@ -351,13 +327,9 @@ async def _matrix(
     return {"matrix": matrix, "chart": chart}
 
 
-async def _position(
-    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
-) -> dict[str, Any]:
-    position = await position_swap(
-        cache=cache,
-        sessionmaker=maker,
-        session=session,
+async def _position(f: _Figures) -> dict[str, Any]:
+    position = await analysis.position_swap(
+        **f.source,
         pairs_limit=SWAP_PAIRS_SCANNED,
         pairs_offset=0,
     )
@@ -382,32 +354,22 @@ async def _position(
     return {"position": position, "chart": chart, "pairs": pairs[:SWAP_PAIRS_SHOWN]}
 
 
-async def _performance(
-    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
-) -> dict[str, Any]:
-    perf = await thread_performance_out(
-        cache=cache, sessionmaker=maker, session=session, aggregation="all"
-    )
+async def _performance(f: _Figures) -> dict[str, Any]:
+    perf = await analysis.thread_performance_out(**f.source, aggregation="all")
     return {"perf": perf, "threads": perf.threads[:TABLE_ROWS]}
 
 
-async def _findings(
-    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
-) -> dict[str, Any]:
-    found = await findings(cache=cache, sessionmaker=maker, session=session, aggregation="all")
+async def _findings(f: _Figures) -> dict[str, Any]:
+    found = await analysis.findings(**f.source, aggregation="all")
     return {"found": found}
 
 
-async def _style(
-    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
-) -> dict[str, Any]:
-    out = await style_out(
-        cache=cache,
-        sessionmaker=maker,
-        session=session,
+async def _style(f: _Figures) -> dict[str, Any]:
+    out = await analysis.style_out(
+        **f.source,
         aggregation="all",
-        options=options,
-        metadata_keys=extra.metadata,
+        options=f.options,
+        metadata_keys=f.extra.metadata,
     )
     report = out.style
     chart = None
@@ -426,21 +388,17 @@ async def _style(
     return {
         "style": out,
         "chart": chart,
-        "picked": set(extra.metadata),
-        "tab_qs": urlencode([("metadata", k) for k in extra.metadata]),
+        "picked": set(f.extra.metadata),
+        "tab_qs": urlencode([("metadata", k) for k in f.extra.metadata]),
     }
 
 
-async def _categories(
-    *, cache: Cache, maker: Maker, session: AnalysisSession, options: RatingOptions, extra: _Extra
-) -> dict[str, Any]:
-    out = await categories_out(
-        cache=cache,
-        sessionmaker=maker,
-        session=session,
+async def _categories(f: _Figures) -> dict[str, Any]:
+    out = await analysis.categories_out(
+        **f.source,
         aggregation="all",
-        options=options,
-        key=extra.key,
+        options=f.options,
+        key=f.extra.key,
     )
     report = out.categories
     multiples = charts.small_multiples_chart(
@@ -468,14 +426,14 @@ async def _categories(
         "cats": out,
         "multiples": multiples,
         "heat": heat,
-        "key": extra.key,
-        "tab_qs": urlencode({"key": extra.key}) if extra.key != CATEGORY_KEY else "",
+        "key": f.extra.key,
+        "tab_qs": urlencode({"key": f.extra.key}) if f.extra.key != CATEGORY_KEY else "",
     }
 
 
-async def _panel(*, cache: Cache, maker: Maker, session: AnalysisSession) -> dict[str, Any]:
-    async with maker() as db:
-        report = await panels.panel_report(db, session.id)
+async def _panel(f: _Figures) -> dict[str, Any]:
+    async with f.sessionmaker() as db:
+        report = await panels.panel_report(db, f.session.id)
     labels = [m["label"] for m in report["members"]]
     chart = charts.heatmap_chart(
         labels,
@@ -490,11 +448,13 @@ async def _panel(*, cache: Cache, maker: Maker, session: AnalysisSession) -> dic
     return {"panel": report, "kappa_chart": chart}
 
 
-async def _agreement(request: Request, maker: Maker, session_id: int) -> dict[str, Any]:
+async def _agreement(
+    request: Request, sessionmaker: Sessionmaker, session_id: int
+) -> dict[str, Any]:
     """The judge against reference labels, as ``/api/sessions/{id}/agreement`` gives it."""
     reference = request.query_params.get("reference") or "gold"
     group_by = (request.query_params.get("group_by") or "").strip()[:100] or None
-    async with maker() as db:
+    async with sessionmaker() as db:
         report = await session_agreement(
             db=db, session_id=session_id, reference=reference[:220], group_by=group_by
         )
@@ -503,7 +463,7 @@ async def _agreement(request: Request, maker: Maker, session_id: int) -> dict[st
     return {"agreement": report, "annotators": annotators, "tab_qs": urlencode(query)}
 
 
-_TAB_BUILDERS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
+_TAB_BUILDERS: dict[str, Callable[[_Figures], Awaitable[dict[str, Any]]]] = {
     "overview": _overview,
     "leaderboard": _leaderboard_tab,
     "distribution": _distribution,
@@ -514,5 +474,4 @@ _TAB_BUILDERS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "style": _style,
     "categories": _categories,
     "panel": _panel,
-    "agreement": _agreement,
 }

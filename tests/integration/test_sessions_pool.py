@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from llmjudge.infra.queue.pool import WorkerPool
 from llmjudge.providers.models import LLMCall
 from llmjudge.sessions.models import Comparison
-from llmjudge.sessions.run.claims import Finish, claim, finish
+from llmjudge.sessions.run.claims import Finish, JudgeVote, claim, finish
 from llmjudge.sessions.run.jobs import comparison_pool
 from tests.integration.test_sessions import (
     FAST_SIMULATOR,
@@ -124,7 +124,13 @@ async def test_a_dead_workers_items_are_judged_again_and_its_late_result_discard
     before = {r.id: r.winner for r in rows}
 
     late = [
-        Finish(id=d.id, worker_id=d.worker_id, attempts=1, status="completed", winner="TIE")
+        Finish(
+            id=d.id,
+            worker_id=d.worker_id,
+            attempts=1,
+            status="completed",
+            answer=JudgeVote(status="voted", winner="TIE"),
+        )
         for d in dead
     ]
     async with app.state.engine.begin() as conn:

@@ -17,7 +17,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from llmjudge.core.tournaments.pairing import PlanOptions, ThreadRef, build_plan_arrays
 from llmjudge.sessions import service
 from llmjudge.sessions.models import Comparison, JudgeSession
-from llmjudge.sessions.run.claims import Claimed, Finish, claim, finish, renew, running_sessions
+from llmjudge.sessions.run.claims import (
+    Claimed,
+    Finish,
+    JudgeVote,
+    claim,
+    finish,
+    renew,
+    running_sessions,
+    token,
+)
 from llmjudge.sessions.schemas import SessionIn
 from tests.integration.test_sessions import seed_threads
 
@@ -50,9 +59,8 @@ async def new_session(app: FastAPI, pillars: list[int], *, start: bool = True) -
 def done(c: Claimed, **kw: object) -> Finish:
     fields = {"winner": "A", "confidence": 0.9, "input_tokens": 10, "output_tokens": 5}
     fields |= {"cost_usd": 0.01, "scores_a": {"q": 4.0}, "scores_b": {"q": 2.0}}
-    return Finish(
-        id=c.id, worker_id=c.worker_id, attempts=c.attempts, status="completed", **(fields | kw)
-    )
+    answer = JudgeVote(status="voted", **(fields | kw))  # type: ignore[arg-type]
+    return Finish(**token(c), status="completed", answer=answer)
 
 
 async def take(engine: AsyncEngine, sid: int, workers: list[str], lease_s: float = 30):
@@ -211,8 +219,7 @@ async def test_retry_keeps_the_attempt_and_a_release_refunds_it(app: FastAPI, pi
                 attempts=1,
                 status="pending",
                 parse_error="no verdict",
-                raw_response="hmm",
-                input_tokens=7,
+                answer=JudgeVote(raw_response="hmm", input_tokens=7),
             ),
             Finish(id=b.id, worker_id="w:1", attempts=1, status="pending", refund=True),
         ],
@@ -309,9 +316,7 @@ async def test_an_item_given_back_after_cancel_is_cancelled(app: FastAPI, pillar
     async with app.state.sessionmaker() as db:
         await service.cancel_session(db=db, session_id=sid)
     c = items[0]
-    release = Finish(
-        id=c.id, worker_id=c.worker_id, attempts=c.attempts, status="pending", refund=True
-    )
+    release = Finish(**token(c), status="pending", refund=True)
     await apply(engine, [release, done(items[1])])
     (_, completed, _, status), rows = await counters(app, sid)
     assert (completed, status) == (1, "cancelled")

@@ -349,16 +349,18 @@ async def get_comparison(
     ).first()
     if row is None:
         raise NotFound(f"comparison {comparison_id} of session {session_id} not found")
+    # Every judge's answer is a vote row (a single judge's is member 0), but the detail
+    # lists a panel's members only: a single judge's answer is the comparison itself.
     votes = (
-        (
-            await db.execute(
+        []
+        if row[0].votes_asked is None
+        else (
+            await db.scalars(
                 select(ComparisonVote)
                 .where(ComparisonVote.comparison_id == comparison_id)
                 .order_by(ComparisonVote.member)
             )
-        )
-        .scalars()
-        .all()
+        ).all()
     )
     return ComparisonDetail(
         **_comparison_fields(row),

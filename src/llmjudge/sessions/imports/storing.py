@@ -39,6 +39,7 @@ from llmjudge.sessions.imports.parsing import (
 from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
 from llmjudge.sessions.panels.report import canonical_references, reference_codes
 from llmjudge.sessions.plans import StoredResult, insert_plan
+from llmjudge.sessions.run.claims import store_solo_votes
 from llmjudge.sessions.schemas import JudgmentImportOut
 
 __all__ = ["IMPORTED_MODE", "JudgmentsRejected", "import_judgments"]
@@ -214,6 +215,7 @@ async def import_judgments(
     db.add(session)
     await db.flush()
     await insert_plan(db, session.id, judged_plan(resolved), results=stored_results(resolved, now))
+    await store_solo_votes(db, session.id)  # each judgment is the judge's vote, as when run
     # Labels belong to the pair, not to the session: not tied to it (session_id stays None).
     await store_labels(db, labels)
     await db.commit()

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.types import (
     BigInteger,
     Boolean,
@@ -41,13 +41,16 @@ __all__ = [
     "Claimed",
     "Finish",
     "FinishedSession",
-    "MemberVote",
+    "JudgeVote",
+    "NO_ANSWER",
     "RunningSession",
     "claim",
     "finish",
     "notify_work",
     "renew",
     "running_sessions",
+    "store_solo_votes",
+    "token",
     "write_votes",
 ]
 
@@ -55,6 +58,7 @@ __all__ = [
 WORK_CHANNEL = "llmjudge_work"
 
 FinishStatus = Literal["completed", "failed", "pending"]
+VoteStatus = Literal["voted", "missing", "skipped"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,59 +89,62 @@ class RunningSession:
 
 
 @dataclass(frozen=True, slots=True)
+class JudgeVote:
+    """One judge's answer to one comparison, as ``comparison_votes`` stores it: a single
+    judge is member 0 of a panel of one. ``voted``, ``missing`` (failed after its retries,
+    or its answer did not parse) or ``skipped`` (a cascade stopped before it).
+
+    A ``Finish`` carries one more as its ``answer``: what the comparison row stores (the
+    single judge's own answer, or a panel's aggregate and total spend)."""
+
+    member: int = 0
+    model_id: int | None = None
+    judge: str = ""
+    status: VoteStatus = "missing"
+    winner: str | None = None
+    confidence: float | None = None
+    scores_a: dict[str, float] | None = None
+    scores_b: dict[str, float] | None = None
+    reasoning: str | None = None
+    raw_response: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float | None = None
+    cache_hit: bool = False
+    error: str | None = None
+    strength: int | None = None  # 2 "much better", 1 "better"; None: a tie, or no strengths
+
+
+NO_ANSWER = JudgeVote()  # an attempt that ends without a judge call
+
+
+@dataclass(frozen=True, slots=True)
 class Finish:
     """The end of one attempt. ``status``: ``completed`` (a verdict), ``failed`` (for
-    good), or ``pending`` (back to the queue: a retry, or a release with ``refund``)."""
+    good), or ``pending`` (back to the queue: a retry, or a release with ``refund``).
+
+    ``answer`` is what the comparison row stores; ``votes`` every judge's answer, written
+    to ``comparison_votes`` with the finish that applies (none for a retry). A panel also
+    says how many voted on the aggregate and how many were asked (None for one judge)."""
 
     id: int
     worker_id: str
     attempts: int  # the claim's token: must still match the row
     status: FinishStatus
     started_at: datetime | None = None
-    winner: str | None = None
-    confidence: float | None = None
-    scores_a: dict[str, float] | None = None
-    scores_b: dict[str, float] | None = None
-    reasoning: str | None = None
-    raw_response: str | None = None
+    answer: JudgeVote = NO_ANSWER
     parse_error: str | None = None
     error: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_s: float | None = None
-    cache_hit: bool = False
     refund: bool = False  # a release: the attempt does not count
-    strength: int | None = None  # 2 "much better", 1 "better"; None: a tie, or no strengths
-    # A panel's comparison: every member's answer (stored with the finish that applies),
-    # how many voted on the aggregate, how many were asked. Empty/None for one judge.
-    votes: tuple[MemberVote, ...] = ()
+    votes: tuple[JudgeVote, ...] = ()
     votes_cast: int | None = None
     votes_asked: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class MemberVote:
-    """One panel member's answer: ``voted``, ``missing`` (failed after its retries, or its
-    answer did not parse) or ``skipped`` (a cascade stopped before it)."""
-
-    member: int
-    model_id: int | None
-    judge: str
-    status: Literal["voted", "missing", "skipped"]
-    winner: str | None = None
-    confidence: float | None = None
-    scores_a: dict[str, float] | None = None
-    scores_b: dict[str, float] | None = None
-    reasoning: str | None = None
-    raw_response: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_s: float | None = None
-    cache_hit: bool = False
-    error: str | None = None
-    strength: int | None = None  # as on Finish: 2 much better, 1 better, None
+def token(held: Claimed | Finish) -> dict[str, Any]:
+    """The claim token of an item, as a ``Finish``'s first fields."""
+    return {"id": held.id, "worker_id": held.worker_id, "attempts": held.attempts}
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,29 +362,36 @@ _LOCK_SESSIONS = text(
 ).bindparams(bindparam("ids", type_=ARRAY(BigInteger)))
 
 
+# The comparison row's columns taken from a finish's answer; the rest are the finish's own.
+_ANSWER_COLUMNS = (
+    "winner",
+    "confidence",
+    "scores_a",
+    "scores_b",
+    "reasoning",
+    "raw_response",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "latency_s",
+    "cache_hit",
+    "strength",
+)
+_VOTE_COLUMNS = ("member", "model_id", "judge", "status", *_ANSWER_COLUMNS, "error")
+
+
 def _columns(items: Sequence[Finish]) -> dict[str, list[Any]]:
+    answers = [f.answer for f in items]
     return {
         "ids": [f.id for f in items],
         "worker_ids": [f.worker_id for f in items],
         "attempts": [f.attempts for f in items],
         "statuses": [f.status for f in items],
         "started_at": [f.started_at for f in items],
-        "winner": [f.winner for f in items],
-        "confidence": [f.confidence for f in items],
-        "scores_a": [f.scores_a for f in items],
-        "scores_b": [f.scores_b for f in items],
-        "reasoning": [f.reasoning for f in items],
-        "raw_response": [f.raw_response for f in items],
         "parse_error": [f.parse_error for f in items],
         "error": [f.error for f in items],
-        "input_tokens": [f.input_tokens for f in items],
-        "output_tokens": [f.output_tokens for f in items],
-        "cost_usd": [f.cost_usd for f in items],
-        "latency_s": [f.latency_s for f in items],
-        "cache_hit": [f.cache_hit for f in items],
         "refund": [f.refund for f in items],
-        "strength": [f.strength for f in items],
-    }
+    } | {name: [getattr(a, name) for a in answers] for name in _ANSWER_COLUMNS}
 
 
 async def finish(conn: AsyncConnection, items: Sequence[Finish]) -> list[FinishedSession]:
@@ -476,45 +490,58 @@ _VOTE_COUNTS = text(
 
 
 async def write_votes(conn: AsyncConnection, items: Sequence[Finish], applied: set[int]) -> int:
-    """Store the panel votes of the finishes that ``finish`` applied, in the caller's
-    transaction (so a comparison's votes are written exactly when its result is): a retry
-    (``pending``) keeps none, a lost claim writes nothing. Returns the votes written."""
+    """Store the votes of the finishes that ``finish`` applied, in the caller's transaction
+    (so a comparison's votes are written exactly when its result is): a retry (``pending``)
+    keeps none, a lost claim writes nothing. Returns the votes written."""
     done = [f for f in items if f.id in applied and f.votes and f.status != "pending"]
     if not done:
         return 0
     votes = [(f.id, v) for f in done for v in f.votes]
-    await conn.execute(
-        _VOTES,
-        {
-            "comparison_id": [i for i, _ in votes],
-            "member": [v.member for _, v in votes],
-            "model_id": [v.model_id for _, v in votes],
-            "judge": [v.judge for _, v in votes],
-            "status": [v.status for _, v in votes],
-            "winner": [v.winner for _, v in votes],
-            "confidence": [v.confidence for _, v in votes],
-            "scores_a": [v.scores_a for _, v in votes],
-            "scores_b": [v.scores_b for _, v in votes],
-            "reasoning": [v.reasoning for _, v in votes],
-            "raw_response": [v.raw_response for _, v in votes],
-            "input_tokens": [v.input_tokens for _, v in votes],
-            "output_tokens": [v.output_tokens for _, v in votes],
-            "cost_usd": [v.cost_usd for _, v in votes],
-            "latency_s": [v.latency_s for _, v in votes],
-            "cache_hit": [v.cache_hit for _, v in votes],
-            "error": [v.error for _, v in votes],
-            "strength": [v.strength for _, v in votes],
-        },
-    )
-    await conn.execute(
-        _VOTE_COUNTS,
-        {
-            "ids": [f.id for f in done],
-            "cast_": [f.votes_cast or 0 for f in done],
-            "asked": [f.votes_asked or 0 for f in done],
-        },
-    )
+    columns = {name: [getattr(v, name) for _, v in votes] for name in _VOTE_COLUMNS}
+    await conn.execute(_VOTES, {"comparison_id": [i for i, _ in votes], **columns})
+    panels = [f for f in done if f.votes_asked is not None]
+    if panels:
+        await conn.execute(
+            _VOTE_COUNTS,
+            {
+                "ids": [f.id for f in panels],
+                "cast_": [f.votes_cast or 0 for f in panels],
+                "asked": [f.votes_asked for f in panels],
+            },
+        )
     return len(votes)
+
+
+# A single judge's stored answers as its member-0 votes, read from the comparison rows they
+# were written to: an import writes the rows first (COPY), then this. Migration 0013 runs
+# the same statement over every older session.
+_SOLO_VOTES = text(
+    """
+    INSERT INTO comparison_votes (comparison_id, session_id, member, model_id, judge, status,
+        winner, strength, confidence, scores_a, scores_b, reasoning, raw_response,
+        input_tokens, output_tokens, cost_usd, latency_s, cache_hit, error)
+    SELECT c.id, c.session_id, 0, s.judge_model_id, left(COALESCE(s.options->>'judge_label', ''), 200),
+           CASE WHEN c.status = 'completed' AND c.winner IS NOT NULL THEN 'voted' ELSE 'missing' END,
+           c.winner, c.strength, c.confidence, c.scores_a, c.scores_b, c.reasoning,
+           c.raw_response, c.input_tokens, c.output_tokens, c.cost_usd, c.latency_s,
+           c.cache_hit,
+           CASE WHEN c.status = 'completed' AND c.winner IS NOT NULL
+                THEN left('unparsed, a tie: ' || c.parse_error, 2000)
+                ELSE COALESCE(c.parse_error, c.error) END
+    FROM comparisons c JOIN judge_sessions s ON s.id = c.session_id
+    WHERE c.session_id = :session_id AND s.panel IS NULL AND c.votes_asked IS NULL
+      AND c.status IN ('completed', 'failed')
+      -- an answer, or a call that failed (no call: a deleted thread, an abandoned item)
+      AND (c.status = 'completed' OR c.started_at IS NOT NULL OR c.raw_response IS NOT NULL
+           OR c.parse_error IS NOT NULL)
+    ON CONFLICT (comparison_id, member) DO NOTHING
+    """
+)
+
+
+async def store_solo_votes(conn: AsyncConnection | AsyncSession, session_id: int) -> None:
+    """Write the member-0 votes of a single-judge session whose results are stored."""
+    await conn.execute(_SOLO_VOTES, {"session_id": session_id})
 
 
 async def running_sessions(conn: AsyncConnection) -> list[RunningSession]:

@@ -24,6 +24,7 @@ from llmjudge.core.judging.formats import VerdictFormat, parse_with_format
 from llmjudge.core.judging.panels import SHRINK_LABELS
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.sessions.models import Comparison, ComparisonVote
+from llmjudge.sessions.panels.report import panel_report
 
 SLOT = {"1": "A", "2": "B"}
 FLIP = {"A": "B", "B": "A", "TIE": "TIE"}
@@ -134,6 +135,9 @@ async def test_majority_panel_report_reproduces_the_published_figures(
     assert r.status_code == 200, r.text
     rep = r.json()
     assert rep["rule"] == "majority" and rep["comparisons"] == 200 and rep["labelled"] == 200
+    # The typed response schema answers every figure of the report as it was computed.
+    async with app.state.sessionmaker() as db:
+        assert rep == json.loads(json.dumps(await panel_report(db, sid)))
     for k, judge in enumerate(JUDGES):
         member = rep["members"][k]
         pub = llmbar["pub"][judge]

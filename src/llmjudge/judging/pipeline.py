@@ -47,6 +47,9 @@ class Gateway:
         return await self.llm.chat(**request.chat_arguments(), on_delta=on_delta)
 
 
+_REPLY_USAGE = ("input_tokens", "output_tokens", "latency_s")
+
+
 def _error(exc: Exception) -> str:
     if isinstance(exc, ProviderError):
         return exc.cause[:2000]
@@ -78,15 +81,8 @@ async def judge_call(
         spent = (
             0.0 if reply.cached or cost is None else cost(reply.input_tokens, reply.output_tokens)
         )
-        result = read_reply(
-            reader,
-            reply.text,
-            input_tokens=reply.input_tokens,
-            output_tokens=reply.output_tokens,
-            cost_usd=spent,
-            latency_s=reply.latency_s,
-            cache_hit=reply.cached,
-        )
+        usage = {name: getattr(reply, name) for name in _REPLY_USAGE}
+        result = read_reply(reader, reply.text, **usage, cost_usd=spent, cache_hit=reply.cached)
         done = result if done is None else done.then(result)
         if result.parse_error is None:
             break

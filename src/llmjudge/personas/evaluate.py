@@ -207,11 +207,9 @@ async def _judge_one(
             parse_error=True,
         )
     return ItemVerdict(
+        **dataclasses.asdict(verdict),
         index=index,
-        label=verdict.label,
         passed=verdict.label == "correct",
-        reasoning=verdict.reasoning,
-        confidence=verdict.confidence,
         parse_error=False,
     )
 
@@ -259,10 +257,7 @@ async def evaluate(
     gate = await asyncio.to_thread(
         corrected_pass_rate,
         [v.passed for v in verdicts],
-        tpr=calibration.tpr,
-        tnr=calibration.tnr,
-        calib_pos=calibration.calib_pos,
-        calib_neg=calibration.calib_neg,
+        **calibration.model_dump(include={"tpr", "tnr", "calib_pos", "calib_neg"}),
         min_pass_rate=data.min_pass_rate,
         rounds=BOOTSTRAP_ROUNDS,
         confidence=CONFIDENCE,

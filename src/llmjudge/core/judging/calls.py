@@ -192,6 +192,5 @@ def read_reply(
         reading = reader.read(text)
     except Unreadable as exc:
         return JudgeResult(parse_error=str(exc), **usage)
-    return JudgeResult(
-        verdict=reading.verdict, reasoning=reading.reasoning, note=reading.note, **usage
-    )
+    read = {f.name: getattr(reading, f.name) for f in dataclasses.fields(Reading)}
+    return JudgeResult(**read, **usage)

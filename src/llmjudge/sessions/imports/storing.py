@@ -39,7 +39,7 @@ from llmjudge.sessions.imports.parsing import (
 from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
 from llmjudge.sessions.panels.report import canonical_references, reference_codes
 from llmjudge.sessions.plans import StoredResult, insert_plan
-from llmjudge.sessions.run.claims import store_solo_votes
+from llmjudge.sessions.run.votes import store_solo_votes
 from llmjudge.sessions.schemas import JudgmentImportOut
 
 __all__ = ["IMPORTED_MODE", "JudgmentsRejected", "import_judgments"]
@@ -108,20 +108,21 @@ def stored_results(resolved: Sequence[ResolvedJudgment], at: datetime) -> list[S
     """One finished result per judgment: "failed" where the judgment could not be read."""
     return [
         StoredResult(
-            status="completed" if j.winner is not None else "failed",
-            attempts=1,
-            completed_at=at,
-            winner=j.winner,
-            confidence=j.confidence,
-            scores_a=json.dumps(j.scores_a) if j.scores_a else None,
-            scores_b=json.dumps(j.scores_b) if j.scores_b else None,
-            reasoning=j.reasoning,
-            raw_response=j.raw_response,
-            parse_error=j.parse_error,
-            strength=j.strength,
+            **{name: getattr(j, name) for name in _JUDGMENT_RESULT}
+            | {
+                "status": "completed" if j.winner is not None else "failed",
+                "attempts": 1,
+                "completed_at": at,
+                "scores_a": json.dumps(j.scores_a) if j.scores_a else None,
+                "scores_b": json.dumps(j.scores_b) if j.scores_b else None,
+            }
         )
         for j in (r.judgment for r in resolved)
     ]
+
+
+# What a stored result takes from its judgment as it is.
+_JUDGMENT_RESULT = ("winner", "confidence", "reasoning", "raw_response", "parse_error", "strength")
 
 
 def row_labels(

@@ -12,7 +12,7 @@ from llmjudge.references import FigureOut
 __all__ = ["PanelReportOut"]
 
 
-class MemberReport(BaseModel):
+class PanelMemberOut(BaseModel):
     index: int
     label: str
     model_id: int | None
@@ -26,14 +26,14 @@ class MemberReport(BaseModel):
     mean_latency_s: float | None
 
 
-class PanelFigures(BaseModel):
+class PanelFiguresOut(BaseModel):
     accuracy: FigureOut
     consistency: FigureOut
     cost_usd: float
     voted: dict[str, int] = Field(description="comparisons by how many members voted")
 
 
-class VersusMember(BaseModel):
+class PanelVersusMemberOut(BaseModel):
     """The panel against one of its members on the comparisons both answered."""
 
     member: int
@@ -47,7 +47,7 @@ class VersusMember(BaseModel):
     member_consistency: FigureOut
 
 
-class NEffOut(BaseModel):
+class PanelNEffOut(BaseModel):
     value: float | None
     members: int
     n: int
@@ -55,7 +55,7 @@ class NEffOut(BaseModel):
     explanation: str
 
 
-class CascadeOut(BaseModel):
+class PanelCascadeOut(BaseModel):
     """A cascade session: where it stopped and what that saved over asking everyone."""
 
     stop_share: list[float]
@@ -67,14 +67,14 @@ class CascadeOut(BaseModel):
     policy: dict[str, Any] | None
 
 
-class CalibrationUnavailable(BaseModel):
+class CascadeCalibrationUnavailableOut(BaseModel):
     n: int
     target: float | None
     available: Literal[False]
     reason: str
 
 
-class CalibrationAvailable(BaseModel):
+class CascadeCalibrationOut(BaseModel):
     available: Literal[True]
     n: int
     target: float
@@ -92,16 +92,16 @@ class PanelReportOut(BaseModel):
 
     session_id: int
     rule: str | None
-    members: list[MemberReport]
+    members: list[PanelMemberOut]
     comparisons: int
     labelled: int = Field(description="comparisons with a reference label")
     kappa: list[list[float | None]] = Field(description="Cohen's kappa between members")
-    panel: PanelFigures
-    vs_best: VersusMember | None
-    vs_cheapest: VersusMember | None
+    panel: PanelFiguresOut
+    vs_best: PanelVersusMemberOut | None
+    vs_cheapest: PanelVersusMemberOut | None
     verdict: str
-    n_eff: NEffOut
-    cascade: CascadeOut | None
+    n_eff: PanelNEffOut
+    cascade: PanelCascadeOut | None
     cascade_calibration: Annotated[
-        CalibrationAvailable | CalibrationUnavailable, Field(discriminator="available")
+        CascadeCalibrationOut | CascadeCalibrationUnavailableOut, Field(discriminator="available")
     ] = Field(description="the cascade these members would make, calibrated on the labels")

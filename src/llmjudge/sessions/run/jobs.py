@@ -34,7 +34,6 @@ from llmjudge.sessions.run.claims import (
     renew,
     running_sessions,
     token,
-    write_votes,
 )
 from llmjudge.sessions.run.judging import (
     MAX_ATTEMPTS,
@@ -44,6 +43,7 @@ from llmjudge.sessions.run.judging import (
     session_topic,
 )
 from llmjudge.sessions.run.panel_judging import PanelConfig, judge_comparison, panel_config
+from llmjudge.sessions.run.votes import write_votes
 
 __all__ = ["BREAKER_ERRORS", "Breaker", "JudgeComparisons", "comparison_pool", "is_setup_error"]
 

@@ -4,7 +4,7 @@ One path for every session: a single judge is a panel of one (``solo_panel``). E
 member is asked through the judge-call pipeline (``llmjudge.judging``: each its own
 provider, limits, cache and cost), at once, or in order for a cascade; each answer is a
 ``JudgeVote`` (a single judge's is member 0) stored with the finish that applies it
-(``claims.write_votes``).
+(``votes.write_votes``).
 
 No database transaction is open here: the pool loads threads before and writes the
 ``Finish`` after, in batches. A verdict is never guessed: a single judge's answer that does

@@ -14,6 +14,7 @@ depends_on = None
 
 
 def upgrade() -> None:
+    # A single-judge session's panel is SQL NULL or JSON null (as the ORM writes None).
     # A single judge's answers were stored on their comparison rows only; from now on each
     # is also its member-0 vote, as a panel member's is. The comparison rows keep their
     # columns (the aggregate every reader uses), so nothing is lost and nothing is moved.
@@ -33,7 +34,7 @@ def upgrade() -> None:
                     THEN left('unparsed, a tie: ' || c.parse_error, 2000)
                     ELSE COALESCE(c.parse_error, c.error) END
         FROM comparisons c JOIN judge_sessions s ON s.id = c.session_id
-        WHERE s.panel IS NULL AND c.votes_asked IS NULL
+        WHERE jsonb_typeof(s.panel) IS DISTINCT FROM 'object' AND c.votes_asked IS NULL
           AND c.status IN ('completed', 'failed')
           AND (c.status = 'completed' OR c.started_at IS NOT NULL
                OR c.raw_response IS NOT NULL OR c.parse_error IS NOT NULL)
@@ -47,6 +48,6 @@ def downgrade() -> None:
     op.execute(
         """
         DELETE FROM comparison_votes v USING judge_sessions s
-        WHERE s.id = v.session_id AND s.panel IS NULL
+        WHERE s.id = v.session_id AND jsonb_typeof(s.panel) IS DISTINCT FROM 'object'
         """
     )

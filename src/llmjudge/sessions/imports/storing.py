@@ -14,13 +14,13 @@ from sqlalchemy import ARRAY, Integer, String, any_, cast, func, insert, select,
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import Pillar, RowError, Thread
+from llmjudge.core.judging.panel_report import codes
 from llmjudge.core.judging.panels import (
     AGGREGATIONS,
     Aggregate,
     Vote,
     aggregate,
     calibrated_weights,
-    codes,
     panel_strength,
 )
 from llmjudge.core.tournaments.pairing import PlanArrays
@@ -216,7 +216,9 @@ async def import_judgments(
     db.add(session)
     await db.flush()
     await insert_plan(db, session.id, judged_plan(resolved), results=stored_results(resolved, now))
-    await store_solo_votes(db, session.id)  # each judgment is the judge's vote, as when run
+    # each judgment is also the judge's vote, as when a session runs
+    stored = await db.scalars(select(Comparison.id).where(Comparison.session_id == session.id))
+    await store_solo_votes(db, list(stored))
     # Labels belong to the pair, not to the session: not tied to it (session_id stays None).
     await store_labels(db, labels)
     await db.commit()

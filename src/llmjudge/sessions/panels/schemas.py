@@ -88,7 +88,7 @@ class CascadeCalibrationOut(BaseModel):
 
 
 class PanelReportOut(BaseModel):
-    """Every figure of a panel session's report (``core.judging.panels`` defines each)."""
+    """Every figure of a panel session's report (``core.judging.panel_report`` defines each)."""
 
     session_id: int
     rule: str | None

@@ -39,7 +39,6 @@ __all__ = [
     "Finish",
     "FinishedSession",
     "JudgeVote",
-    "NO_ANSWER",
     "RunningSession",
     "claim",
     "finish",
@@ -84,7 +83,7 @@ class RunningSession:
     worker_count: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made per judge call, twice as fast
 class JudgeVote:
     """One judge's answer to one comparison, as ``comparison_votes`` stores it: a single
     judge is member 0 of a panel of one. ``voted``, ``missing`` (failed after its retries,
@@ -112,24 +111,23 @@ class JudgeVote:
     strength: int | None = None  # 2 "much better", 1 "better"; None: a tie, or no strengths
 
 
-NO_ANSWER = JudgeVote()  # an attempt that ends without a judge call
-
-
 @dataclass(frozen=True, slots=True)
 class Finish:
     """The end of one attempt. ``status``: ``completed`` (a verdict), ``failed`` (for
     good), or ``pending`` (back to the queue: a retry, or a release with ``refund``).
 
-    ``answer`` is what the comparison row stores; ``votes`` every judge's answer, written
-    to ``comparison_votes`` with the finish that applies (none for a retry). A panel also
-    says how many voted on the aggregate and how many were asked (None for one judge)."""
+    ``answer`` is what the comparison row stores: a single judge's vote (its member-0 vote
+    row is copied from there), or a panel's aggregate. A panel's ``votes`` are its members'
+    answers, written to ``comparison_votes`` with the finish that applies (none for a
+    retry), and it says how many voted on the aggregate and how many were asked (None for
+    one judge)."""
 
     id: int
     worker_id: str
     attempts: int  # the claim's token: must still match the row
     status: FinishStatus
     started_at: datetime | None = None
-    answer: JudgeVote = NO_ANSWER
+    answer: JudgeVote = field(default_factory=JudgeVote)  # none: no judge call was made
     parse_error: str | None = None
     error: str | None = None
     refund: bool = False  # a release: the attempt does not count

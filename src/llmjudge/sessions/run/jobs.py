@@ -42,7 +42,12 @@ from llmjudge.sessions.run.judging import (
     ThreadCache,
     session_topic,
 )
-from llmjudge.sessions.run.panel_judging import PanelConfig, judge_comparison, panel_config
+from llmjudge.sessions.run.panel_judging import (
+    PanelConfig,
+    judge_comparison,
+    panel_config,
+    solo_panel,
+)
 from llmjudge.sessions.run.votes import write_votes
 
 __all__ = ["BREAKER_ERRORS", "Breaker", "JudgeComparisons", "comparison_pool", "is_setup_error"]
@@ -124,7 +129,7 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
         self.hub = hub
         self.max_attempts = max_attempts
         self._configs: dict[int, SessionConfig] = {}
-        self._panels: dict[int, PanelConfig | None] = {}
+        self._panels: dict[int, PanelConfig] = {}
         self._threads = ThreadCache()
 
     # -- the queue's SQL ------------------------------------------------------------------
@@ -153,8 +158,7 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
             if reason is not None:
                 await self._trip(conn, session_id, reason)
         applied = set(by_id)
-        if any(f.votes for f in results):  # every judge's answer, in the same transaction
-            await write_votes(conn, results, applied)
+        await write_votes(conn, results, applied)  # every judge's answer, in the same transaction
         return Written(applied=applied, extra=sessions)
 
     async def _trip(self, conn: AsyncConnection, session_id: int, reason: str) -> None:
@@ -219,7 +223,7 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
         self._panels[session_id] = (
             panel_config(panel, [await self._prices(m.get("model_id")) for m in panel["members"]])
             if panel
-            else None
+            else solo_panel(config)
         )
         self._configs[session_id] = config
         return config
@@ -237,7 +241,7 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
             item=item,
             config=self._configs[item.session_id],  # prepare() loaded it
             threads=self._threads,
-            panel=self._panels.get(item.session_id),  # None: the session's one judge
+            panel=self._panels[item.session_id],
             publish=self.hub.publish_nowait if self.hub is not None else None,
             max_attempts=self.max_attempts,
             wants_stream=self.hub.wants_stream if self.hub is not None else None,

@@ -7,7 +7,7 @@ import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sqlalchemy import select
@@ -17,6 +17,7 @@ from llmjudge.catalog import Thread
 from llmjudge.core.judging.formats import VerdictFormat
 from llmjudge.core.judging.prompts import build_judge_messages, thread_body
 from llmjudge.core.judging.verdicts import Verdict
+from llmjudge.judging import PairwiseReader
 from llmjudge.providers import ChatResult, DeltaCallback, ModelPricing
 from llmjudge.sessions.run.claims import Claimed, Finish, token
 
@@ -72,6 +73,11 @@ class SessionConfig:
     output_price_per_million: float = 0.0
     system_prompt: str | None = None  # None: the built-in one; "": none
     verdict_format: VerdictFormat = VerdictFormat()
+    # how its judges' replies are read: made once per session, not per comparison
+    reader: PairwiseReader = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reader", PairwiseReader(self.verdict_format, self.criteria))
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         pricing = ModelPricing(self.input_price_per_million, self.output_price_per_million)

@@ -3,8 +3,8 @@
 One path for every session: a single judge is a panel of one (``solo_panel``). Every
 member is asked through the judge-call pipeline (``llmjudge.judging``: each its own
 provider, limits, cache and cost), at once, or in order for a cascade; each answer is a
-``JudgeVote`` (a single judge's is member 0) stored with the finish that applies it
-(``votes.write_votes``).
+``JudgeVote`` (a single judge's is member 0), stored as a ``comparison_votes`` row by the
+transaction that applies the finish (``votes.write_votes``).
 
 No database transaction is open here: the pool loads threads before and writes the
 ``Finish`` after, in batches. A verdict is never guessed: a single judge's answer that does
@@ -27,7 +27,7 @@ from llmjudge.core.judging.panels import CascadePolicy, Vote, aggregate, panel_s
 from llmjudge.core.judging.prompts import verdict_json_schema
 from llmjudge.core.judging.verdicts import Verdict
 from llmjudge.infra.events.hub import DeltaBatcher
-from llmjudge.judging import Gateway, JudgeRequest, JudgeResult, PairwiseReader, judge_call
+from llmjudge.judging import Gateway, JudgeRequest, JudgeResult, judge_call
 from llmjudge.providers import ModelPricing
 from llmjudge.sessions.run.claims import Claimed, Finish, JudgeVote, token
 from llmjudge.sessions.run.judging import (
@@ -182,9 +182,12 @@ class _Judging:
         if member.model_id is None:
             result = JudgeResult(error="this member's model was deleted")
         else:
-            reader = PairwiseReader(self.config.verdict_format, self.config.criteria)
             result = await judge_call(
-                Gateway(self.llm), self.request(k), reader, cost=member.cost, on_delta=on_delta
+                Gateway(self.llm),
+                self.request(k),
+                self.config.reader,
+                cost=member.cost,
+                on_delta=on_delta,
             )
         vote = _as_vote(result, k, member)
         if self.publish is not None and not self.panel.solo:
@@ -272,7 +275,8 @@ async def _solo(
     stream_interval_s: float,
     wants_stream: WantsStream | None,
 ) -> Finish:
-    """A single judge's finish: the comparison row stores its one vote as it is."""
+    """A single judge's finish: its vote is the comparison row's answer (and becomes its
+    member-0 vote row from there, ``votes.store_solo_votes``)."""
     item, publish = judging.item, judging.publish
     batcher: DeltaBatcher | None = None
     if publish is not None:
@@ -289,16 +293,14 @@ async def _solo(
     finally:
         if batcher is not None:
             await batcher.flush()
-    votes = (vote,)
     if result.error is not None:
         status = _retry_or_fail(item, max_attempts)
-        return Finish(**base, status=status, started_at=started, error=result.error, votes=votes)
+        return Finish(**base, status=status, started_at=started, error=result.error)
     if result.verdict is None:
         status = _retry_or_fail(item, max_attempts)
         return Finish(
-            **base, status=status, started_at=started, answer=vote, votes=votes,
-            parse_error=vote.error,
-        )  # fmt: skip
+            **base, status=status, started_at=started, answer=vote, parse_error=vote.error
+        )
     # The verdict is in the order the pair was shown (item.thread_a first): the comparison
     # row stores it that way and readers map swaps back. An unreadable answer the format
     # counts as a tie keeps its reason in parse_error, so it is never mistaken for a read.
@@ -307,7 +309,6 @@ async def _solo(
         status="completed",
         started_at=started,
         answer=vote,
-        votes=votes,
         parse_error=None if result.note is None else result.note[:2000],
     )
 

@@ -88,29 +88,32 @@ _VOTE_COUNTS = text(
 async def write_votes(conn: AsyncConnection, items: Sequence[Finish], applied: set[int]) -> int:
     """Store the votes of the finishes that ``finish`` applied, in the caller's transaction
     (so a comparison's votes are written exactly when its result is): a retry (``pending``)
-    keeps none, a lost claim writes nothing. Returns the votes written."""
-    done = [f for f in items if f.id in applied and f.votes and f.status != "pending"]
-    if not done:
+    keeps none, a lost claim writes nothing. A panel's come with its finish; a single
+    judge's one is its comparison row's answer (``store_solo_votes``). Returns the panel
+    votes written."""
+    done = [f for f in items if f.id in applied and f.status != "pending" and not f.refund]
+    await store_solo_votes(conn, [f.id for f in done if f.votes_asked is None])
+    panels = [f for f in done if f.votes]
+    if not panels:
         return 0
-    votes = [(f.id, v) for f in done for v in f.votes]
+    votes = [(f.id, v) for f in panels for v in f.votes]
     columns = {name: [getattr(v, name) for _, v in votes] for name in VOTE_COLUMNS}
     await conn.execute(_VOTES, {"comparison_id": [i for i, _ in votes], **columns})
-    panels = [f for f in done if f.votes_asked is not None]
-    if panels:
-        await conn.execute(
-            _VOTE_COUNTS,
-            {
-                "ids": [f.id for f in panels],
-                "cast_": [f.votes_cast or 0 for f in panels],
-                "asked": [f.votes_asked for f in panels],
-            },
-        )
+    await conn.execute(
+        _VOTE_COUNTS,
+        {
+            "ids": [f.id for f in panels],
+            "cast_": [f.votes_cast or 0 for f in panels],
+            "asked": [f.votes_asked for f in panels],
+        },
+    )
     return len(votes)
 
 
-# A single judge's stored answers as its member-0 votes, read from the comparison rows they
-# were written to: an import writes the rows first (COPY), then this. Migration 0013 runs
-# the same statement over every older session.
+# A single judge's answers as its member-0 votes, copied from the comparison rows that hold
+# them (in the database: the answer is not sent twice). The worker runs it for the single
+# judge's finishes it applied, an import for the rows it stored; migration 0013 ran the
+# same over every older session.
 _SOLO_VOTES = text(
     """
     INSERT INTO comparison_votes (comparison_id, session_id, member, model_id, judge, status,
@@ -127,16 +130,28 @@ _SOLO_VOTES = text(
                 THEN left('unparsed, a tie: ' || c.parse_error, 2000)
                 ELSE COALESCE(c.parse_error, c.error) END
     FROM comparisons c JOIN judge_sessions s ON s.id = c.session_id
-    WHERE c.session_id = :session_id AND s.panel IS NULL AND c.votes_asked IS NULL
+    -- one judge: no panel (SQL NULL, or JSON null as the ORM writes None)
+    WHERE c.id = ANY(:ids) AND jsonb_typeof(s.panel) IS DISTINCT FROM 'object' AND c.votes_asked IS NULL
       AND c.status IN ('completed', 'failed')
       -- an answer, or a call that failed (no call: a deleted thread, an abandoned item)
       AND (c.status = 'completed' OR c.started_at IS NOT NULL OR c.raw_response IS NOT NULL
            OR c.parse_error IS NOT NULL)
-    ON CONFLICT (comparison_id, member) DO NOTHING
+    -- A comparison judged again (retry-failed) replaces its vote.
+    ON CONFLICT (comparison_id, member) DO UPDATE SET
+        model_id = EXCLUDED.model_id, judge = EXCLUDED.judge, status = EXCLUDED.status,
+        winner = EXCLUDED.winner, strength = EXCLUDED.strength,
+        confidence = EXCLUDED.confidence,
+        scores_a = EXCLUDED.scores_a, scores_b = EXCLUDED.scores_b,
+        reasoning = EXCLUDED.reasoning, raw_response = EXCLUDED.raw_response,
+        input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens,
+        cost_usd = EXCLUDED.cost_usd, latency_s = EXCLUDED.latency_s,
+        cache_hit = EXCLUDED.cache_hit, error = EXCLUDED.error
     """
-)
+).bindparams(bindparam("ids", type_=ARRAY(BigInteger)))
 
 
-async def store_solo_votes(conn: AsyncConnection | AsyncSession, session_id: int) -> None:
-    """Write the member-0 votes of a single-judge session whose results are stored."""
-    await conn.execute(_SOLO_VOTES, {"session_id": session_id})
+async def store_solo_votes(conn: AsyncConnection | AsyncSession, ids: Sequence[int]) -> None:
+    """Write the member-0 votes of the single-judge comparisons ``ids`` whose answers are
+    stored (the others of ``ids`` are left alone)."""
+    if ids:
+        await conn.execute(_SOLO_VOTES, {"ids": list(ids)})

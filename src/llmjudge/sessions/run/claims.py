@@ -14,12 +14,12 @@ transaction; the caller commits. The votes a finish carries are written by ``vot
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import bindparam, text
+from sqlalchemy import BindParameter, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.types import (
@@ -45,7 +45,9 @@ __all__ = [
     "notify_work",
     "renew",
     "running_sessions",
+    "ANSWER_TYPES",
     "VOTE_COLUMNS",
+    "array_params",
     "token",
 ]
 
@@ -154,6 +156,28 @@ class FinishedSession:
     completed: int
     failed: int
     applied: list[int] = field(default_factory=list)  # ids of the finishes that hit a row
+
+
+# Each column a judge's answer shares between a comparison row and a vote row, with the
+# SQL type its array binds as in the unnest statements (``strength`` differs: see models).
+ANSWER_TYPES: dict[str, Any] = {
+    "winner": String,
+    "confidence": Float,
+    "scores_a": JSONB,
+    "scores_b": JSONB,
+    "reasoning": Text,
+    "raw_response": Text,
+    "input_tokens": Integer,
+    "output_tokens": Integer,
+    "cost_usd": Float,
+    "latency_s": Float,
+    "cache_hit": Boolean,
+}
+
+
+def array_params(types: Mapping[str, Any]) -> list[BindParameter[Any]]:
+    """One array parameter per column, for ``unnest``."""
+    return [bindparam(name, type_=ARRAY(type_)) for name, type_ in types.items()]
 
 
 # Two index-friendly halves (pending items by the partial claim index, expired leases by the
@@ -323,26 +347,20 @@ _FINISH = text(
     RETURNING s.id, s.status, s.total, s.completed, s.failed, p.ids
     """
 ).bindparams(
-    bindparam("ids", type_=ARRAY(BigInteger)),
-    bindparam("worker_ids", type_=ARRAY(String)),
-    bindparam("attempts", type_=ARRAY(Integer)),
-    bindparam("statuses", type_=ARRAY(String)),
-    bindparam("started_at", type_=ARRAY(DateTime(timezone=True))),
-    bindparam("winner", type_=ARRAY(String)),
-    bindparam("confidence", type_=ARRAY(Float)),
-    bindparam("scores_a", type_=ARRAY(JSONB)),
-    bindparam("scores_b", type_=ARRAY(JSONB)),
-    bindparam("reasoning", type_=ARRAY(Text)),
-    bindparam("raw_response", type_=ARRAY(Text)),
-    bindparam("parse_error", type_=ARRAY(Text)),
-    bindparam("error", type_=ARRAY(Text)),
-    bindparam("input_tokens", type_=ARRAY(Integer)),
-    bindparam("output_tokens", type_=ARRAY(Integer)),
-    bindparam("cost_usd", type_=ARRAY(Float)),
-    bindparam("latency_s", type_=ARRAY(Float)),
-    bindparam("cache_hit", type_=ARRAY(Boolean)),
-    bindparam("refund", type_=ARRAY(Boolean)),
-    bindparam("strength", type_=ARRAY(SmallInteger)),
+    *array_params(
+        {
+            "ids": BigInteger,
+            "worker_ids": String,
+            "attempts": Integer,
+            "statuses": String,
+            "started_at": DateTime(timezone=True),
+            "parse_error": Text,
+            "error": Text,
+            "refund": Boolean,
+            "strength": SmallInteger,
+        }
+        | ANSWER_TYPES
+    )
 )
 
 
@@ -357,20 +375,7 @@ _LOCK_SESSIONS = text(
 
 
 # The comparison row's columns taken from a finish's answer; the rest are the finish's own.
-_ANSWER_COLUMNS = (
-    "winner",
-    "confidence",
-    "scores_a",
-    "scores_b",
-    "reasoning",
-    "raw_response",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-    "latency_s",
-    "cache_hit",
-    "strength",
-)
+_ANSWER_COLUMNS = (*ANSWER_TYPES, "strength")
 VOTE_COLUMNS = ("member", "model_id", "judge", "status", *_ANSWER_COLUMNS, "error")
 
 

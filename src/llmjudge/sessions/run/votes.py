@@ -7,17 +7,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sqlalchemy import bindparam, text
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
-from sqlalchemy.types import BigInteger, Boolean, Float, Integer, String, Text
+from sqlalchemy.types import BigInteger, Float, Integer, String, Text
 
-from llmjudge.sessions.run.claims import VOTE_COLUMNS, Finish
+from llmjudge.sessions.run.claims import ANSWER_TYPES, VOTE_COLUMNS, Finish, array_params
 
 __all__ = ["store_solo_votes", "write_votes"]
 
 
-_VOTES = text(
-    """
+# A comparison judged again (retry-failed) replaces its votes.
+_REPLACE = """
+    ON CONFLICT (comparison_id, member) DO UPDATE SET
+        model_id = EXCLUDED.model_id, judge = EXCLUDED.judge, status = EXCLUDED.status,
+        winner = EXCLUDED.winner, strength = EXCLUDED.strength,
+        confidence = EXCLUDED.confidence,
+        scores_a = EXCLUDED.scores_a, scores_b = EXCLUDED.scores_b,
+        reasoning = EXCLUDED.reasoning, raw_response = EXCLUDED.raw_response,
+        input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens,
+        cost_usd = EXCLUDED.cost_usd, latency_s = EXCLUDED.latency_s,
+        cache_hit = EXCLUDED.cache_hit, error = EXCLUDED.error
+"""
+
+_INSERT_VOTES = """
     WITH v AS (
         SELECT * FROM unnest(
             CAST(:comparison_id AS bigint[]), CAST(:member AS int[]), CAST(:model_id AS int[]),
@@ -39,36 +51,20 @@ _VOTES = text(
            v.strength, v.confidence, v.scores_a, v.scores_b, v.reasoning, v.raw_response,
            v.input_tokens, v.output_tokens, v.cost_usd, v.latency_s, v.cache_hit, v.error
     FROM v JOIN comparisons c ON c.id = v.comparison_id
-    -- A comparison judged again (retry-failed) replaces its votes.
-    ON CONFLICT (comparison_id, member) DO UPDATE SET
-        model_id = EXCLUDED.model_id, judge = EXCLUDED.judge, status = EXCLUDED.status,
-        winner = EXCLUDED.winner, strength = EXCLUDED.strength,
-        confidence = EXCLUDED.confidence,
-        scores_a = EXCLUDED.scores_a, scores_b = EXCLUDED.scores_b,
-        reasoning = EXCLUDED.reasoning, raw_response = EXCLUDED.raw_response,
-        input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens,
-        cost_usd = EXCLUDED.cost_usd, latency_s = EXCLUDED.latency_s,
-        cache_hit = EXCLUDED.cache_hit, error = EXCLUDED.error
-    """
-).bindparams(
-    bindparam("comparison_id", type_=ARRAY(BigInteger)),
-    bindparam("member", type_=ARRAY(Integer)),
-    bindparam("model_id", type_=ARRAY(Integer)),
-    bindparam("judge", type_=ARRAY(String)),
-    bindparam("status", type_=ARRAY(String)),
-    bindparam("winner", type_=ARRAY(String)),
-    bindparam("confidence", type_=ARRAY(Float)),
-    bindparam("scores_a", type_=ARRAY(JSONB)),
-    bindparam("scores_b", type_=ARRAY(JSONB)),
-    bindparam("reasoning", type_=ARRAY(Text)),
-    bindparam("raw_response", type_=ARRAY(Text)),
-    bindparam("input_tokens", type_=ARRAY(Integer)),
-    bindparam("output_tokens", type_=ARRAY(Integer)),
-    bindparam("cost_usd", type_=ARRAY(Float)),
-    bindparam("latency_s", type_=ARRAY(Float)),
-    bindparam("cache_hit", type_=ARRAY(Boolean)),
-    bindparam("error", type_=ARRAY(Text)),
-    bindparam("strength", type_=ARRAY(Float)),
+"""
+_VOTES = text(_INSERT_VOTES + _REPLACE).bindparams(
+    *array_params(
+        {
+            "comparison_id": BigInteger,
+            "member": Integer,
+            "model_id": Integer,
+            "judge": String,
+            "status": String,
+            "error": Text,
+            "strength": Float,
+        }
+        | ANSWER_TYPES
+    )
 )
 
 _VOTE_COUNTS = text(
@@ -114,8 +110,7 @@ async def write_votes(conn: AsyncConnection, items: Sequence[Finish], applied: s
 # them (in the database: the answer is not sent twice). The worker runs it for the single
 # judge's finishes it applied, an import for the rows it stored; migration 0013 ran the
 # same over every older session.
-_SOLO_VOTES = text(
-    """
+_SOLO_INSERT_VOTES = """
     INSERT INTO comparison_votes (comparison_id, session_id, member, model_id, judge, status,
         winner, strength, confidence, scores_a, scores_b, reasoning, raw_response,
         input_tokens, output_tokens, cost_usd, latency_s, cache_hit, error)
@@ -131,23 +126,16 @@ _SOLO_VOTES = text(
                 ELSE COALESCE(c.parse_error, c.error) END
     FROM comparisons c JOIN judge_sessions s ON s.id = c.session_id
     -- one judge: no panel (SQL NULL, or JSON null as the ORM writes None)
-    WHERE c.id = ANY(:ids) AND jsonb_typeof(s.panel) IS DISTINCT FROM 'object' AND c.votes_asked IS NULL
+    WHERE c.id = ANY(:ids) AND jsonb_typeof(s.panel) IS DISTINCT FROM 'object'
+      AND c.votes_asked IS NULL
       AND c.status IN ('completed', 'failed')
       -- an answer, or a call that failed (no call: a deleted thread, an abandoned item)
       AND (c.status = 'completed' OR c.started_at IS NOT NULL OR c.raw_response IS NOT NULL
            OR c.parse_error IS NOT NULL)
-    -- A comparison judged again (retry-failed) replaces its vote.
-    ON CONFLICT (comparison_id, member) DO UPDATE SET
-        model_id = EXCLUDED.model_id, judge = EXCLUDED.judge, status = EXCLUDED.status,
-        winner = EXCLUDED.winner, strength = EXCLUDED.strength,
-        confidence = EXCLUDED.confidence,
-        scores_a = EXCLUDED.scores_a, scores_b = EXCLUDED.scores_b,
-        reasoning = EXCLUDED.reasoning, raw_response = EXCLUDED.raw_response,
-        input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens,
-        cost_usd = EXCLUDED.cost_usd, latency_s = EXCLUDED.latency_s,
-        cache_hit = EXCLUDED.cache_hit, error = EXCLUDED.error
-    """
-).bindparams(bindparam("ids", type_=ARRAY(BigInteger)))
+"""
+_SOLO_VOTES = text(_SOLO_INSERT_VOTES + _REPLACE).bindparams(
+    bindparam("ids", type_=ARRAY(BigInteger))
+)
 
 
 async def store_solo_votes(conn: AsyncConnection | AsyncSession, ids: Sequence[int]) -> None:

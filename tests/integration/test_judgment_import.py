@@ -24,7 +24,7 @@ from llmjudge.sessions.imports.parsing import (
     parse_judgment_file,
     resolve_judgments,
 )
-from llmjudge.sessions.models import Comparison, JudgeSession
+from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
 from llmjudge.sessions.plans import PLAN_COLUMNS, RESULT_COLUMNS, StoredResult, insert_plan
 
 # -- pure -----------------------------------------------------------------------------
@@ -275,7 +275,18 @@ async def test_import_creates_a_completed_session(
         ).all()
         s = await db.get(JudgeSession, sid)
         assert s is not None and s.criteria == ["clarity"]
+        # every judgment is also the judge's member-0 vote, as when a session runs
+        votes = (
+            await db.execute(
+                select(ComparisonVote.member, ComparisonVote.status, ComparisonVote.raw_response)
+                .join(Comparison, Comparison.id == ComparisonVote.comparison_id)
+                .where(ComparisonVote.session_id == sid)
+                .order_by(Comparison.queue_position)
+            )
+        ).all()
     assert [row[0] for row in stored] == ["completed"] * 3 + ["failed"] * 2
+    assert [(m, st) for m, st, _ in votes] == [(0, "voted")] * 3 + [(0, "missing")] * 2
+    assert [raw for *_, raw in votes] == [row[2] for row in stored]
     assert stored[3][1] and stored[3][2] == "[[A]] or [[B]]"  # the text and why it failed
 
     swap = (await client.get(f"/api/sessions/{sid}/position-swap-analysis")).json()

@@ -24,6 +24,7 @@ from llmjudge.core.judging.formats import VerdictFormat, parse_with_format
 from llmjudge.core.judging.panels import SHRINK_LABELS
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.sessions.models import Comparison, ComparisonVote
+from llmjudge.sessions.panels.report import panel_report
 
 SLOT = {"1": "A", "2": "B"}
 FLIP = {"A": "B", "B": "A", "TIE": "TIE"}
@@ -126,6 +127,14 @@ async def _import(client: httpx.AsyncClient, lines: list[dict[str, Any]], **form
     return int(out["session_id"])
 
 
+def _nan_as_null(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _nan_as_null(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_nan_as_null(v) for v in value]
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
 async def test_majority_panel_report_reproduces_the_published_figures(
     client: httpx.AsyncClient, app: Any, llmbar: dict[str, Any]
 ) -> None:
@@ -134,6 +143,10 @@ async def test_majority_panel_report_reproduces_the_published_figures(
     assert r.status_code == 200, r.text
     rep = r.json()
     assert rep["rule"] == "majority" and rep["comparisons"] == 200 and rep["labelled"] == 200
+    # The typed response schema answers every figure of the report as it was computed
+    # (an undefined mean latency, NaN, is null in JSON as it was before the schema).
+    async with app.state.sessionmaker() as db:
+        assert rep == _nan_as_null(await panel_report(db, sid))
     for k, judge in enumerate(JUDGES):
         member = rep["members"][k]
         pub = llmbar["pub"][judge]

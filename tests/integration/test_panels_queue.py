@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from llmjudge.providers.models import LLMModel
 from llmjudge.sessions import reads, service
 from llmjudge.sessions.models import Comparison, ComparisonVote
-from llmjudge.sessions.run.claims import Claimed, Finish, MemberVote
+from llmjudge.sessions.run.claims import Claimed, Finish, JudgeVote
 from llmjudge.sessions.run.jobs import JudgeComparisons
 from llmjudge.sessions.schemas import PanelIn, SessionIn
 from tests.integration.test_sessions import seed_threads
@@ -27,7 +27,7 @@ async def pillars(client: httpx.AsyncClient) -> list[int]:
 
 def voted(c: Claimed, status: str = "completed", attempts: int | None = None) -> Finish:
     votes = tuple(
-        MemberVote(
+        JudgeVote(
             member=k,
             model_id=None,
             judge=f"m{k}",
@@ -44,9 +44,12 @@ def voted(c: Claimed, status: str = "completed", attempts: int | None = None) ->
         worker_id=c.worker_id,
         attempts=c.attempts if attempts is None else attempts,
         status=status,  # type: ignore[arg-type]
-        winner="A" if status == "completed" else None,
-        input_tokens=20,
-        cost_usd=0.02,
+        answer=JudgeVote(
+            status="voted",
+            winner="A" if status == "completed" else None,
+            input_tokens=20,
+            cost_usd=0.02,
+        ),
         votes=votes,
         votes_cast=2,
         votes_asked=3,

@@ -13,8 +13,8 @@ from sqlalchemy import func, select
 
 from llmjudge.infra.queue.pool import WorkerPool
 from llmjudge.providers.models import LLMCall
-from llmjudge.sessions.models import Comparison
-from llmjudge.sessions.run.claims import Finish, claim, finish
+from llmjudge.sessions.models import Comparison, ComparisonVote
+from llmjudge.sessions.run.claims import Finish, JudgeVote, claim, finish
 from llmjudge.sessions.run.jobs import comparison_pool
 from tests.integration.test_sessions import (
     FAST_SIMULATOR,
@@ -94,6 +94,26 @@ async def test_two_pools_share_a_session_and_judge_nothing_twice(
         )
     assert {w.rsplit(":", 1)[0] for w in workers} == {a.prefix, b.prefix}
     assert len(workers) <= 8  # at most worker_count per pool
+    # A single judge is member 0 of a panel of one: each answer is also its vote row, the
+    # same answer as the comparison's; the comparison's detail still lists no votes.
+    async with app.state.sessionmaker() as db:
+        pairs = (
+            await db.execute(
+                select(Comparison.id, Comparison.winner, ComparisonVote.winner)
+                .join(ComparisonVote, ComparisonVote.comparison_id == Comparison.id)
+                .where(
+                    Comparison.session_id == s["id"],
+                    ComparisonVote.member == 0,
+                    ComparisonVote.status == "voted",
+                )
+            )
+        ).all()
+        assert len(pairs) == 870 and all(mine == vote for _, mine, vote in pairs)
+        assert (
+            await db.scalar(select(func.count()).where(ComparisonVote.session_id == s["id"])) == 870
+        )
+    detail = (await client.get(f"/api/sessions/{s['id']}/comparisons/{pairs[0][0]}")).json()
+    assert detail["votes"] == [] and detail["votes_asked"] is None
 
 
 async def test_a_dead_workers_items_are_judged_again_and_its_late_result_discarded(
@@ -124,7 +144,13 @@ async def test_a_dead_workers_items_are_judged_again_and_its_late_result_discard
     before = {r.id: r.winner for r in rows}
 
     late = [
-        Finish(id=d.id, worker_id=d.worker_id, attempts=1, status="completed", winner="TIE")
+        Finish(
+            id=d.id,
+            worker_id=d.worker_id,
+            attempts=1,
+            status="completed",
+            answer=JudgeVote(status="voted", winner="TIE"),
+        )
         for d in dead
     ]
     async with app.state.engine.begin() as conn:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, datetime
 
 import httpx
 import numpy as np
@@ -16,8 +17,18 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llmjudge.core.tournaments.pairing import PlanOptions, ThreadRef, build_plan_arrays
 from llmjudge.sessions import control, plans, service
-from llmjudge.sessions.models import Comparison, JudgeSession
-from llmjudge.sessions.run.claims import Claimed, Finish, claim, finish, renew, running_sessions
+from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
+from llmjudge.sessions.run.claims import (
+    Claimed,
+    Finish,
+    JudgeVote,
+    claim,
+    finish,
+    renew,
+    running_sessions,
+    token,
+)
+from llmjudge.sessions.run.votes import write_votes
 from llmjudge.sessions.schemas import SessionIn
 from tests.integration.test_sessions import seed_threads
 
@@ -50,9 +61,8 @@ async def new_session(app: FastAPI, pillars: list[int], *, start: bool = True) -
 def done(c: Claimed, **kw: object) -> Finish:
     fields = {"winner": "A", "confidence": 0.9, "input_tokens": 10, "output_tokens": 5}
     fields |= {"cost_usd": 0.01, "scores_a": {"q": 4.0}, "scores_b": {"q": 2.0}}
-    return Finish(
-        id=c.id, worker_id=c.worker_id, attempts=c.attempts, status="completed", **(fields | kw)
-    )
+    answer = JudgeVote(status="voted", **(fields | kw))  # type: ignore[arg-type]
+    return Finish(**token(c), status="completed", answer=answer)
 
 
 async def take(engine: AsyncEngine, sid: int, workers: list[str], lease_s: float = 30):
@@ -211,8 +221,7 @@ async def test_retry_keeps_the_attempt_and_a_release_refunds_it(app: FastAPI, pi
                 attempts=1,
                 status="pending",
                 parse_error="no verdict",
-                raw_response="hmm",
-                input_tokens=7,
+                answer=JudgeVote(raw_response="hmm", input_tokens=7),
             ),
             Finish(id=b.id, worker_id="w:1", attempts=1, status="pending", refund=True),
         ],
@@ -309,10 +318,48 @@ async def test_an_item_given_back_after_cancel_is_cancelled(app: FastAPI, pillar
     async with app.state.sessionmaker() as db:
         await control.cancel_session(db=db, session_id=sid)
     c = items[0]
-    release = Finish(
-        id=c.id, worker_id=c.worker_id, attempts=c.attempts, status="pending", refund=True
-    )
+    release = Finish(**token(c), status="pending", refund=True)
     await apply(engine, [release, done(items[1])])
     (_, completed, _, status), rows = await counters(app, sid)
     assert (completed, status) == (1, "cancelled")
     assert rows == {"completed": 1, "cancelled": 14}
+
+
+async def test_a_single_judges_answers_become_its_member_zero_votes(
+    app: FastAPI, pillars: list[int]
+):
+    sid = await new_session(app, pillars)
+    engine = app.state.engine
+    a, b, c, d = await take(engine, sid, ["w:0", "w:1", "w:2", "w:3"])
+    started = datetime.now(UTC)
+    unread = JudgeVote(raw_response="garbled", input_tokens=3, error="no JSON")
+    batch = [
+        done(a),
+        Finish(**token(b), status="failed", started_at=started, error="bad request (400)"),
+        Finish(**token(c), status="pending", started_at=started, answer=unread),
+        # failed before any call (a deleted thread): no answer, no vote
+        Finish(**token(d), status="failed", error="a thread of this comparison was deleted"),
+    ]
+    async with engine.begin() as conn:
+        applied = {i for s in await finish(conn, batch) for i in s.applied}
+        assert await write_votes(conn, batch, applied) == 0  # no panel votes
+    async with app.state.sessionmaker() as db:
+        votes = {
+            v.comparison_id: v
+            for v in await db.scalars(
+                select(ComparisonVote).where(ComparisonVote.session_id == sid)
+            )
+        }
+        assert set(votes) == {a.id, b.id}
+        assert (votes[a.id].member, votes[a.id].status, votes[a.id].winner) == (0, "voted", "A")
+        assert (votes[a.id].input_tokens, votes[a.id].scores_a) == (10, {"q": 4.0})
+        assert (votes[b.id].status, votes[b.id].error) == ("missing", "bad request (400)")
+        # judged again (retry-failed), a comparison's vote is replaced
+        await control.retry_failed(db=db, session_id=sid)
+    (again,) = [x for x in await take(engine, sid, [f"w:{i}" for i in range(9)]) if x.id == b.id]
+    async with engine.begin() as conn:
+        applied = {i for s in await finish(conn, [done(again, winner="B")]) for i in s.applied}
+        await write_votes(conn, [done(again, winner="B")], applied)
+    async with app.state.sessionmaker() as db:
+        vote = await db.scalar(select(ComparisonVote).where(ComparisonVote.comparison_id == b.id))
+        assert vote is not None and (vote.status, vote.winner, vote.error) == ("voted", "B", None)

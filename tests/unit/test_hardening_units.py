@@ -9,7 +9,7 @@ from sqlalchemy.exc import DBAPIError
 from llmjudge.cli import uvicorn_options
 from llmjudge.infra.config import Settings
 from llmjudge.infra.db.faults import is_connection_problem, is_data_problem
-from llmjudge.sessions.run.claims import Finish
+from llmjudge.sessions.run.claims import Finish, JudgeVote
 from llmjudge.sessions.run.jobs import storable_finish
 
 
@@ -49,18 +49,21 @@ def test_serve_bounds_slow_and_numerous_clients() -> None:
 
 
 def test_judge_answers_with_nul_bytes_become_storable() -> None:
+    answer = JudgeVote(status="voted", reasoning="a\x00b", raw_response="\x00{}\ud800")
     f = Finish(
         id=1,
         worker_id="w",
         attempts=1,
         status="completed",
-        reasoning="a\x00b",
-        raw_response="\x00{}\ud800",
+        answer=answer,
+        votes=(answer, JudgeVote(member=1, judge="j\x00")),
         error=None,
         parse_error="bad \x00",
     )
     out = storable_finish(f)
-    assert out.reasoning == "a\ufffdb" and out.raw_response == "\ufffd{}\ufffd"
+    assert out.answer.reasoning == "a\ufffdb" and out.answer.raw_response == "\ufffd{}\ufffd"
     assert out.parse_error == "bad \ufffd" and out.error is None
-    clean = Finish(id=2, worker_id="w", attempts=1, status="completed", reasoning="fine")
+    assert out.votes[0] == out.answer and out.votes[1].judge == "j\ufffd"
+    fine = JudgeVote(status="voted", reasoning="fine")
+    clean = Finish(id=2, worker_id="w", attempts=1, status="completed", answer=fine, votes=(fine,))
     assert storable_finish(clean) is clean

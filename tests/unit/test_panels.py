@@ -10,6 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score
 
+from llmjudge.core.judging.panel_report import (
+    codes,
+    kappa_matrix,
+    n_eff,
+    panel_vs_member,
+    position_consistency,
+)
 from llmjudge.core.judging.panels import (
     CascadePolicy,
     Vote,
@@ -18,15 +25,10 @@ from llmjudge.core.judging.panels import (
     calibrated_weights,
     cascade,
     cascade_stops,
-    codes,
     expected_cascade_cost,
-    kappa_matrix,
     majority,
     mean,
-    n_eff,
     panel_strength,
-    panel_vs_member,
-    position_consistency,
     weighted,
 )
 

@@ -10,13 +10,8 @@ import pytest
 
 from llmjudge.providers.base import ChatResult, DeltaCallback, ProviderError
 from llmjudge.sessions.run.claims import Claimed
-from llmjudge.sessions.run.judging import (
-    MAX_ATTEMPTS,
-    SessionConfig,
-    ThreadCache,
-    ThreadData,
-    judge_comparison,
-)
+from llmjudge.sessions.run.judging import MAX_ATTEMPTS, SessionConfig, ThreadCache, ThreadData
+from llmjudge.sessions.run.panel_judging import judge_comparison
 
 CRITERIA = ("quality", "empathy")
 GOOD = json.dumps(
@@ -99,12 +94,16 @@ async def test_a_verdict_completes_with_usage_and_cost(threads: ThreadCache) -> 
         publish=lambda *e: events.append(e),
         stream_interval_s=0,
     )
-    assert f.status == "completed" and f.winner == "B" and f.confidence == 0.8
-    assert f.scores_a == {"quality": 2, "empathy": 3}
-    assert (f.input_tokens, f.output_tokens) == (1000, 200)
-    assert f.cost_usd == pytest.approx((1000 * 3 + 200 * 15) / 1e6)
+    assert f.status == "completed" and f.answer.winner == "B" and f.answer.confidence == 0.8
+    assert f.answer.scores_a == {"quality": 2, "empathy": 3}
+    assert (f.answer.input_tokens, f.answer.output_tokens) == (1000, 200)
+    assert f.answer.cost_usd == pytest.approx((1000 * 3 + 200 * 15) / 1e6)
     assert (f.id, f.worker_id, f.attempts) == (42, "host:1:0", 1)
-    assert f.raw_response == GOOD and f.parse_error is None
+    assert f.answer.raw_response == GOOD and f.parse_error is None
+    # the single judge is member 0 of a panel of one: its vote is the comparison's answer
+    # (stored as its vote row from the comparison row, votes.store_solo_votes)
+    assert f.answer.member == 0 and f.answer.status == "voted" and f.answer.model_id == 5
+    assert f.votes == () and f.votes_asked is None and f.votes_cast is None
     types = [e[1] for e in events]
     assert types[0] == "comparison_start" and "llm_stream" in types
     assert all(e[0] == "session:7" for e in events)
@@ -150,7 +149,7 @@ async def test_cached_answers_cost_nothing(threads: ThreadCache) -> None:
     f = await judge_comparison(
         llm=FakeLLM(GOOD, cached=True), item=item(), config=CONFIG, threads=threads
     )
-    assert f.cache_hit and f.cost_usd == 0.0
+    assert f.answer.cache_hit and f.answer.cost_usd == 0.0
 
 
 @pytest.mark.parametrize(("attempts", "status"), [(1, "pending"), (MAX_ATTEMPTS, "failed")])
@@ -161,9 +160,9 @@ async def test_unparseable_answer_is_recorded_never_guessed(
         llm=FakeLLM('{"winner": "A", "confid'), item=item(attempts), config=CONFIG, threads=threads
     )
     assert f.status == status
-    assert f.winner is None and f.parse_error
-    assert f.raw_response == '{"winner": "A", "confid'
-    assert f.input_tokens == 1000  # the spent attempt is still accounted
+    assert f.answer.winner is None and f.parse_error
+    assert f.answer.raw_response == '{"winner": "A", "confid'
+    assert f.answer.input_tokens == 1000  # the spent attempt is still accounted
 
 
 @pytest.mark.parametrize(("attempts", "status"), [(1, "pending"), (MAX_ATTEMPTS, "failed")])
@@ -174,7 +173,7 @@ async def test_provider_errors_retry_then_fail(
     f = await judge_comparison(
         llm=FakeLLM(err), item=item(attempts), config=CONFIG, threads=threads
     )
-    assert f.status == status and f.error == "bad request (400)" and f.winner is None
+    assert f.status == status and f.error == "bad request (400)" and f.answer.winner is None
 
 
 async def test_unexpected_errors_do_not_escape(threads: ThreadCache) -> None:
@@ -246,7 +245,7 @@ async def test_streams_nobody_follows_are_not_published(threads: ThreadCache) ->
         stream_interval_s=0,
         wants_stream=wants,
     )
-    assert f.status == "completed" and f.winner == "B" and f.raw_response == GOOD
+    assert f.status == "completed" and f.answer.winner == "B" and f.answer.raw_response == GOOD
     batches = [e[2]["text"] for e in events if e[1] == "llm_stream"]
     assert len(asked) == len(batches) + 2 and set(asked) == {("session:7", "host:1:0")}
     assert "".join(batches) == GOOD[10:]  # the first two 5-character batches went unwatched

@@ -1,4 +1,4 @@
-"""Trained personas at work: a pass/fail gate over a batch of outputs, and tournament judging.
+"""Trained personas at work: a pass/fail gate over a batch of outputs.
 
 ``evaluate`` judges each output with the persona's current judge prompt and judge model
 (or, for an embedding judge, its similarity threshold), then corrects the observed pass
@@ -6,42 +6,70 @@ rate for the judge's own errors (``gate.py``): Rogan-Gladen with the true-positi
 true-negative rates the persona showed on its calibration split in its latest fully
 reviewed iteration (failing closed below the minimum counts, or when that iteration
 judged with another prompt version), and PPI++ when items carry human labels. Both
-estimates are reported, with the one the gate used. ``create_persona_session`` starts a tournament judged
-by the persona: its judge prompt, written for one answer at a time, becomes the guidance of
-a pairwise prompt template. The list and comparison of personas read ``summaries.py``.
-
-About 600 lines as one piece: the gate's steps (judge the batch, pick the calibration,
-estimate, store, report) share one transaction's state; its helpers are private to it.
+estimates are reported, with the one the gate used. The request and response models are
+``evaluate_schemas``; sessions judged by a persona, ``persona_sessions``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.core.personas.gate import corrected_pass_rate
 from llmjudge.core.personas.metrics import wilson_interval
-from llmjudge.core.personas.replies import JUDGE_SCHEMA, parse_judge_reply
 from llmjudge.core.personas.similarity import CORRECT, ESCALATE, escalate
-from llmjudge.core.personas.templates import render_judge_prompt
-from llmjudge.infra.errors import Conflict, Invalid
-from llmjudge.infra.events.hub import EventHub
-from llmjudge.personas import service
+from llmjudge.judging import Gateway, judge_call
+from llmjudge.personas.evaluate_schemas import (
+    MAX_ITEM_CHARS,
+    MAX_ITEMS,
+    CalibrationOut,
+    EscalationIn,
+    EvaluateIn,
+    EvaluateItem,
+    EvaluateOut,
+    ItemVerdict,
+    PassRateOut,
+    PersonaSessionIn,
+)
+from llmjudge.personas.labelling import LABEL_READER
 from llmjudge.personas.loop import DEFAULT_SIMILARITY_THRESHOLD, LLM, embed_texts
+from llmjudge.personas.loop_base import label_request
 from llmjudge.personas.models import Persona, PersonaDecision, PersonaIteration
-from llmjudge.personas.schemas import PersonaOut
-from llmjudge.sessions import SessionIn, SessionOut, create_session
+from llmjudge.personas.persona_sessions import (
+    MAX_TEMPLATE_CHARS,
+    create_persona_session,
+    judging_guidance,
+    pairwise_template,
+    usable_persona,
+)
 
-MAX_ITEMS = 1000
-MAX_ITEM_CHARS = 200_000
+__all__ = [
+    "MAX_ITEMS",
+    "MAX_ITEM_CHARS",
+    "MAX_TEMPLATE_CHARS",
+    "CalibrationOut",
+    "EscalationIn",
+    "EvaluateIn",
+    "EvaluateItem",
+    "EvaluateOut",
+    "ItemVerdict",
+    "PassRateOut",
+    "PersonaSessionIn",
+    "calibration_rates",
+    "create_persona_session",
+    "evaluate",
+    "judging_guidance",
+    "load_calibration",
+    "pairwise_template",
+]
+
 # Judge calls in flight per request; the provider's own concurrency limit applies as well.
 CONCURRENCY = 16
 CONFIDENCE = 0.95
@@ -51,165 +79,6 @@ UNREADABLE = "The judge's reply could not be read as a label; counted as a fail.
 # The simulator's context key and the accounting key. Not ``persona_id``: evaluations
 # must not count against the persona's training budget.
 EVALUATE_PURPOSE = "persona_evaluate"
-MAX_TEMPLATE_CHARS = 20_000  # SessionIn.prompt_template's limit
-
-
-# -- request and response models -------------------------------------------------------------
-
-
-class EvaluateItem(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    input: str = Field(min_length=1, max_length=MAX_ITEM_CHARS, description="what was asked")
-    output: str = Field(max_length=MAX_ITEM_CHARS, description="the answer to judge")
-    correct_output: str | None = Field(
-        default=None,
-        max_length=MAX_ITEM_CHARS,
-        description="reference answer; the persona was calibrated with one, so give it "
-        "where you have it",
-    )
-    human_label: Literal["correct", "incorrect"] | None = Field(
-        default=None,
-        description="a person's label of this output, when known: with enough of them "
-        "(a random sample of the batch) the gate uses PPI++",
-    )
-
-    @field_validator("input")
-    @classmethod
-    def not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("input must not be blank")
-        return v
-
-
-class EscalationIn(BaseModel):
-    """Embedding similarity first: it decides the clear cases, the LLM judge the middle."""
-
-    model_config = ConfigDict(extra="forbid")
-    accept_at: float = Field(ge=-1.0, le=1.0, description="correct at or above this cosine")
-    reject_below: float = Field(ge=-1.0, le=1.0, description="incorrect below this cosine")
-
-    @model_validator(mode="after")
-    def ordered(self) -> EscalationIn:
-        if self.reject_below > self.accept_at:
-            raise ValueError("reject_below must not be above accept_at")
-        return self
-
-
-class EvaluateIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    items: list[EvaluateItem] = Field(min_length=1, max_length=MAX_ITEMS)
-    min_pass_rate: float | None = Field(
-        default=None,
-        ge=0.0,
-        le=1.0,
-        description="gate threshold: passes when the lower bound of the corrected pass "
-        "rate's 95% interval reaches it",
-    )
-    escalation: EscalationIn | None = Field(
-        default=None,
-        description="an LLM persona only: decide by embedding similarity to the reference "
-        "where it is clear (``similarity.fit_escalation`` fits the two thresholds), and ask "
-        "the judge model about the rest",
-    )
-
-
-class ItemVerdict(BaseModel):
-    index: int = Field(description="position of the item in the request")
-    label: str = Field(description="correct | incorrect")
-    passed: bool
-    reasoning: str
-    confidence: float | None
-    parse_error: bool = Field(description="the judge's reply was unreadable (counted as fail)")
-    decided_by: Literal["judge", "similarity"] = "judge"
-    similarity: float | None = None
-
-
-class CalibrationOut(BaseModel):
-    """The judge's error rates on the persona's calibration pairs, as reviewed by a human."""
-
-    iteration: int | None = Field(description="the latest fully reviewed iteration, if any")
-    prompt_version: int | None
-    tpr: float = Field(description="judge said correct among human-correct calibration answers")
-    tnr: float = Field(description="judge said incorrect among human-incorrect ones")
-    calib_pos: int = Field(description="calibration answers the human labelled correct")
-    calib_neg: int = Field(description="calibration answers the human labelled incorrect")
-    tpr_ci: tuple[float, float] = Field(
-        default=(0.0, 1.0), description="95% Wilson interval of the TPR over calib_pos"
-    )
-    tnr_ci: tuple[float, float] = Field(
-        default=(0.0, 1.0), description="95% Wilson interval of the TNR over calib_neg"
-    )
-
-
-class PassRateOut(BaseModel):
-    estimator: str = Field(description="rogan_gladen or ppi")
-    defined: bool
-    value: float | None
-    low: float | None
-    high: float | None
-    n: int
-    n_human: int
-    reason: str | None
-    lam: float | None = Field(default=None, description="PPI++'s power-tuning weight")
-
-
-class EvaluateOut(BaseModel):
-    persona_id: int
-    persona_name: str
-    persona_status: str
-    prompt_version: int = Field(description="judge prompt version used")
-    n: int
-    verdicts: list[ItemVerdict]
-    observed_pass_rate: float
-    corrected_pass_rate: float | None
-    ci_low: float | None
-    ci_high: float | None
-    confidence: float
-    defined: bool = Field(description="false when the correction is impossible (see reason)")
-    reason: str | None
-    min_pass_rate: float | None
-    passed: bool | None = Field(
-        description="ci_low >= min_pass_rate; false when the correction is undefined; "
-        "null without a threshold"
-    )
-    summary: str
-    calibration: CalibrationOut
-    warnings: list[str]
-    estimator: str = Field(description="the estimator the gate used: rogan_gladen or ppi")
-    estimates: list[PassRateOut] = Field(description="every estimator's result")
-    n_human: int = Field(description="items that carried a human label")
-
-
-_JUDGE_FIELDS = ("judge_model_id", "prompt_template")
-
-
-def _hide_judge_fields(schema: dict[str, Any]) -> None:
-    for key in _JUDGE_FIELDS:
-        schema.get("properties", {}).pop(key, None)
-
-
-class PersonaSessionIn(SessionIn):
-    """A tournament session judged by the persona: `POST /api/sessions`'s body without
-    `judge_model_id` and `prompt_template`, which the persona supplies."""
-
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_hide_judge_fields)
-    criteria: list[str] = Field(
-        default_factory=lambda: ["quality"],
-        max_length=20,
-        description="scored per thread; the persona's guidance decides the winner",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def no_judge_fields(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            given = sorted(set(_JUDGE_FIELDS) & set(data))
-            if given:
-                raise ValueError(
-                    f"{', '.join(given)}: the persona supplies the judge model and prompt"
-                )
-        return data
-
 
 # -- pure helpers ----------------------------------------------------------------------------
 
@@ -243,57 +112,6 @@ def calibration_rates(decisions: Sequence[tuple[str, bool]]) -> Calibration:
 
 
 # A data block on lines of its own (the templates' layout); a fence named in prose stays.
-_FENCED_BLOCK = re.compile(
-    r"^<<<(?P<name>[A-Z][A-Z _]*)>>>[ \t]*\n.*?^<<<END (?P=name)>>>[ \t]*(?:\n|\Z)",
-    re.DOTALL | re.MULTILINE,
-)
-_SINGLE_TOKEN = re.compile(r"\{\{|\}\}|\{(input|correct_output|answer)\}")
-_WORDS = {"input": "the input", "correct_output": "the reference answer", "answer": "the answer"}
-_BLANK_LINES = re.compile(r"\n{3,}")
-
-
-def judging_guidance(judge_prompt: str) -> str:
-    """The persona's judge prompt as plain guidance: fenced data blocks dropped, placeholders
-    named in words, ``{{``/``}}`` unescaped."""
-    text = _FENCED_BLOCK.sub("", judge_prompt)
-    text = _SINGLE_TOKEN.sub(lambda m: _WORDS[m.group(1)] if m.group(1) else m.group()[0], text)
-    return _BLANK_LINES.sub("\n\n", text).strip()
-
-
-def _braces(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
-
-
-def pairwise_template(judge_prompt: str, criteria: Sequence[str]) -> str:
-    """A ``judging/prompts.py`` template (``{thread_a}``, ``{thread_b}``, ``{criteria}``) that
-    asks for the pairwise JSON verdict, guided by the persona's judge prompt.
-
-    The persona's prompt was written to label one answer against a reference; the template
-    says so and asks the judge to apply its standards to both threads, ignoring its reply
-    format. All its braces are escaped, so it can never add a placeholder.
-    """
-    scores = ", ".join(f'"{name}": 1-5' for name in criteria)
-    answer = (
-        '{"winner": "A" | "B" | "TIE", "confidence": 0-1, '
-        f'"scores": {{"A": {{{scores}}}, "B": {{{scores}}}}}, "reasoning": "..."}}'
-    )
-    return (
-        "You judge with the standards of a calibrated judge persona. Its guidance below was "
-        "written for labelling one answer as correct or incorrect against a reference "
-        "answer. Here there is no reference: apply the same standards to both threads, and "
-        "prefer the thread that meets them more fully. Ignore the reply format the guidance "
-        "asks for; use the one at the end.\n\n"
-        "<<<PERSONA GUIDANCE>>>\n"
-        + _braces(judging_guidance(judge_prompt))
-        + "\n<<<END PERSONA GUIDANCE>>>\n\n"
-        "Also score each thread from 1 (very poor) to 5 (excellent) on these criteria:\n"
-        "{criteria}\n\n{thread_a}\n\n{thread_b}\n\n"
-        'Decide which thread is better overall: "A", "B", or "TIE" if they are equally '
-        "good. Give your confidence from 0 to 1 and a short reasoning (at most three "
-        "sentences).\n\nAnswer with only this JSON object, no other text:\n" + _braces(answer)
-    )
-
-
 def _warnings(
     persona: Persona, calibration: CalibrationOut, items: Sequence[EvaluateItem]
 ) -> list[str]:
@@ -354,80 +172,45 @@ async def load_calibration(*, db: AsyncSession, persona_id: int) -> CalibrationO
     )
     c = calibration_rates([(label, bool(agrees)) for label, agrees in rows.all()])
     return CalibrationOut(
+        **dataclasses.asdict(c),
         iteration=it.number,
         prompt_version=it.prompt_version,
-        tpr=c.tpr,
-        tnr=c.tnr,
-        calib_pos=c.calib_pos,
-        calib_neg=c.calib_neg,
         tpr_ci=wilson_interval(round(c.tpr * c.calib_pos), c.calib_pos),
         tnr_ci=wilson_interval(round(c.tnr * c.calib_neg), c.calib_neg),
     )
 
 
-async def _usable_persona(
-    db: AsyncSession, persona_id: int, allow_untrained: bool
-) -> tuple[Persona, PersonaOut]:
-    out = await service.get_persona(db=db, persona_id=persona_id)  # 404 first
-    persona = await db.get(Persona, persona_id)
-    assert persona is not None
-    if persona.status != "trained" and not allow_untrained:
-        raise Conflict(
-            f"persona {persona.name!r} is {persona.status}, not trained; train it until it "
-            "converges, or pass allow_untrained=true to use it anyway"
-        )
-    if persona.judge_kind == "llm" and persona.judge_model_id is None:
-        raise Invalid(f"persona {persona.name!r} has no judge model; choose one in its settings")
-    return persona, out
-
-
 async def _judge_one(
     llm: LLM, persona: Persona, judge_prompt: str, index: int, item: EvaluateItem
 ) -> ItemVerdict:
-    reference = NO_REFERENCE if item.correct_output is None else item.correct_output
-    messages = [
-        {
-            "role": "user",
-            "content": render_judge_prompt(
-                judge_prompt, input=item.input, correct_output=reference, answer=item.output
-            ),
-        }
-    ]
-    context = {
-        "task": "judge_label",
-        "input": item.input,
-        "correct_output": item.correct_output or "",
-        "answer": item.output,
-        "judge_prompt": judge_prompt,
-    }
-    for attempt in range(2):  # one more try when the reply cannot be read, as in training
-        result = await llm.chat(
-            model_id=persona.judge_model_id,
-            messages=messages,
-            json_schema=JUDGE_SCHEMA,
-            schema_name="judge_label",
-            context={**context, "call_key": attempt} if attempt else context,
-            purpose=EVALUATE_PURPOSE,
-            related={"evaluated_persona_id": persona.id},
-            use_cache=False if attempt else None,  # a retry must not get the cached reply
+    request = label_request(
+        judge_prompt=judge_prompt,
+        model_id=persona.judge_model_id,  # type: ignore[arg-type]
+        input=item.input,
+        answer=item.output,
+        correct_output=item.correct_output or "",
+        shown_reference=NO_REFERENCE if item.correct_output is None else None,
+        purpose=EVALUATE_PURPOSE,
+        related={"evaluated_persona_id": persona.id},
+    )
+    result = await judge_call(Gateway(llm), request, LABEL_READER)
+    if result.failure is not None:  # a gate must not pass on a partial batch
+        raise result.failure
+    verdict = result.verdict
+    if verdict is None:
+        return ItemVerdict(
+            index=index,
+            label="incorrect",
+            passed=False,
+            reasoning=UNREADABLE,
+            confidence=None,
+            parse_error=True,
         )
-        verdict = parse_judge_reply(result.text)
-        if verdict is not None:
-            return ItemVerdict(
-                index=index,
-                label=verdict.label,
-                passed=verdict.label == "correct",
-                reasoning=verdict.reasoning,
-                confidence=verdict.confidence,
-                parse_error=False,
-            )
     return ItemVerdict(
+        **dataclasses.asdict(verdict),
         index=index,
-        label="incorrect",
-        passed=False,
-        reasoning=UNREADABLE,
-        confidence=None,
-        parse_error=True,
+        passed=verdict.label == "correct",
+        parse_error=False,
     )
 
 
@@ -445,7 +228,7 @@ async def evaluate(
     Raises ``Conflict`` for an untrained persona (unless ``allow_untrained``) and lets the
     model's ``ProviderError`` through: a gate must not pass on a partial batch.
     """
-    persona, out = await _usable_persona(db, persona_id, allow_untrained)
+    persona, out = await usable_persona(db, persona_id, allow_untrained)
     calibration = await load_calibration(db=db, persona_id=persona_id)
     await db.close()  # hold no connection while the model answers
     limit = asyncio.Semaphore(max(1, concurrency))
@@ -474,10 +257,7 @@ async def evaluate(
     gate = await asyncio.to_thread(
         corrected_pass_rate,
         [v.passed for v in verdicts],
-        tpr=calibration.tpr,
-        tnr=calibration.tnr,
-        calib_pos=calibration.calib_pos,
-        calib_neg=calibration.calib_neg,
+        **calibration.model_dump(include={"tpr", "tnr", "calib_pos", "calib_neg"}),
         min_pass_rate=data.min_pass_rate,
         rounds=BOOTSTRAP_ROUNDS,
         confidence=CONFIDENCE,
@@ -488,28 +268,18 @@ async def evaluate(
         else None,
         human_pass=human if any(h is not None for h in human) else None,
     )
+    # The gate's figures under their own names; what the persona and the batch add.
+    figures = {k: v for k, v in dataclasses.asdict(gate).items() if k in EvaluateOut.model_fields}
     return EvaluateOut(
+        **figures,
         persona_id=persona.id,
         persona_name=persona.name,
         persona_status=persona.status,
         prompt_version=out.current_version,
-        n=gate.n,
         verdicts=list(verdicts),
-        observed_pass_rate=gate.observed_pass_rate,
-        corrected_pass_rate=gate.corrected_pass_rate,
-        ci_low=gate.ci_low,
-        ci_high=gate.ci_high,
         confidence=CONFIDENCE,
-        defined=gate.defined,
-        reason=gate.reason,
-        min_pass_rate=gate.min_pass_rate,
-        passed=gate.passed,
-        summary=gate.summary,
         calibration=calibration,
         warnings=_warnings(persona, calibration, data.items) + extra_warnings,
-        estimator=gate.estimator,
-        estimates=[PassRateOut(**e.__dict__) for e in gate.estimates],
-        n_human=gate.n_human,
     )
 
 
@@ -582,28 +352,3 @@ async def _judge_by_similarity(
         )
         for i, s in enumerate(sims)
     ]
-
-
-async def create_persona_session(
-    *,
-    db: AsyncSession,
-    persona_id: int,
-    data: PersonaSessionIn,
-    hub: EventHub | None = None,
-    allow_untrained: bool = False,
-) -> SessionOut:
-    """A tournament session with the persona's judge model and a pairwise template built
-    from its current judge prompt (``pairwise_template``)."""
-    persona, out = await _usable_persona(db, persona_id, allow_untrained)
-    template = pairwise_template(out.judge_prompt, data.criteria)
-    if len(template) > MAX_TEMPLATE_CHARS:
-        raise Invalid(
-            f"persona {persona.name!r}'s judge prompt makes a {len(template):,}-character "
-            f"pairwise prompt; sessions take at most {MAX_TEMPLATE_CHARS:,}: shorten the "
-            "judge prompt (a new version) first"
-        )
-    fields = data.model_dump(exclude=set(_JUDGE_FIELDS))
-    session_in = SessionIn(
-        **fields, judge_model_id=persona.judge_model_id, prompt_template=template
-    )
-    return await create_session(db=db, data=session_in, hub=hub)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 from fastapi import APIRouter, File, Form, Path, Query, Request, UploadFile, status
 from pydantic import ValidationError
@@ -29,6 +29,7 @@ from llmjudge.sessions.imports.parsing import (
     parse_judgment_objects,
 )
 from llmjudge.sessions.panels import report as panels
+from llmjudge.sessions.panels.schemas import PanelReportOut
 from llmjudge.sessions.run.judging import session_topic
 from llmjudge.sessions.schemas import (
     ComparisonDetail,
@@ -299,7 +300,7 @@ async def delete_session(session_id: int, db: DbSession, hub: Hub) -> None:
     await _changed(session_id, control.delete_session(db=db, session_id=session_id, hub=hub))
 
 
-@router.get("/{session_id}/panel")
+@router.get("/{session_id}/panel", response_model=PanelReportOut)
 async def panel_report(
     session_id: int,
     db: DbSession,
@@ -307,13 +308,13 @@ async def panel_report(
         float | None,
         Query(ge=0, le=1, description="a cascade's target agreement (unset: best member's)"),
     ] = None,
-) -> dict[str, Any]:
+) -> PanelReportOut:
     """A panel session's report: per member agreement with the panel, Cohen's kappa between
     members, accuracy against reference labels (Wilson 95 % intervals), position
     consistency, cost and latency; the panel against its best and its cheapest member on
     the same comparisons; the effective number of independent votes; for a cascade, the
     share stopped at each member and the saving against asking everyone."""
-    return await panels.panel_report(db, session_id, target=target)
+    return PanelReportOut.model_validate(await panels.panel_report(db, session_id, target=target))
 
 
 @router.get("/{session_id}/comparisons", response_model=ComparisonPage)

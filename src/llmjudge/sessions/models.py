@@ -111,7 +111,25 @@ class AdaptiveRound(Base):
     created_at: Mapped[datetime] = created_at_column()
 
 
-class Comparison(Base):
+class JudgeAnswer:
+    """The columns of a judge's answer: one judge's on its vote row; on a comparison, its
+    one judge's answer, or a panel's aggregate verdict and total spend."""
+
+    winner: Mapped[str | None] = mapped_column(String(3))
+    confidence: Mapped[float | None] = mapped_column(Float)
+    scores_a: Mapped[dict[str, float] | None] = mapped_column(JSONB)
+    scores_b: Mapped[dict[str, float] | None] = mapped_column(JSONB)
+    reasoning: Mapped[str | None] = mapped_column(Text)
+    raw_response: Mapped[str | None] = mapped_column(Text)
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    latency_s: Mapped[float | None] = mapped_column(Float)
+    cache_hit: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class Comparison(JudgeAnswer, Base):
     __tablename__ = "comparisons"
     __table_args__ = (
         CheckConstraint(f"status IN {COMPARISON_STATUSES!r}", name="status"),
@@ -155,21 +173,9 @@ class Comparison(Base):
     claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    winner: Mapped[str | None] = mapped_column(String(3))
-    confidence: Mapped[float | None] = mapped_column(Float)
     # 2 a strong verdict (A>>B), 1 a weak one (A>B); NULL when the format has no strengths
     strength: Mapped[int | None] = mapped_column(SmallInteger)
-    scores_a: Mapped[dict[str, float] | None] = mapped_column(JSONB)
-    scores_b: Mapped[dict[str, float] | None] = mapped_column(JSONB)
-    reasoning: Mapped[str | None] = mapped_column(Text)
-    raw_response: Mapped[str | None] = mapped_column(Text)
     parse_error: Mapped[str | None] = mapped_column(Text)
-    input_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    output_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    cost_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
-    latency_s: Mapped[float | None] = mapped_column(Float)
-    cache_hit: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
-    error: Mapped[str | None] = mapped_column(Text)
     # Panel sessions: members that voted on the aggregate, and members asked (a cascade
     # stops early); None for a single judge.
     votes_cast: Mapped[int | None] = mapped_column(SmallInteger)
@@ -179,9 +185,10 @@ class Comparison(Base):
 VOTE_STATUSES = ("voted", "missing", "skipped")
 
 
-class ComparisonVote(Base):
-    """One panel member's answer to one comparison. ``missing``: it failed after its
-    retries (or its answer never parsed); ``skipped``: a cascade stopped before it."""
+class ComparisonVote(JudgeAnswer, Base):
+    """One judge's answer to one comparison: a panel member's, or a single judge's as
+    member 0. ``missing``: it failed after its retries (or its answer never parsed);
+    ``skipped``: a cascade stopped before it."""
 
     __tablename__ = "comparison_votes"
     __table_args__ = (
@@ -200,16 +207,4 @@ class ComparisonVote(Base):
     model_id: Mapped[int | None] = mapped_column(ForeignKey("llm_models.id", ondelete="SET NULL"))
     judge: Mapped[str] = mapped_column(String(200), default="", server_default="")
     status: Mapped[str] = mapped_column(String(10))
-    winner: Mapped[str | None] = mapped_column(String(3))
     strength: Mapped[float | None] = mapped_column(Float)
-    confidence: Mapped[float | None] = mapped_column(Float)
-    scores_a: Mapped[dict[str, float] | None] = mapped_column(JSONB)
-    scores_b: Mapped[dict[str, float] | None] = mapped_column(JSONB)
-    reasoning: Mapped[str | None] = mapped_column(Text)
-    raw_response: Mapped[str | None] = mapped_column(Text)
-    input_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    output_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    cost_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
-    latency_s: Mapped[float | None] = mapped_column(Float)
-    cache_hit: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
-    error: Mapped[str | None] = mapped_column(Text)

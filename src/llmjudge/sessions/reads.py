@@ -10,6 +10,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy import Select, case, func, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
@@ -73,23 +74,18 @@ async def session_row(db: AsyncSession, session_id: int, *, lock: bool = False) 
     return s
 
 
-def _summary_fields(s: JudgeSession, model: JudgeModelOut | None) -> dict[str, Any]:
-    return {
-        "id": s.id,
-        "name": s.name,
-        "status": s.status,
-        "comparison_mode": s.comparison_mode,
+def _attributes(obj: Any, schema: type[BaseModel]) -> dict[str, Any]:
+    """The attributes of ``obj`` that ``schema`` has fields of the same name for."""
+    return {k: getattr(obj, k) for k in schema.model_fields if hasattr(obj, k)}
+
+
+def _summary_fields(
+    s: JudgeSession, model: JudgeModelOut | None, schema: type[BaseModel] = SessionSummary
+) -> dict[str, Any]:
+    return _attributes(s, schema) | {
         "pillar_ids": list(s.pillar_ids),
-        "worker_count": s.worker_count,
         "judge_model": model,
-        "total": s.total,
-        "completed": s.completed,
-        "failed": s.failed,
         "progress": (s.completed + s.failed) / s.total if s.total else 0.0,
-        "cost_usd": s.cost_usd,
-        "created_at": s.created_at,
-        "started_at": s.started_at,
-        "finished_at": s.finished_at,
     }
 
 
@@ -142,18 +138,10 @@ async def get_session(*, db: AsyncSession, session_id: int) -> SessionOut:
     if row is None:
         raise NotFound(f"session {session_id} not found")
     s, m, p, counts = row
+    fields = _summary_fields(s, model_out(m, p) if m is not None else None, SessionOut)
     return SessionOut(
-        **_summary_fields(s, model_out(m, p) if m is not None else None),
-        options=s.options,
-        criteria=list(s.criteria),
-        prompt_template=s.prompt_template,
-        system_prompt=s.system_prompt,
-        verdict_format=s.verdict_format,
-        error=s.error,
-        counts=Counts(total=sum(counts.values()), **counts),
-        input_tokens=s.input_tokens,
-        output_tokens=s.output_tokens,
-        panel=s.panel,
+        **fields
+        | {"criteria": list(s.criteria), "counts": Counts(total=sum(counts.values()), **counts)}
     )
 
 
@@ -238,8 +226,7 @@ def _comparison_query(session_id: int) -> Select[Any]:
 
 def _comparison_fields(row: Sequence[Any]) -> dict[str, Any]:
     c, title_a, title_b, name_a, name_b = row
-    fields = {k: getattr(c, k) for k in ComparisonDetail.model_fields if hasattr(c, k)}
-    return fields | {
+    return _attributes(c, ComparisonDetail) | {
         "thread_a_title": title_a,
         "thread_b_title": title_b,
         "pillar_a_name": name_a,
@@ -349,16 +336,18 @@ async def get_comparison(
     ).first()
     if row is None:
         raise NotFound(f"comparison {comparison_id} of session {session_id} not found")
+    # Every judge's answer is a vote row (a single judge's is member 0), but the detail
+    # lists a panel's members only: a single judge's answer is the comparison itself.
     votes = (
-        (
-            await db.execute(
+        []
+        if row[0].votes_asked is None
+        else (
+            await db.scalars(
                 select(ComparisonVote)
                 .where(ComparisonVote.comparison_id == comparison_id)
                 .order_by(ComparisonVote.member)
             )
-        )
-        .scalars()
-        .all()
+        ).all()
     )
     return ComparisonDetail(
         **_comparison_fields(row),
@@ -409,21 +398,18 @@ async def thread_comparisons(*, db: AsyncSession, thread_id: int, limit: int) ->
         own, theirs = (c.scores_a, c.scores_b) if side == "A" else (c.scores_b, c.scores_a)
         items.append(
             ThreadComparison(
-                id=c.id,
-                session_id=c.session_id,
-                session_name=session_name,
-                side=side,
-                opponent_id=opponent,
-                opponent_name=thread_name(title, external_id, opponent),
-                opponent_pillar=pillar or "deleted",
-                status=c.status,
-                outcome=outcome_for(side, c.status, c.winner),  # type: ignore[arg-type]
-                confidence=c.confidence,
-                own_scores=own or {},
-                opponent_scores=theirs or {},
-                reasoning=c.reasoning,
-                error=c.parse_error or c.error,
-                completed_at=c.completed_at,
+                **_attributes(c, ThreadComparison)
+                | {
+                    "session_name": session_name,
+                    "side": side,
+                    "opponent_id": opponent,
+                    "opponent_name": thread_name(title, external_id, opponent),
+                    "opponent_pillar": pillar or "deleted",
+                    "outcome": outcome_for(side, c.status, c.winner),
+                    "own_scores": own or {},
+                    "opponent_scores": theirs or {},
+                    "error": c.parse_error or c.error,
+                }
             )
         )
     side_won = case(

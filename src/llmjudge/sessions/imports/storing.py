@@ -14,13 +14,13 @@ from sqlalchemy import ARRAY, Integer, String, any_, cast, func, insert, select,
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import Pillar, RowError, Thread
+from llmjudge.core.judging.panel_report import codes
 from llmjudge.core.judging.panels import (
     AGGREGATIONS,
     Aggregate,
     Vote,
     aggregate,
     calibrated_weights,
-    codes,
     panel_strength,
 )
 from llmjudge.core.tournaments.pairing import PlanArrays
@@ -39,6 +39,7 @@ from llmjudge.sessions.imports.parsing import (
 from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
 from llmjudge.sessions.panels.report import canonical_references, reference_codes
 from llmjudge.sessions.plans import StoredResult, insert_plan
+from llmjudge.sessions.run.votes import store_solo_votes
 from llmjudge.sessions.schemas import JudgmentImportOut
 
 __all__ = ["IMPORTED_MODE", "JudgmentsRejected", "import_judgments"]
@@ -107,20 +108,21 @@ def stored_results(resolved: Sequence[ResolvedJudgment], at: datetime) -> list[S
     """One finished result per judgment: "failed" where the judgment could not be read."""
     return [
         StoredResult(
-            status="completed" if j.winner is not None else "failed",
-            attempts=1,
-            completed_at=at,
-            winner=j.winner,
-            confidence=j.confidence,
-            scores_a=json.dumps(j.scores_a) if j.scores_a else None,
-            scores_b=json.dumps(j.scores_b) if j.scores_b else None,
-            reasoning=j.reasoning,
-            raw_response=j.raw_response,
-            parse_error=j.parse_error,
-            strength=j.strength,
+            **{name: getattr(j, name) for name in _JUDGMENT_RESULT}
+            | {
+                "status": "completed" if j.winner is not None else "failed",
+                "attempts": 1,
+                "completed_at": at,
+                "scores_a": json.dumps(j.scores_a) if j.scores_a else None,
+                "scores_b": json.dumps(j.scores_b) if j.scores_b else None,
+            }
         )
         for j in (r.judgment for r in resolved)
     ]
+
+
+# What a stored result takes from its judgment as it is.
+_JUDGMENT_RESULT = ("winner", "confidence", "reasoning", "raw_response", "parse_error", "strength")
 
 
 def row_labels(
@@ -214,6 +216,9 @@ async def import_judgments(
     db.add(session)
     await db.flush()
     await insert_plan(db, session.id, judged_plan(resolved), results=stored_results(resolved, now))
+    # each judgment is also the judge's vote, as when a session runs
+    stored = await db.scalars(select(Comparison.id).where(Comparison.session_id == session.id))
+    await store_solo_votes(db, list(stored))
     # Labels belong to the pair, not to the session: not tied to it (session_id stays None).
     await store_labels(db, labels)
     await db.commit()

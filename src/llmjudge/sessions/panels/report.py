@@ -1,5 +1,5 @@
 """Judge panels in the sessions domain: reading a panel's votes and its reference labels,
-and the panel report (``GET /api/sessions/{id}/panel``). The maths is ``judging.panels``.
+and the panel report (``GET /api/sessions/{id}/panel``). The maths is ``core.judging.panel_report`` (and ``panels`` for the cascade).
 
 Verdicts are compared in each comparison's own order (the order the judge saw); a
 reference label, stored for the canonical pair (lower thread id first), is flipped to match.
@@ -19,15 +19,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.core.agreement.judges import Estimate, select_references, wilson
 from llmjudge.core.agreement.judges import ReferenceLabel as RefLabel
-from llmjudge.core.judging.panels import (
-    calibrate_cascade,
-    calibrated_weights,
+from llmjudge.core.judging.panel_report import codes as label_codes
+from llmjudge.core.judging.panel_report import (
     kappa_matrix,
     n_eff,
     panel_vs_member,
     position_consistency,
 )
-from llmjudge.core.judging.panels import codes as label_codes
+from llmjudge.core.judging.panels import calibrate_cascade, calibrated_weights
 from llmjudge.infra.errors import Invalid, NotFound
 from llmjudge.references import ReferenceLabel
 from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
@@ -113,7 +112,7 @@ def _pair_order(winners: np.ndarray, is_swap: np.ndarray) -> np.ndarray:
 async def panel_report(
     db: AsyncSession, session_id: int, *, target: float | None = None
 ) -> dict[str, Any]:
-    """Every figure of the panel report; see ``judging.panels`` for each definition.
+    """Every figure of the panel report; see ``core.judging.panel_report`` for each definition.
     ``target``: the agreement with the reference a cascade of these members should reach;
     its confidence threshold is calibrated on the labelled comparisons every member voted
     on (unset: the best member's accuracy)."""

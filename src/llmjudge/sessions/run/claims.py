@@ -9,20 +9,17 @@ session's counters in the same transaction as the rows it changed, so the counte
 equal the rows.
 
 Every function takes an ``AsyncConnection`` and runs its statements in the caller's
-transaction; the caller commits.
-
-About 530 lines of SQL for one work kind (claim, renew, finish, give back, votes), kept
-together so the statements that must agree on columns and lock order sit side by side.
+transaction; the caller commits. The votes a finish carries are written by ``votes``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import bindparam, text
+from sqlalchemy import BindParameter, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.types import (
@@ -41,20 +38,24 @@ __all__ = [
     "Claimed",
     "Finish",
     "FinishedSession",
-    "MemberVote",
+    "JudgeVote",
     "RunningSession",
     "claim",
     "finish",
     "notify_work",
     "renew",
     "running_sessions",
-    "write_votes",
+    "ANSWER_TYPES",
+    "VOTE_COLUMNS",
+    "array_params",
+    "token",
 ]
 
 # NOTIFY channel that wakes idle dispatchers (payload: the session id).
 WORK_CHANNEL = "llmjudge_work"
 
 FinishStatus = Literal["completed", "failed", "pending"]
+VoteStatus = Literal["voted", "missing", "skipped"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,60 +85,62 @@ class RunningSession:
     worker_count: int
 
 
+@dataclass(slots=True)  # not frozen: made per judge call, twice as fast
+class JudgeVote:
+    """One judge's answer to one comparison, as ``comparison_votes`` stores it: a single
+    judge is member 0 of a panel of one. ``voted``, ``missing`` (failed after its retries,
+    or its answer did not parse) or ``skipped`` (a cascade stopped before it).
+
+    A ``Finish`` carries one more as its ``answer``: what the comparison row stores (the
+    single judge's own answer, or a panel's aggregate and total spend)."""
+
+    member: int = 0
+    model_id: int | None = None
+    judge: str = ""
+    status: VoteStatus = "missing"
+    winner: str | None = None
+    confidence: float | None = None
+    scores_a: dict[str, float] | None = None
+    scores_b: dict[str, float] | None = None
+    reasoning: str | None = None
+    raw_response: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float | None = None
+    cache_hit: bool = False
+    error: str | None = None
+    strength: int | None = None  # 2 "much better", 1 "better"; None: a tie, or no strengths
+
+
 @dataclass(frozen=True, slots=True)
 class Finish:
     """The end of one attempt. ``status``: ``completed`` (a verdict), ``failed`` (for
-    good), or ``pending`` (back to the queue: a retry, or a release with ``refund``)."""
+    good), or ``pending`` (back to the queue: a retry, or a release with ``refund``).
+
+    ``answer`` is what the comparison row stores: a single judge's vote (its member-0 vote
+    row is copied from there), or a panel's aggregate. A panel's ``votes`` are its members'
+    answers, written to ``comparison_votes`` with the finish that applies (none for a
+    retry), and it says how many voted on the aggregate and how many were asked (None for
+    one judge)."""
 
     id: int
     worker_id: str
     attempts: int  # the claim's token: must still match the row
     status: FinishStatus
     started_at: datetime | None = None
-    winner: str | None = None
-    confidence: float | None = None
-    scores_a: dict[str, float] | None = None
-    scores_b: dict[str, float] | None = None
-    reasoning: str | None = None
-    raw_response: str | None = None
+    answer: JudgeVote = field(default_factory=JudgeVote)  # none: no judge call was made
     parse_error: str | None = None
     error: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_s: float | None = None
-    cache_hit: bool = False
     refund: bool = False  # a release: the attempt does not count
-    strength: int | None = None  # 2 "much better", 1 "better"; None: a tie, or no strengths
-    # A panel's comparison: every member's answer (stored with the finish that applies),
-    # how many voted on the aggregate, how many were asked. Empty/None for one judge.
-    votes: tuple[MemberVote, ...] = ()
+    votes: tuple[JudgeVote, ...] = ()
     votes_cast: int | None = None
     votes_asked: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class MemberVote:
-    """One panel member's answer: ``voted``, ``missing`` (failed after its retries, or its
-    answer did not parse) or ``skipped`` (a cascade stopped before it)."""
-
-    member: int
-    model_id: int | None
-    judge: str
-    status: Literal["voted", "missing", "skipped"]
-    winner: str | None = None
-    confidence: float | None = None
-    scores_a: dict[str, float] | None = None
-    scores_b: dict[str, float] | None = None
-    reasoning: str | None = None
-    raw_response: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_s: float | None = None
-    cache_hit: bool = False
-    error: str | None = None
-    strength: int | None = None  # as on Finish: 2 much better, 1 better, None
+def token(held: Claimed | Finish) -> dict[str, Any]:
+    """The claim token of an item, as a ``Finish``'s first fields."""
+    return {"id": held.id, "worker_id": held.worker_id, "attempts": held.attempts}
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +156,28 @@ class FinishedSession:
     completed: int
     failed: int
     applied: list[int] = field(default_factory=list)  # ids of the finishes that hit a row
+
+
+# Each column a judge's answer shares between a comparison row and a vote row, with the
+# SQL type its array binds as in the unnest statements (``strength`` differs: see models).
+ANSWER_TYPES: dict[str, Any] = {
+    "winner": String,
+    "confidence": Float,
+    "scores_a": JSONB,
+    "scores_b": JSONB,
+    "reasoning": Text,
+    "raw_response": Text,
+    "input_tokens": Integer,
+    "output_tokens": Integer,
+    "cost_usd": Float,
+    "latency_s": Float,
+    "cache_hit": Boolean,
+}
+
+
+def array_params(types: Mapping[str, Any]) -> list[BindParameter[Any]]:
+    """One array parameter per column, for ``unnest``."""
+    return [bindparam(name, type_=ARRAY(type_)) for name, type_ in types.items()]
 
 
 # Two index-friendly halves (pending items by the partial claim index, expired leases by the
@@ -322,26 +347,20 @@ _FINISH = text(
     RETURNING s.id, s.status, s.total, s.completed, s.failed, p.ids
     """
 ).bindparams(
-    bindparam("ids", type_=ARRAY(BigInteger)),
-    bindparam("worker_ids", type_=ARRAY(String)),
-    bindparam("attempts", type_=ARRAY(Integer)),
-    bindparam("statuses", type_=ARRAY(String)),
-    bindparam("started_at", type_=ARRAY(DateTime(timezone=True))),
-    bindparam("winner", type_=ARRAY(String)),
-    bindparam("confidence", type_=ARRAY(Float)),
-    bindparam("scores_a", type_=ARRAY(JSONB)),
-    bindparam("scores_b", type_=ARRAY(JSONB)),
-    bindparam("reasoning", type_=ARRAY(Text)),
-    bindparam("raw_response", type_=ARRAY(Text)),
-    bindparam("parse_error", type_=ARRAY(Text)),
-    bindparam("error", type_=ARRAY(Text)),
-    bindparam("input_tokens", type_=ARRAY(Integer)),
-    bindparam("output_tokens", type_=ARRAY(Integer)),
-    bindparam("cost_usd", type_=ARRAY(Float)),
-    bindparam("latency_s", type_=ARRAY(Float)),
-    bindparam("cache_hit", type_=ARRAY(Boolean)),
-    bindparam("refund", type_=ARRAY(Boolean)),
-    bindparam("strength", type_=ARRAY(SmallInteger)),
+    *array_params(
+        {
+            "ids": BigInteger,
+            "worker_ids": String,
+            "attempts": Integer,
+            "statuses": String,
+            "started_at": DateTime(timezone=True),
+            "parse_error": Text,
+            "error": Text,
+            "refund": Boolean,
+            "strength": SmallInteger,
+        }
+        | ANSWER_TYPES
+    )
 )
 
 
@@ -355,29 +374,23 @@ _LOCK_SESSIONS = text(
 ).bindparams(bindparam("ids", type_=ARRAY(BigInteger)))
 
 
+# The comparison row's columns taken from a finish's answer; the rest are the finish's own.
+_ANSWER_COLUMNS = (*ANSWER_TYPES, "strength")
+VOTE_COLUMNS = ("member", "model_id", "judge", "status", *_ANSWER_COLUMNS, "error")
+
+
 def _columns(items: Sequence[Finish]) -> dict[str, list[Any]]:
+    answers = [f.answer for f in items]
     return {
         "ids": [f.id for f in items],
         "worker_ids": [f.worker_id for f in items],
         "attempts": [f.attempts for f in items],
         "statuses": [f.status for f in items],
         "started_at": [f.started_at for f in items],
-        "winner": [f.winner for f in items],
-        "confidence": [f.confidence for f in items],
-        "scores_a": [f.scores_a for f in items],
-        "scores_b": [f.scores_b for f in items],
-        "reasoning": [f.reasoning for f in items],
-        "raw_response": [f.raw_response for f in items],
         "parse_error": [f.parse_error for f in items],
         "error": [f.error for f in items],
-        "input_tokens": [f.input_tokens for f in items],
-        "output_tokens": [f.output_tokens for f in items],
-        "cost_usd": [f.cost_usd for f in items],
-        "latency_s": [f.latency_s for f in items],
-        "cache_hit": [f.cache_hit for f in items],
         "refund": [f.refund for f in items],
-        "strength": [f.strength for f in items],
-    }
+    } | {name: [getattr(a, name) for a in answers] for name in _ANSWER_COLUMNS}
 
 
 async def finish(conn: AsyncConnection, items: Sequence[Finish]) -> list[FinishedSession]:
@@ -393,128 +406,7 @@ async def finish(conn: AsyncConnection, items: Sequence[Finish]) -> list[Finishe
     # row wait for each other (40P01).
     await conn.execute(_LOCK_SESSIONS, {"ids": [f.id for f in items]})
     rows = await conn.execute(_FINISH, _columns(items))
-    return [
-        FinishedSession(
-            id=r[0],
-            status=r[1],
-            total=r[2],
-            completed=r[3],
-            failed=r[4],
-            applied=list(r[5]),
-        )
-        for r in rows.all()
-    ]
-
-
-_VOTES = text(
-    """
-    WITH v AS (
-        SELECT * FROM unnest(
-            CAST(:comparison_id AS bigint[]), CAST(:member AS int[]), CAST(:model_id AS int[]),
-            CAST(:judge AS text[]), CAST(:status AS text[]), CAST(:winner AS text[]),
-            CAST(:confidence AS float8[]), CAST(:scores_a AS jsonb[]),
-            CAST(:scores_b AS jsonb[]), CAST(:reasoning AS text[]),
-            CAST(:raw_response AS text[]), CAST(:input_tokens AS int[]),
-            CAST(:output_tokens AS int[]), CAST(:cost_usd AS float8[]),
-            CAST(:latency_s AS float8[]), CAST(:cache_hit AS bool[]), CAST(:error AS text[]),
-            CAST(:strength AS float8[])
-        ) AS v(comparison_id, member, model_id, judge, status, winner, confidence, scores_a,
-               scores_b, reasoning, raw_response, input_tokens, output_tokens, cost_usd,
-               latency_s, cache_hit, error, strength)
-    )
-    INSERT INTO comparison_votes (comparison_id, session_id, member, model_id, judge, status,
-        winner, strength, confidence, scores_a, scores_b, reasoning, raw_response,
-        input_tokens, output_tokens, cost_usd, latency_s, cache_hit, error)
-    SELECT v.comparison_id, c.session_id, v.member, v.model_id, v.judge, v.status, v.winner,
-           v.strength, v.confidence, v.scores_a, v.scores_b, v.reasoning, v.raw_response,
-           v.input_tokens, v.output_tokens, v.cost_usd, v.latency_s, v.cache_hit, v.error
-    FROM v JOIN comparisons c ON c.id = v.comparison_id
-    -- A comparison judged again (retry-failed) replaces its votes.
-    ON CONFLICT (comparison_id, member) DO UPDATE SET
-        model_id = EXCLUDED.model_id, judge = EXCLUDED.judge, status = EXCLUDED.status,
-        winner = EXCLUDED.winner, strength = EXCLUDED.strength,
-        confidence = EXCLUDED.confidence,
-        scores_a = EXCLUDED.scores_a, scores_b = EXCLUDED.scores_b,
-        reasoning = EXCLUDED.reasoning, raw_response = EXCLUDED.raw_response,
-        input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens,
-        cost_usd = EXCLUDED.cost_usd, latency_s = EXCLUDED.latency_s,
-        cache_hit = EXCLUDED.cache_hit, error = EXCLUDED.error
-    """
-).bindparams(
-    bindparam("comparison_id", type_=ARRAY(BigInteger)),
-    bindparam("member", type_=ARRAY(Integer)),
-    bindparam("model_id", type_=ARRAY(Integer)),
-    bindparam("judge", type_=ARRAY(String)),
-    bindparam("status", type_=ARRAY(String)),
-    bindparam("winner", type_=ARRAY(String)),
-    bindparam("confidence", type_=ARRAY(Float)),
-    bindparam("scores_a", type_=ARRAY(JSONB)),
-    bindparam("scores_b", type_=ARRAY(JSONB)),
-    bindparam("reasoning", type_=ARRAY(Text)),
-    bindparam("raw_response", type_=ARRAY(Text)),
-    bindparam("input_tokens", type_=ARRAY(Integer)),
-    bindparam("output_tokens", type_=ARRAY(Integer)),
-    bindparam("cost_usd", type_=ARRAY(Float)),
-    bindparam("latency_s", type_=ARRAY(Float)),
-    bindparam("cache_hit", type_=ARRAY(Boolean)),
-    bindparam("error", type_=ARRAY(Text)),
-    bindparam("strength", type_=ARRAY(Float)),
-)
-
-_VOTE_COUNTS = text(
-    """
-    UPDATE comparisons c SET votes_cast = v.cast_, votes_asked = v.asked
-    FROM unnest(CAST(:ids AS bigint[]), CAST(:cast_ AS int[]), CAST(:asked AS int[]))
-         AS v(id, cast_, asked)
-    WHERE c.id = v.id
-    """
-).bindparams(
-    bindparam("ids", type_=ARRAY(BigInteger)),
-    bindparam("cast_", type_=ARRAY(Integer)),
-    bindparam("asked", type_=ARRAY(Integer)),
-)
-
-
-async def write_votes(conn: AsyncConnection, items: Sequence[Finish], applied: set[int]) -> int:
-    """Store the panel votes of the finishes that ``finish`` applied, in the caller's
-    transaction (so a comparison's votes are written exactly when its result is): a retry
-    (``pending``) keeps none, a lost claim writes nothing. Returns the votes written."""
-    done = [f for f in items if f.id in applied and f.votes and f.status != "pending"]
-    if not done:
-        return 0
-    votes = [(f.id, v) for f in done for v in f.votes]
-    await conn.execute(
-        _VOTES,
-        {
-            "comparison_id": [i for i, _ in votes],
-            "member": [v.member for _, v in votes],
-            "model_id": [v.model_id for _, v in votes],
-            "judge": [v.judge for _, v in votes],
-            "status": [v.status for _, v in votes],
-            "winner": [v.winner for _, v in votes],
-            "confidence": [v.confidence for _, v in votes],
-            "scores_a": [v.scores_a for _, v in votes],
-            "scores_b": [v.scores_b for _, v in votes],
-            "reasoning": [v.reasoning for _, v in votes],
-            "raw_response": [v.raw_response for _, v in votes],
-            "input_tokens": [v.input_tokens for _, v in votes],
-            "output_tokens": [v.output_tokens for _, v in votes],
-            "cost_usd": [v.cost_usd for _, v in votes],
-            "latency_s": [v.latency_s for _, v in votes],
-            "cache_hit": [v.cache_hit for _, v in votes],
-            "error": [v.error for _, v in votes],
-            "strength": [v.strength for _, v in votes],
-        },
-    )
-    await conn.execute(
-        _VOTE_COUNTS,
-        {
-            "ids": [f.id for f in done],
-            "cast_": [f.votes_cast or 0 for f in done],
-            "asked": [f.votes_asked or 0 for f in done],
-        },
-    )
-    return len(votes)
+    return [FinishedSession(*r[:5], applied=list(r[5])) for r in rows.all()]
 
 
 async def running_sessions(conn: AsyncConnection) -> list[RunningSession]:

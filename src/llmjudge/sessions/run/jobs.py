@@ -3,7 +3,7 @@
 The generic pool (``queue.pool``) claims, heartbeats and batches; this kind says what that
 means for ``comparisons``: its SQL (``sessions.claims``), a session as the group (its
 ``worker_count`` bounds the comparisons judged at once per process), judging one comparison
-(``sessions.worker``), and the session events (``comparison_complete``, ``session_status``,
+(``run.panel_judging``), and the session events (``comparison_complete``, ``session_status``,
 ``workers_status``).
 """
 
@@ -28,23 +28,27 @@ from llmjudge.sessions.run.claims import (
     Claimed,
     Finish,
     FinishedSession,
-    MemberVote,
     claim,
     finish,
     notify_work,
     renew,
     running_sessions,
-    write_votes,
+    token,
 )
 from llmjudge.sessions.run.judging import (
     MAX_ATTEMPTS,
     ChatService,
     SessionConfig,
     ThreadCache,
-    judge_comparison,
     session_topic,
 )
-from llmjudge.sessions.run.panel_judging import PanelConfig, judge_panel, panel_config
+from llmjudge.sessions.run.panel_judging import (
+    PanelConfig,
+    judge_comparison,
+    panel_config,
+    solo_panel,
+)
+from llmjudge.sessions.run.votes import write_votes
 
 __all__ = ["BREAKER_ERRORS", "Breaker", "JudgeComparisons", "comparison_pool", "is_setup_error"]
 
@@ -125,7 +129,7 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
         self.hub = hub
         self.max_attempts = max_attempts
         self._configs: dict[int, SessionConfig] = {}
-        self._panels: dict[int, PanelConfig | None] = {}
+        self._panels: dict[int, PanelConfig] = {}
         self._threads = ThreadCache()
 
     # -- the queue's SQL ------------------------------------------------------------------
@@ -154,8 +158,7 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
             if reason is not None:
                 await self._trip(conn, session_id, reason)
         applied = set(by_id)
-        if any(f.votes for f in results):  # a panel's votes, in the same transaction
-            await write_votes(conn, results, applied)
+        await write_votes(conn, results, applied)  # every judge's answer, in the same transaction
         return Written(applied=applied, extra=sessions)
 
     async def _trip(self, conn: AsyncConnection, session_id: int, reason: str) -> None:
@@ -177,13 +180,7 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
             )
 
     def give_back(self, item: Claimed) -> Finish:
-        return Finish(
-            id=item.id,
-            worker_id=item.worker_id,
-            attempts=item.attempts,
-            status="pending",
-            refund=True,
-        )
+        return Finish(**token(item), status="pending", refund=True)
 
     # -- running one ----------------------------------------------------------------------
 
@@ -226,7 +223,7 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
         self._panels[session_id] = (
             panel_config(panel, [await self._prices(m.get("model_id")) for m in panel["members"]])
             if panel
-            else None
+            else solo_panel(config)
         )
         self._configs[session_id] = config
         return config
@@ -239,24 +236,12 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
         return (0.0, 0.0)
 
     async def run(self, item: Claimed) -> Finish:
-        panel = self._panels.get(item.session_id)
-        if panel is not None:
-            config = self._configs[item.session_id]
-            panel_finish = await judge_panel(
-                llm=self.llm,
-                item=item,
-                config=config,
-                panel=panel,
-                threads=self._threads,
-                publish=self.hub.publish_nowait if self.hub is not None else None,
-                max_attempts=self.max_attempts,
-            )
-            return storable_finish(panel_finish)
         finish = await judge_comparison(
             llm=self.llm,
             item=item,
             config=self._configs[item.session_id],  # prepare() loaded it
             threads=self._threads,
+            panel=self._panels[item.session_id],
             publish=self.hub.publish_nowait if self.hub is not None else None,
             max_attempts=self.max_attempts,
             wants_stream=self.hub.wants_stream if self.hub is not None else None,
@@ -265,9 +250,7 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
 
     def poisoned(self, result: Finish, reason: str) -> Finish:
         return Finish(
-            id=result.id,
-            worker_id=result.worker_id,
-            attempts=result.attempts,
+            **token(result),
             status="failed",
             started_at=result.started_at,
             error=f"the result could not be stored: {storable_text(reason)}"[:2000],
@@ -328,34 +311,36 @@ def status(pool: WorkerPool[Any, Any], row: Sequence[Any]) -> dict[str, Any]:
     }
 
 
-_TEXT_FIELDS = ("reasoning", "raw_response", "parse_error", "error")
-
-
-def storable_finish(f: Finish) -> Finish:
-    """``f`` with what PostgreSQL text refuses (NUL, lone surrogates) replaced by U+FFFD in
-    the model's answer, reasoning and errors: a judge may answer anything."""
-    changes = {
-        name: storable_text(value)
-        for name in _TEXT_FIELDS
-        if isinstance(value := getattr(f, name), str) and unstorable_text(value) is not None
-    }
-    votes = tuple(_storable_vote(v) for v in f.votes)
-    if any(a is not b for a, b in zip(votes, f.votes, strict=True)):
-        changes["votes"] = votes
-    return dataclasses.replace(f, **changes) if changes else f
-
-
+_TEXT_FIELDS = ("parse_error", "error")
 _VOTE_TEXT_FIELDS = ("reasoning", "raw_response", "error", "judge")
 
 
-def _storable_vote(v: MemberVote) -> MemberVote:
-    """A panel member's answer made storable like the comparison's own (see above)."""
+def _storable(value: Any, fields: Sequence[str]) -> Any:
+    """``value`` with what PostgreSQL text refuses (NUL, lone surrogates) replaced by
+    U+FFFD in its text ``fields``: a judge may answer anything."""
     changes = {
-        name: storable_text(value)
-        for name in _VOTE_TEXT_FIELDS
-        if isinstance(value := getattr(v, name), str) and unstorable_text(value) is not None
+        name: storable_text(text_)
+        for name in fields
+        if isinstance(text_ := getattr(value, name), str) and unstorable_text(text_) is not None
     }
-    return dataclasses.replace(v, **changes) if changes else v
+    return dataclasses.replace(value, **changes) if changes else value
+
+
+def storable_finish(f: Finish) -> Finish:
+    """``f`` made storable: the model's answer, reasoning and errors, its own and its
+    votes'."""
+    out = _storable(f, _TEXT_FIELDS)
+    answer = _storable(f.answer, _VOTE_TEXT_FIELDS)
+    votes = tuple(_storable(v, _VOTE_TEXT_FIELDS) for v in f.votes)
+    changes: dict[str, Any] = {}
+    if answer is not f.answer:
+        changes["answer"] = answer
+    if any(a is not b for a, b in zip(votes, f.votes, strict=True)):
+        changes["votes"] = votes
+    return dataclasses.replace(out, **changes) if changes else out
+
+
+_EVENT_VOTE = ("member", "judge", "status", "winner", "confidence", "cost_usd", "error")
 
 
 def _finish_event(f: Finish) -> tuple[str, dict[str, Any]]:
@@ -366,32 +351,23 @@ def _finish_event(f: Finish) -> tuple[str, dict[str, Any]]:
             "attempt": f.attempts,
             "error": f.parse_error or f.error,
         }
+    answer = f.answer
     return "comparison_complete", {
         "comparison_id": f.id,
         "ts": time.time(),  # when published (epoch seconds): lets clients measure delivery
         "worker_id": f.worker_id,
         "status": f.status,
-        "winner": f.winner,
-        "confidence": f.confidence,
-        "scores_a": f.scores_a,
-        "scores_b": f.scores_b,
+        "winner": answer.winner,
+        "confidence": answer.confidence,
+        "scores_a": answer.scores_a,
+        "scores_b": answer.scores_b,
         "error": f.parse_error or f.error if f.status == "failed" else None,
         # A panel: how many voted, and each member's answer (the live lane shows them all).
         "votes_cast": f.votes_cast,
         "votes_asked": f.votes_asked,
-        "votes": [
-            {
-                "member": v.member,
-                "judge": v.judge,
-                "status": v.status,
-                "winner": v.winner,
-                "confidence": v.confidence,
-                "cost_usd": v.cost_usd,
-                "error": v.error,
-            }
-            for v in f.votes
-        ]
-        or None,
+        "votes": [{name: getattr(v, name) for name in _EVENT_VOTE} for v in f.votes]
+        if f.votes_asked is not None and f.votes
+        else None,
     }
 
 

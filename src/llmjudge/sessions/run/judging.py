@@ -1,32 +1,25 @@
-"""Judging one comparison: threads in, one ``Finish`` (verdict, retry or failure) out.
-
-No database transaction is open here: the pool loads threads before and writes the
-``Finish`` after, in batches. A verdict is never guessed: an answer that does not parse is
-recorded (raw response and parse error) and the comparison goes back to the queue until
-``max_attempts`` is spent, then fails.
-"""
+"""What judging a comparison needs: the session's configuration, the threads (cached by
+the pool's workers) and the judge's prompt. The judging itself is ``panel_judging``."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from llmjudge.catalog import Thread
-from llmjudge.core.judging.formats import VerdictFormat, parse_with_format
-from llmjudge.core.judging.prompts import build_judge_messages, thread_body, verdict_json_schema
-from llmjudge.core.judging.verdicts import Verdict, VerdictParseError
-from llmjudge.infra.events.hub import DeltaBatcher
-from llmjudge.providers import ChatResult, DeltaCallback, ModelPricing, ProviderError
-from llmjudge.sessions.run.claims import Claimed, Finish
+from llmjudge.core.judging.formats import VerdictFormat
+from llmjudge.core.judging.prompts import build_judge_messages, thread_body
+from llmjudge.core.judging.verdicts import Verdict
+from llmjudge.judging import PairwiseReader
+from llmjudge.providers import ChatResult, DeltaCallback, ModelPricing
+from llmjudge.sessions.run.claims import Claimed, Finish, token
 
 __all__ = [
     "MAX_ATTEMPTS",
@@ -35,7 +28,7 @@ __all__ = [
     "ThreadCache",
     "ThreadData",
     "WantsStream",
-    "judge_comparison",
+    "prepare_prompt",
     "session_topic",
     "verdict_strength",
 ]
@@ -43,7 +36,6 @@ __all__ = [
 # Attempts per comparison (parse errors, non-retryable provider errors, provider errors left
 # after the gateway's own retries, dead workers) before it fails for good.
 MAX_ATTEMPTS = 3
-RAW_RESPONSE_LIMIT = 100_000
 
 Publish = Callable[[str, str, dict[str, Any]], None]
 # (topic, lane) -> whether anyone may follow that lane's token stream (EventHub.wants_stream)
@@ -81,6 +73,11 @@ class SessionConfig:
     output_price_per_million: float = 0.0
     system_prompt: str | None = None  # None: the built-in one; "": none
     verdict_format: VerdictFormat = VerdictFormat()
+    # how its judges' replies are read: made once per session, not per comparison
+    reader: PairwiseReader = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reader", PairwiseReader(self.verdict_format, self.criteria))
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         pricing = ModelPricing(self.input_price_per_million, self.output_price_per_million)
@@ -236,17 +233,13 @@ class ThreadCache:
         return len(self._items)
 
 
-def _thread_context(t: ThreadData) -> dict[str, Any]:
-    return {"id": t.id, "quality": t.quality, "pillar_id": t.pillar_id}
-
-
 def prepare_prompt(
     item: Claimed, config: SessionConfig, threads: ThreadCache, max_attempts: int
 ) -> tuple[ThreadData, ThreadData, list[dict[str, str]]] | Finish:
     """The two threads of ``item`` and the judge's messages (each thread's body rendered
     once per cache entry), or the ``Finish`` that fails the comparison without a call:
     abandoned by too many workers, a deleted thread, or a prompt that cannot be built."""
-    base = {"id": item.id, "worker_id": item.worker_id, "attempts": item.attempts}
+    base = token(item)
     a, b = threads.get(item.thread_a_id), threads.get(item.thread_b_id)
     if item.attempts > max_attempts:
         return Finish(**base, status="failed", error=f"abandoned by {max_attempts} workers")
@@ -268,142 +261,6 @@ def prepare_prompt(
     except ValueError as exc:  # a malformed stored thread
         return Finish(**base, status="failed", error=f"cannot build the judge prompt: {exc}")
     return a, b, messages
-
-
-def _retry_or_fail(item: Claimed, max_attempts: int) -> str:
-    return "failed" if item.attempts >= max_attempts else "pending"
-
-
-async def judge_comparison(
-    *,
-    llm: ChatService,
-    item: Claimed,
-    config: SessionConfig,
-    threads: ThreadCache,
-    publish: Publish | None = None,
-    max_attempts: int = MAX_ATTEMPTS,
-    stream_interval_s: float = 0.1,
-    wants_stream: WantsStream | None = None,
-) -> Finish:
-    """Judge ``item`` once and say how it ended. Raises only ``CancelledError``.
-
-    With ``publish``, the answer is streamed and its text published in batches
-    (``llm_stream``), except the batches ``wants_stream`` says nobody follows (asked at each
-    batch: a viewer may arrive mid-answer)."""
-    started = datetime.now(UTC)
-    base = {"id": item.id, "worker_id": item.worker_id, "attempts": item.attempts}
-    topic = session_topic(item.session_id)
-    if config.judge_model_id is None and item.attempts <= max_attempts:
-        return Finish(**base, status="failed", error="the session's judge model was deleted")
-    prepared = prepare_prompt(item, config, threads, max_attempts)
-    if isinstance(prepared, Finish):
-        return prepared
-    a, b, messages = prepared
-
-    if publish is not None:
-        publish(
-            topic,
-            "comparison_start",
-            {
-                "comparison_id": item.id,
-                "worker_id": item.worker_id,
-                "thread_a_id": item.thread_a_id,
-                "thread_b_id": item.thread_b_id,
-                # titles ride along so the live lanes name the threads at once, before the
-                # labels fetch answers
-                "thread_a_title": a.title or None,
-                "thread_b_title": b.title or None,
-                "pillar_a_id": item.pillar_a_id,
-                "pillar_b_id": item.pillar_b_id,
-                "attempt": item.attempts,
-            },
-        )
-    batcher: DeltaBatcher | None = None
-    if publish is not None:
-        stream = {"comparison_id": item.id, "worker_id": item.worker_id}
-
-        def publish_text(text: str) -> None:
-            if wants_stream is None or wants_stream(topic, item.worker_id):
-                publish(topic, "llm_stream", {**stream, "text": text})
-
-        batcher = DeltaBatcher(publish_text, interval_s=stream_interval_s)
-    try:
-        result = await llm.chat(
-            model_id=config.judge_model_id,
-            messages=messages,
-            # Structured output only for the built-in JSON verdict: a published judge answers
-            # in its own words, and forcing JSON on it would change what it says.
-            json_schema=verdict_json_schema(config.criteria)
-            if config.verdict_format.kind == "json"
-            else None,
-            context={
-                "task": "pairwise",
-                "thread_a": _thread_context(a),
-                "thread_b": _thread_context(b),
-                "criteria": list(config.criteria),
-                "call_key": f"{item.session_id}:{item.queue_position}:{item.attempts}",
-            },
-            purpose="judge",
-            related={"session_id": item.session_id, "comparison_id": item.id},
-            on_delta=batcher.add if batcher is not None else None,
-            # Repetitions and retries must be fresh judgements, not the cached first one.
-            use_cache=False if item.repetition > 0 or item.attempts > 1 else None,
-        )
-    except ProviderError as exc:
-        status = _retry_or_fail(item, max_attempts)
-        return Finish(**base, status=status, started_at=started, error=exc.cause[:2000])
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # a bug or an unknown model must not kill the worker
-        status = _retry_or_fail(item, max_attempts)
-        error = f"{type(exc).__name__}: {exc}"[:2000]
-        return Finish(**base, status=status, started_at=started, error=error)
-    finally:
-        if batcher is not None:
-            await batcher.flush()
-
-    usage = call_usage(result, config.cost) | {"started_at": started}
-    try:
-        parsed = parse_with_format(result.text, config.verdict_format, config.criteria)
-    except VerdictParseError as exc:
-        status = _retry_or_fail(item, max_attempts)
-        return Finish(**base, **usage, status=status, parse_error=str(exc)[:2000])
-    verdict = parsed.verdict
-    # The verdict is in the order the pair was shown (item.thread_a first): the comparison
-    # row stores it that way and readers map swaps back. An unreadable answer the format
-    # counts as a tie keeps its reason in parse_error, so it is never mistaken for a read.
-    return Finish(
-        **base,
-        **usage,
-        **verdict_fields(verdict),
-        status="completed",
-        parse_error=parsed.unparsed[:2000] if parsed.unparsed is not None else None,
-    )
-
-
-def call_usage(result: ChatResult, cost: Callable[[int, int], float]) -> dict[str, Any]:
-    """What one judge call used, as stored on a comparison or a panel vote (a cache hit
-    costs nothing)."""
-    return {
-        "input_tokens": result.input_tokens,
-        "output_tokens": result.output_tokens,
-        "cost_usd": 0.0 if result.cached else cost(result.input_tokens, result.output_tokens),
-        "latency_s": result.latency_s,
-        "cache_hit": result.cached,
-        "raw_response": result.text[:RAW_RESPONSE_LIMIT],
-    }
-
-
-def verdict_fields(verdict: Verdict) -> dict[str, Any]:
-    """A read verdict's stored fields, in the order the pair was shown."""
-    return {
-        "winner": verdict.winner,
-        "confidence": verdict.confidence,
-        "scores_a": verdict.scores_a,
-        "scores_b": verdict.scores_b,
-        "reasoning": verdict.reasoning,
-        "strength": verdict_strength(verdict),
-    }
 
 
 def verdict_strength(verdict: Verdict) -> int | None:

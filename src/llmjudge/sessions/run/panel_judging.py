@@ -1,11 +1,17 @@
-"""Judging one comparison with a panel: every member asked through the gateway (each its
-own provider, limits, cache and cost), at once, or in order for a cascade; the verdict is
-the panel's aggregate (``judging.panels``), the votes travel in the ``Finish`` and are
-stored by the same transaction that applies it (``claims.write_votes``).
+"""Judging one comparison: threads in, one ``Finish`` (verdict, retry or failure) out.
 
-A member whose call fails after the gateway's retries, or whose answer does not parse, is
-recorded as ``missing``; the aggregate says how many voted. With nobody voting the
-comparison is retried like a failed single-judge call (its spend still counts).
+One path for every session: a single judge is a panel of one (``solo_panel``). Every
+member is asked through the judge-call pipeline (``llmjudge.judging``: each its own
+provider, limits, cache and cost), at once, or in order for a cascade; each answer is a
+``JudgeVote`` (a single judge's is member 0), stored as a ``comparison_votes`` row by the
+transaction that applies the finish (``votes.write_votes``).
+
+No database transaction is open here: the pool loads threads before and writes the
+``Finish`` after, in batches. A verdict is never guessed: a single judge's answer that does
+not parse is recorded (raw response and parse error) and the comparison goes back to the
+queue until ``max_attempts`` is spent, then fails. A panel member whose call fails, or whose
+answer does not parse, is ``missing``; the aggregate says how many voted, and with nobody
+voting the comparison is retried like a failed single-judge call (its spend still counts).
 """
 
 from __future__ import annotations
@@ -17,25 +23,37 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from llmjudge.core.judging.formats import VerdictFormat, parse_with_format
 from llmjudge.core.judging.panels import CascadePolicy, Vote, aggregate, panel_strength, should_stop
 from llmjudge.core.judging.prompts import verdict_json_schema
-from llmjudge.core.judging.verdicts import VerdictParseError
-from llmjudge.providers import ModelPricing, ProviderError
-from llmjudge.sessions.run.claims import Claimed, Finish, MemberVote
+from llmjudge.core.judging.verdicts import Verdict
+from llmjudge.infra.events.hub import DeltaBatcher
+from llmjudge.judging import Gateway, JudgeRequest, JudgeResult, judge_call
+from llmjudge.providers import ModelPricing
+from llmjudge.sessions.run.claims import Claimed, Finish, JudgeVote, token
 from llmjudge.sessions.run.judging import (
     MAX_ATTEMPTS,
     ChatService,
     Publish,
     SessionConfig,
     ThreadCache,
-    call_usage,
+    ThreadData,
+    WantsStream,
     prepare_prompt,
     session_topic,
-    verdict_fields,
+    verdict_strength,
 )
 
-__all__ = ["MemberConfig", "PanelConfig", "judge_panel", "panel_config"]
+__all__ = [
+    "MemberConfig",
+    "PanelConfig",
+    "judge_comparison",
+    "panel_config",
+    "solo_panel",
+    "verdict_fields",
+]
+
+RAW_RESPONSE_LIMIT = 100_000
+_USAGE = ("input_tokens", "output_tokens", "cost_usd", "latency_s", "cache_hit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +71,13 @@ class MemberConfig:
 
 @dataclass(frozen=True, slots=True)
 class PanelConfig:
-    rule: str
+    rule: str  # an aggregation, or "solo": the session's one judge
     members: tuple[MemberConfig, ...]
     policy: CascadePolicy | None = None
+
+    @property
+    def solo(self) -> bool:
+        return self.rule == "solo"
 
     @property
     def weights(self) -> list[float] | None:
@@ -79,170 +101,268 @@ def panel_config(stored: dict[str, Any], prices: Sequence[tuple[float, float]]) 
     return PanelConfig(stored["rule"], members, policy)
 
 
-async def _ask(
-    llm: ChatService,
-    item: Claimed,
-    k: int,
-    member: MemberConfig,
-    messages: list[dict[str, str]],
-    criteria: Sequence[str],
-    fmt: VerdictFormat,
-    context: dict[str, Any],
-) -> MemberVote:
-    base: dict[str, Any] = {"member": k, "model_id": member.model_id, "judge": member.label}
-    if member.model_id is None:
-        return MemberVote(**base, status="missing", error="this member's model was deleted")
-    try:
-        result = await llm.chat(
-            model_id=member.model_id,
-            messages=messages,
-            # As for one judge: structured output only for the built-in JSON verdict.
-            json_schema=verdict_json_schema(criteria) if fmt.kind == "json" else None,
-            context={**context, "member": k, "call_key": f"{context['call_key']}:{k}"},
-            purpose="judge",
-            related={"session_id": item.session_id, "comparison_id": item.id, "member": k},
-            use_cache=False if item.repetition > 0 or item.attempts > 1 else None,
-        )
-    except ProviderError as exc:
-        return MemberVote(**base, status="missing", error=exc.cause[:2000])
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # a bug or an unknown model must not kill the worker
-        return MemberVote(**base, status="missing", error=f"{type(exc).__name__}: {exc}"[:2000])
-    usage = call_usage(result, member.cost)
-    try:
-        parsed = parse_with_format(result.text, fmt, criteria)
-    except VerdictParseError as exc:
-        return MemberVote(**base, **usage, status="missing", error=str(exc)[:2000])
-    verdict = parsed.verdict
-    return MemberVote(
-        **base,
-        **usage,
-        **verdict_fields(verdict),
-        status="voted",
-        # An answer the format counts as a tie is a vote, its reason kept.
-        error=None if parsed.unparsed is None else f"unparsed, a tie: {parsed.unparsed}"[:2000],
+def solo_panel(config: SessionConfig) -> PanelConfig:
+    """A single-judge session as the panel of one it is."""
+    member = MemberConfig(
+        config.judge_model_id, "", config.input_price_per_million, config.output_price_per_million
     )
+    return PanelConfig("solo", (member,))
 
 
-def _as_vote(v: MemberVote) -> Vote:
+def verdict_fields(verdict: Verdict) -> dict[str, Any]:
+    """A read verdict's stored fields, in the order the pair was shown."""
+    return {
+        "winner": verdict.winner,
+        "confidence": verdict.confidence,
+        "scores_a": verdict.scores_a,
+        "scores_b": verdict.scores_b,
+        "reasoning": verdict.reasoning,
+        "strength": verdict_strength(verdict),
+    }
+
+
+def _as_vote(result: JudgeResult[Verdict], k: int, member: MemberConfig) -> JudgeVote:
+    """A member's call as its stored vote: ``voted`` when its reply was read (an answer
+    the format counts as a tie is a vote, its reason kept), else ``missing``."""
+    base: dict[str, Any] = {"member": k, "model_id": member.model_id, "judge": member.label}
+    if result.error is not None:
+        return JudgeVote(**base, error=result.error)
+    usage = {name: getattr(result, name) for name in _USAGE}
+    usage["raw_response"] = (result.raw or "")[:RAW_RESPONSE_LIMIT]
+    if result.verdict is None:
+        return JudgeVote(**base, **usage, error=(result.parse_error or "")[:2000])
+    note = None if result.note is None else f"unparsed, a tie: {result.note}"[:2000]
+    return JudgeVote(**base, **usage, **verdict_fields(result.verdict), status="voted", error=note)
+
+
+def _ballot(v: JudgeVote) -> Vote:
     return Vote(v.winner if v.status == "voted" else None, v.confidence, v.scores_a, v.scores_b)  # type: ignore[arg-type]
 
 
-async def judge_panel(
+def _retry_or_fail(item: Claimed, max_attempts: int) -> str:
+    return "failed" if item.attempts >= max_attempts else "pending"
+
+
+@dataclass(slots=True)
+class _Judging:
+    """One comparison's judging: what every member's call shares."""
+
+    llm: ChatService
+    item: Claimed
+    config: SessionConfig
+    panel: PanelConfig
+    messages: list[dict[str, str]]
+    context: dict[str, Any]
+    publish: Publish | None
+
+    def request(self, k: int) -> JudgeRequest:
+        item, member = self.item, self.panel.members[k]
+        context, related = self.context, {"session_id": item.session_id, "comparison_id": item.id}
+        if not self.panel.solo:
+            context = {**context, "member": k, "call_key": f"{context['call_key']}:{k}"}
+            related["member"] = k
+        return JudgeRequest(
+            model_id=member.model_id,  # type: ignore[arg-type]
+            messages=self.messages,
+            purpose="judge",
+            # Structured output only for the built-in JSON verdict: a published judge
+            # answers in its own words, and forcing JSON on it would change what it says.
+            json_schema=verdict_json_schema(self.config.criteria)
+            if self.config.verdict_format.kind == "json"
+            else None,
+            context=context,
+            related=related,
+            # Repetitions and retries must be fresh judgements, not the cached first one.
+            use_cache=False if item.repetition > 0 or item.attempts > 1 else None,
+        )
+
+    async def ask(self, k: int, on_delta: Any = None) -> tuple[JudgeVote, JudgeResult[Verdict]]:
+        member = self.panel.members[k]
+        result: JudgeResult[Verdict]
+        if member.model_id is None:
+            result = JudgeResult(error="this member's model was deleted")
+        else:
+            result = await judge_call(
+                Gateway(self.llm),
+                self.request(k),
+                self.config.reader,
+                cost=member.cost,
+                on_delta=on_delta,
+            )
+        vote = _as_vote(result, k, member)
+        if self.publish is not None and not self.panel.solo:
+            # A live lane shows every member's answer as it arrives.
+            self.publish(
+                session_topic(self.item.session_id),
+                "panel_vote",
+                {"comparison_id": self.item.id, "worker_id": self.item.worker_id}
+                | {
+                    name: getattr(vote, name)
+                    for name in ("member", "judge", "status", "winner", "confidence")
+                }
+                | {"cost_usd": vote.cost_usd, "latency_s": vote.latency_s, "error": vote.error},
+            )
+        return vote, result
+
+
+def _thread_context(t: ThreadData) -> dict[str, Any]:
+    return {"id": t.id, "quality": t.quality, "pillar_id": t.pillar_id}
+
+
+async def judge_comparison(
     *,
     llm: ChatService,
     item: Claimed,
     config: SessionConfig,
-    panel: PanelConfig,
     threads: ThreadCache,
+    panel: PanelConfig | None = None,
     publish: Publish | None = None,
     max_attempts: int = MAX_ATTEMPTS,
+    stream_interval_s: float = 0.1,
+    wants_stream: WantsStream | None = None,
 ) -> Finish:
-    """Ask the panel about ``item`` and say how it ended. Raises only ``CancelledError``."""
-    criteria = config.criteria
+    """Judge ``item`` once, by ``panel`` (None: the session's one judge), and say how it
+    ended. Raises only ``CancelledError``.
+
+    With ``publish``, a single judge's answer is streamed and its text published in batches
+    (``llm_stream``), except the batches ``wants_stream`` says nobody follows (asked at each
+    batch: a viewer may arrive mid-answer)."""
+    panel = panel or solo_panel(config)
     started = datetime.now(UTC)
-    base = {"id": item.id, "worker_id": item.worker_id, "attempts": item.attempts}
+    base = token(item)
+    topic = session_topic(item.session_id)
+    if panel.solo and config.judge_model_id is None and item.attempts <= max_attempts:
+        return Finish(**base, status="failed", error="the session's judge model was deleted")
     prepared = prepare_prompt(item, config, threads, max_attempts)
     if isinstance(prepared, Finish):
         return prepared
     a, b, messages = prepared
-    topic = session_topic(item.session_id)
     context = {
         "task": "pairwise",
-        "thread_a": {"id": a.id, "quality": a.quality, "pillar_id": a.pillar_id},
-        "thread_b": {"id": b.id, "quality": b.quality, "pillar_id": b.pillar_id},
-        "criteria": list(criteria),
+        "thread_a": _thread_context(a),
+        "thread_b": _thread_context(b),
+        "criteria": list(config.criteria),
         "call_key": f"{item.session_id}:{item.queue_position}:{item.attempts}",
     }
     if publish is not None:
-        publish(
-            topic,
-            "comparison_start",
-            {
-                "comparison_id": item.id,
-                "worker_id": item.worker_id,
-                "thread_a_id": item.thread_a_id,
-                "thread_b_id": item.thread_b_id,
-                "pillar_a_id": item.pillar_a_id,
-                "pillar_b_id": item.pillar_b_id,
-                "attempt": item.attempts,
-                "members": [m.label for m in panel.members],
-            },
+        start = {
+            "comparison_id": item.id,
+            "worker_id": item.worker_id,
+            "thread_a_id": item.thread_a_id,
+            "thread_b_id": item.thread_b_id,
+            # titles ride along so the live lanes name the threads at once, before the
+            # labels fetch answers
+            "thread_a_title": a.title or None,
+            "thread_b_title": b.title or None,
+            "pillar_a_id": item.pillar_a_id,
+            "pillar_b_id": item.pillar_b_id,
+            "attempt": item.attempts,
+        }
+        if not panel.solo:
+            start["members"] = [m.label for m in panel.members]
+        publish(topic, "comparison_start", start)
+    judging = _Judging(llm, item, config, panel, messages, context, publish)
+    if panel.solo:
+        return await _solo(judging, base, started, max_attempts, stream_interval_s, wants_stream)
+    return await _panel(judging, base, started, max_attempts)
+
+
+async def _solo(
+    judging: _Judging,
+    base: dict[str, Any],
+    started: datetime,
+    max_attempts: int,
+    stream_interval_s: float,
+    wants_stream: WantsStream | None,
+) -> Finish:
+    """A single judge's finish: its vote is the comparison row's answer (and becomes its
+    member-0 vote row from there, ``votes.store_solo_votes``)."""
+    item, publish = judging.item, judging.publish
+    batcher: DeltaBatcher | None = None
+    if publish is not None:
+        topic = session_topic(item.session_id)
+        stream = {"comparison_id": item.id, "worker_id": item.worker_id}
+
+        def publish_text(text: str) -> None:
+            if wants_stream is None or wants_stream(topic, item.worker_id):
+                publish(topic, "llm_stream", {**stream, "text": text})
+
+        batcher = DeltaBatcher(publish_text, interval_s=stream_interval_s)
+    try:
+        vote, result = await judging.ask(0, batcher.add if batcher is not None else None)
+    finally:
+        if batcher is not None:
+            await batcher.flush()
+    if result.error is not None:
+        status = _retry_or_fail(item, max_attempts)
+        return Finish(**base, status=status, started_at=started, error=result.error)
+    if result.verdict is None:
+        status = _retry_or_fail(item, max_attempts)
+        return Finish(
+            **base, status=status, started_at=started, answer=vote, parse_error=vote.error
         )
+    # The verdict is in the order the pair was shown (item.thread_a first): the comparison
+    # row stores it that way and readers map swaps back. An unreadable answer the format
+    # counts as a tie keeps its reason in parse_error, so it is never mistaken for a read.
+    return Finish(
+        **base,
+        status="completed",
+        started_at=started,
+        answer=vote,
+        parse_error=None if result.note is None else result.note[:2000],
+    )
 
-    def announce(v: MemberVote) -> None:
-        # A live lane shows every member's answer as it arrives.
-        if publish is not None:
-            publish(
-                topic,
-                "panel_vote",
-                {
-                    "comparison_id": item.id,
-                    "worker_id": item.worker_id,
-                    "member": v.member,
-                    "judge": v.judge,
-                    "status": v.status,
-                    "winner": v.winner,
-                    "confidence": v.confidence,
-                    "cost_usd": v.cost_usd,
-                    "latency_s": v.latency_s,
-                    "error": v.error,
-                },
-            )
 
-    async def ask(k: int) -> MemberVote:
-        v = await _ask(
-            llm, item, k, panel.members[k], messages, criteria, config.verdict_format, context
-        )
-        announce(v)
-        return v
-
+async def _panel(
+    judging: _Judging, base: dict[str, Any], started: datetime, max_attempts: int
+) -> Finish:
+    """A panel's finish: the comparison row stores the aggregate and the total spend."""
+    item, panel = judging.item, judging.panel
     t0 = time.perf_counter()
-    votes: list[MemberVote]
+    votes: list[JudgeVote]
     if panel.policy is None:
-        votes = list(await asyncio.gather(*(ask(k) for k in range(len(panel.members)))))
+        asked_all = await asyncio.gather(*(judging.ask(k) for k in range(len(panel.members))))
+        votes = [v for v, _ in asked_all]
         asked = len(votes)
     else:
         votes = []
         for k in range(len(panel.members)):
-            votes.append(await ask(k))
-            if should_stop([_as_vote(v) for v in votes], panel.policy):
+            votes.append((await judging.ask(k))[0])
+            if should_stop([_ballot(v) for v in votes], panel.policy):
                 break
         asked = len(votes)
         votes += [
-            MemberVote(member=k, model_id=m.model_id, judge=m.label, status="skipped")
+            JudgeVote(member=k, model_id=m.model_id, judge=m.label, status="skipped")
             for k, m in enumerate(panel.members)
             if k >= asked
         ]
     wall = time.perf_counter() - t0
     agg = aggregate(
-        panel.rule, [_as_vote(v) for v in votes], weights=panel.weights, policy=panel.policy
+        panel.rule, [_ballot(v) for v in votes], weights=panel.weights, policy=panel.policy
     )
-    usage = {
+    spend = {
         "input_tokens": sum(v.input_tokens for v in votes),
         "output_tokens": sum(v.output_tokens for v in votes),
         "cost_usd": sum(v.cost_usd for v in votes),
         "latency_s": wall,
         "cache_hit": all(v.cache_hit for v in votes if v.status == "voted"),
-        "started_at": started,
     }
     if agg.winner is None:
         errors = "; ".join(f"{v.judge or v.member}: {v.error}" for v in votes if v.error)
-        status = "failed" if item.attempts >= max_attempts else "pending"
+        status = _retry_or_fail(item, max_attempts)
         return Finish(
             **base,
-            **usage,
-            status=status,
+            status=status,  # type: ignore[arg-type]
+            started_at=started,
+            answer=JudgeVote(**spend),
             error=f"no member of the panel voted ({errors})"[:2000],
             votes=tuple(votes) if status == "failed" else (),
             votes_cast=0,
             votes_asked=asked,
         )
-    return Finish(
-        **base,
-        **usage,
-        status="completed",
+    answer = JudgeVote(
+        **spend,
+        status="voted",
         winner=agg.winner,
         confidence=agg.confidence,
         scores_a=agg.scores_a or None,
@@ -251,6 +371,12 @@ async def judge_panel(
         strength=panel_strength(
             agg.winner, [(v.winner, v.strength) for v in votes if v.status == "voted"]
         ),
+    )
+    return Finish(
+        **base,
+        status="completed",
+        started_at=started,
+        answer=answer,
         votes=tuple(votes),
         votes_cast=agg.voted,
         votes_asked=asked,

@@ -1,0 +1,90 @@
+"""The judge call: a ``JudgeRequest`` sent through a transport, its reply read by a reader.
+
+Every judge in the application calls through here: a session's judge (a panel of one),
+each panel member, a persona's judge in training and at work (the CI gate). The request
+and the reading are pure (``core.judging.calls``); this module sends. ``Gateway`` is the
+transport of live calls (``LLMService.chat``: cache, limits, accounting); a provider batch
+API is another ``Transport`` that submits ``request.to_json()`` and reads each reply with
+``read_reply`` when it arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from llmjudge.core.judging.calls import JudgeRequest, JudgeResult, Reader, read_reply
+from llmjudge.providers import ChatResult, DeltaCallback, ProviderError
+
+__all__ = ["ChatGateway", "Cost", "Gateway", "Transport", "judge_call"]
+
+V = TypeVar("V")
+# (input tokens, output tokens) -> USD; a cache hit costs nothing
+Cost = Callable[[int, int], float]
+
+
+class ChatGateway(Protocol):
+    async def chat(self, **kwargs: Any) -> ChatResult: ...
+
+
+class Transport(Protocol):
+    """Sends one request and answers its reply (raises ``ProviderError`` when it fails)."""
+
+    async def send(self, request: JudgeRequest, on_delta: DeltaCallback = None) -> ChatResult: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Gateway:
+    """Live calls through the LLM gateway (``providers.LLMService``)."""
+
+    llm: ChatGateway
+
+    async def send(self, request: JudgeRequest, on_delta: DeltaCallback = None) -> ChatResult:
+        if on_delta is None:
+            return await self.llm.chat(**request.chat_arguments())
+        return await self.llm.chat(**request.chat_arguments(), on_delta=on_delta)
+
+
+_REPLY_USAGE = ("input_tokens", "output_tokens", "latency_s")
+
+
+def _error(exc: Exception) -> str:
+    if isinstance(exc, ProviderError):
+        return exc.cause[:2000]
+    return f"{type(exc).__name__}: {exc}"[:2000]
+
+
+async def judge_call(
+    transport: Transport,
+    request: JudgeRequest,
+    reader: Reader[V],
+    *,
+    cost: Cost | None = None,
+    on_delta: DeltaCallback = None,
+) -> JudgeResult[V]:
+    """Send ``request``, read the reply, ask again (``request.retries`` times) while it is
+    unreadable. Raises only ``CancelledError``: a failed call (a provider error, an unknown
+    model, a bug) ends with ``error`` and ``failure`` set, the usage of the calls before it
+    kept."""
+    done: JudgeResult[V] | None = None
+    for attempt in range(request.retries + 1):
+        asked = request if attempt == 0 else request.retry(attempt)
+        try:
+            reply = await transport.send(asked, on_delta)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug or an unknown model must not kill the caller
+            failed: JudgeResult[V] = JudgeResult(error=_error(exc), failure=exc)
+            return failed if done is None else done.then(failed)
+        spent = (
+            0.0 if reply.cached or cost is None else cost(reply.input_tokens, reply.output_tokens)
+        )
+        usage = {name: getattr(reply, name) for name in _REPLY_USAGE}
+        result = read_reply(reader, reply.text, **usage, cost_usd=spent, cache_hit=reply.cached)
+        done = result if done is None else done.then(result)
+        if result.parse_error is None:
+            break
+    assert done is not None
+    return done

@@ -6,48 +6,39 @@ what writes comparisons (plans, imports) lives in the sessions domain.
 - figures: each figure of a session; cache: cached per completed count; options: the
   rating options of a query
 - exports: CSV and JSON downloads, streamed
-- api: the `/api/sessions/{id}/<figure>` and `/export` routes
-"""
+- api: the `/api/sessions/{id}/<figure>` and `/export` routes"""
 
-from llmjudge.analysis.cache import AnalysisCache, get_cache
-from llmjudge.analysis.figures import (
-    categories_out,
-    findings,
-    pillar_matrix_out,
-    position_swap,
-    score_distribution_out,
-    style_out,
-    thread_leaderboard,
-    thread_performance_out,
-)
-from llmjudge.analysis.loading import get_analysis_session
-from llmjudge.analysis.options import (
-    BOOTSTRAP_ROUNDS,
-    RatingQuery,
-    rating_options,
-    rating_query_raw,
-)
-from llmjudge.analysis.schemas import AnalysisSession, LeaderboardRow, ThreadLeaderboardOut
-from llmjudge.core.ratings.report import RatingOptions
+from llmjudge.infra.exports import public
 
-__all__ = [
-    "AnalysisCache",
-    "AnalysisSession",
-    "BOOTSTRAP_ROUNDS",
-    "LeaderboardRow",
-    "RatingOptions",
-    "RatingQuery",
-    "ThreadLeaderboardOut",
-    "categories_out",
-    "findings",
-    "get_analysis_session",
-    "get_cache",
-    "pillar_matrix_out",
-    "position_swap",
-    "rating_options",
-    "rating_query_raw",
-    "score_distribution_out",
-    "style_out",
-    "thread_leaderboard",
-    "thread_performance_out",
-]
+__all__, __getattr__ = public(
+    __name__,
+    {
+        "llmjudge.analysis.cache": (
+            "AnalysisCache",
+            "get_cache",
+        ),
+        "llmjudge.analysis.figures": (
+            "categories_out",
+            "findings",
+            "pillar_matrix_out",
+            "position_swap",
+            "score_distribution_out",
+            "style_out",
+            "thread_leaderboard",
+            "thread_performance_out",
+        ),
+        "llmjudge.analysis.loading": ("get_analysis_session",),
+        "llmjudge.analysis.options": (
+            "BOOTSTRAP_ROUNDS",
+            "RatingQuery",
+            "rating_options",
+            "rating_query_raw",
+        ),
+        "llmjudge.analysis.schemas": (
+            "AnalysisSession",
+            "LeaderboardRow",
+            "ThreadLeaderboardOut",
+        ),
+        "llmjudge.core.ratings.report": ("RatingOptions",),
+    },
+)

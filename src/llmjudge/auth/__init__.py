@@ -1,9 +1,14 @@
 """Access control: users and roles, API tokens, browser sessions, CSRF, security headers."""
 
-from llmjudge.auth.schemas import CurrentPrincipal, Principal, RowId
+from llmjudge.infra.exports import public
 
-__all__ = [
-    "CurrentPrincipal",
-    "Principal",
-    "RowId",
-]
+__all__, __getattr__ = public(
+    __name__,
+    {
+        "llmjudge.auth.schemas": (
+            "CurrentPrincipal",
+            "Principal",
+            "RowId",
+        ),
+    },
+)

@@ -1,19 +1,25 @@
 """The catalog domain's public surface: what other domains may import."""
 
-from llmjudge.catalog.importing import parse_thread_file
-from llmjudge.catalog.models import Pillar, Thread
-from llmjudge.catalog.schemas import ImportResult, PillarOut, RowError
-from llmjudge.catalog.service import list_pillars, prompt_key_coverage, store_import, threads_by_ids
+from llmjudge.infra.exports import public
 
-__all__ = [
-    "ImportResult",
-    "Pillar",
-    "PillarOut",
-    "RowError",
-    "Thread",
-    "list_pillars",
-    "parse_thread_file",
-    "prompt_key_coverage",
-    "store_import",
-    "threads_by_ids",
-]
+__all__, __getattr__ = public(
+    __name__,
+    {
+        "llmjudge.catalog.importing": ("parse_thread_file",),
+        "llmjudge.catalog.models": (
+            "Pillar",
+            "Thread",
+        ),
+        "llmjudge.catalog.schemas": (
+            "ImportResult",
+            "PillarOut",
+            "RowError",
+        ),
+        "llmjudge.catalog.service": (
+            "list_pillars",
+            "prompt_key_coverage",
+            "store_import",
+            "threads_by_ids",
+        ),
+    },
+)

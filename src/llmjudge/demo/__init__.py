@@ -1,7 +1,10 @@
 """The demo domain's public surface: what other domains may import."""
 
-from llmjudge.demo.service import load_demo
+from llmjudge.infra.exports import public
 
-__all__ = [
-    "load_demo",
-]
+__all__, __getattr__ = public(
+    __name__,
+    {
+        "llmjudge.demo.service": ("load_demo",),
+    },
+)

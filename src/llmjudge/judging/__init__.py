@@ -1,30 +1,27 @@
 """The judging domain's public surface: one judge call (request, transport, reader,
 result) for every judge of the application."""
 
-from llmjudge.core.judging.calls import (
-    JudgeRequest,
-    JudgeResult,
-    LabelReader,
-    PairwiseReader,
-    Reader,
-    Reading,
-    Unreadable,
-    read_reply,
-)
-from llmjudge.judging.pipeline import ChatGateway, Cost, Gateway, Transport, judge_call
+from llmjudge.infra.exports import public
 
-__all__ = [
-    "ChatGateway",
-    "Cost",
-    "Gateway",
-    "JudgeRequest",
-    "JudgeResult",
-    "LabelReader",
-    "PairwiseReader",
-    "Reader",
-    "Reading",
-    "Transport",
-    "Unreadable",
-    "judge_call",
-    "read_reply",
-]
+__all__, __getattr__ = public(
+    __name__,
+    {
+        "llmjudge.core.judging.calls": (
+            "JudgeRequest",
+            "JudgeResult",
+            "LabelReader",
+            "PairwiseReader",
+            "Reader",
+            "Reading",
+            "Unreadable",
+            "read_reply",
+        ),
+        "llmjudge.judging.pipeline": (
+            "ChatGateway",
+            "Cost",
+            "Gateway",
+            "Transport",
+            "judge_call",
+        ),
+    },
+)

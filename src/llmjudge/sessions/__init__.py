@@ -1,15 +1,19 @@
 """The sessions domain's public surface: what other domains may import."""
 
-from llmjudge.sessions.models import Comparison, JudgeSession
-from llmjudge.sessions.reads import list_sessions
-from llmjudge.sessions.schemas import SessionIn, SessionOut
-from llmjudge.sessions.service import create_session
+from llmjudge.infra.exports import public
 
-__all__ = [
-    "Comparison",
-    "JudgeSession",
-    "SessionIn",
-    "SessionOut",
-    "create_session",
-    "list_sessions",
-]
+__all__, __getattr__ = public(
+    __name__,
+    {
+        "llmjudge.sessions.models": (
+            "Comparison",
+            "JudgeSession",
+        ),
+        "llmjudge.sessions.reads": ("list_sessions",),
+        "llmjudge.sessions.schemas": (
+            "SessionIn",
+            "SessionOut",
+        ),
+        "llmjudge.sessions.service": ("create_session",),
+    },
+)

@@ -92,12 +92,19 @@ ADVERSARIAL = {
 
 
 def _cpu_seconds(parse: Callable[[str], object], text: str) -> float:
-    start = time.thread_time()
-    try:
-        parse(text)
-    except VerdictParseError:
-        pass
-    return time.thread_time() - start
+    """The least CPU time of three runs: a shared machine only ever adds time (frequency,
+    caches), and a quadratic parser is slow on every run."""
+    times = []
+    for _ in range(3):
+        start = time.thread_time()
+        try:
+            parse(text)
+        except VerdictParseError:
+            pass
+        times.append(time.thread_time() - start)
+        if times[-1] < BOUND_S / 2:
+            break
+    return min(times)
 
 
 _LABELS = VerdictFormat.model_validate(

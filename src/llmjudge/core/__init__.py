@@ -12,6 +12,8 @@ store what comes out, so everything here is tested without a server.
 - ``analysis``: outcomes, leaderboards, position bias, performance, categories, findings,
   tournament quality.
 - ``agreement``: agreement of judges with labels and of people with each other.
+- ``stats``: the one Wilson interval, Cohen's kappa and bootstrap; undefined is None (NaN
+  inside arrays).
 - ``personas``: the persona calibration loop's maths, splits, gate and templates.
 - ``charts``: server-rendered SVG charts.
 - ``text``: untrusted text shown safely (Markdown, diffs) and CSV that cannot execute.

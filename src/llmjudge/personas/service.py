@@ -27,6 +27,8 @@ from llmjudge.personas.schemas import FromTemplateIn, PairRow, PersonaIn, Person
 from llmjudge.personas.starters import get_template
 from llmjudge.providers import BUILTIN_SIMULATED_MODELS, LLMModel, ensure_builtin_simulator
 
+# What a persona made from a starter template takes from it (the models are this install's).
+_FROM_TEMPLATE = ("description", "task_prompt", "judge_prompt", "target_f1")
 # What a clone keeps of its source (not its name, status, version or timestamps).
 CLONED_SETTINGS = (
     "description",
@@ -194,13 +196,10 @@ async def create_from_template(
     sim = await _simulated_model_ids(db)
     data = PersonaIn(
         name=overrides.name or await _free_name(db, template.name),
-        description=template.description,
-        task_prompt=template.task_prompt,
-        judge_prompt=template.judge_prompt,
+        **{k: getattr(template, k) for k in _FROM_TEMPLATE},
         task_model_id=overrides.task_model_id or sim["simulated-task"],
         judge_model_id=overrides.judge_model_id or sim["simulated-judge"],
         engineer_model_id=overrides.engineer_model_id or sim["simulated-engineer"],
-        target_f1=template.target_f1,
     )
     out = await create_persona(db=db, data=data, template_key=key)
     rows = [PairRow(input=t.input, correct_output=t.correct_output) for t in template.pairs]

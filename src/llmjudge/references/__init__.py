@@ -5,7 +5,10 @@ from llmjudge.infra.exports import public
 __all__, __getattr__ = public(
     __name__,
     {
-        "llmjudge.references.agreement_report": ("session_agreement",),
+        "llmjudge.references.agreement_report": (
+            "labels_of_pairs",
+            "session_agreement",
+        ),
         "llmjudge.references.models": ("ReferenceLabel",),
         "llmjudge.references.schemas": ("FigureOut",),
         "llmjudge.references.service": (

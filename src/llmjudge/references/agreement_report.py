@@ -14,7 +14,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ARRAY, Integer, and_, any_, cast, select
+from sqlalchemy import ARRAY, FromClause, Integer, and_, any_, cast, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import Pillar, Thread
@@ -94,6 +94,33 @@ def _human_out(h: people.HumanAgreement) -> HumanAgreementOut:
             for p in h.pairwise
         ],
     )
+
+
+async def labels_of_pairs(db: AsyncSession, pairs: FromClause) -> list[core.ReferenceLabel]:
+    """The reference labels of the canonical pairs in ``pairs`` (columns ``a`` < ``b``),
+    oldest first: the order majority votes and ties between labels are read in."""
+    rows = (
+        await db.execute(
+            select(
+                ReferenceLabel.thread_a_id,
+                ReferenceLabel.thread_b_id,
+                ReferenceLabel.label,
+                ReferenceLabel.source,
+                ReferenceLabel.annotator,
+            )
+            .join(
+                pairs,
+                and_(
+                    pairs.c.a == ReferenceLabel.thread_a_id, pairs.c.b == ReferenceLabel.thread_b_id
+                ),
+            )
+            .order_by(ReferenceLabel.created_at, ReferenceLabel.id)
+        )
+    ).all()
+    return [
+        core.ReferenceLabel((a, b), label, source, annotator)  # type: ignore[arg-type]
+        for a, b, label, source, annotator in rows
+    ]
 
 
 @dataclass(frozen=True)
@@ -211,28 +238,7 @@ async def session_agreement(
         for cid, a, b, winner in rows
     ]
     pairs = session_pairs(session_id)
-    label_rows = (
-        await db.execute(
-            select(
-                ReferenceLabel.thread_a_id,
-                ReferenceLabel.thread_b_id,
-                ReferenceLabel.label,
-                ReferenceLabel.source,
-                ReferenceLabel.annotator,
-            )
-            .join(
-                pairs,
-                and_(
-                    pairs.c.a == ReferenceLabel.thread_a_id, pairs.c.b == ReferenceLabel.thread_b_id
-                ),
-            )
-            .order_by(ReferenceLabel.created_at, ReferenceLabel.id)
-        )
-    ).all()
-    labels = [
-        core.ReferenceLabel((a, b), label, source, annotator)  # type: ignore[arg-type]
-        for a, b, label, source, annotator in label_rows
-    ]
+    labels = await labels_of_pairs(db, pairs)
     thread_ids = sorted({t for lab in labels for t in lab.pair})  # type: ignore[attr-defined]
     pillar_of: dict[int, str] = {}
     meta_of: dict[int, Any] = {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import asdict
 from datetime import UTC, datetime
 
 import numpy as np
@@ -146,14 +147,9 @@ def row_labels(
         if seen is None:
             first[key] = (label, r.judgment.line)
             out.append(
+                # The row's label in the pair's canonical order, with its provenance.
                 LabelRow(
-                    line=r.judgment.line,
-                    thread_a=a,
-                    thread_b=b,
-                    label=label,
-                    source=ref.source,
-                    annotator=ref.annotator,
-                    note=ref.note,
+                    line=r.judgment.line, thread_a=a, thread_b=b, **asdict(ref) | {"label": label}
                 )
             )
         elif seen[0] != label:

@@ -18,7 +18,6 @@ from sqlalchemy import ARRAY, Integer, cast, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.core.agreement.judges import Estimate, select_references, wilson
-from llmjudge.core.agreement.judges import ReferenceLabel as RefLabel
 from llmjudge.core.judging.panel_report import codes as label_codes
 from llmjudge.core.judging.panel_report import (
     kappa_matrix,
@@ -28,7 +27,7 @@ from llmjudge.core.judging.panel_report import (
 )
 from llmjudge.core.judging.panels import calibrate_cascade, calibrated_weights
 from llmjudge.infra.errors import Invalid, NotFound
-from llmjudge.references import ReferenceLabel
+from llmjudge.references import labels_of_pairs
 from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
 
 __all__ = ["canonical_references", "learn_weights", "panel_report", "reference_codes"]
@@ -52,23 +51,7 @@ async def canonical_references(
         func.unnest(cast([p[0] for p in wanted], ARRAY(Integer))).label("a"),
         func.unnest(cast([p[1] for p in wanted], ARRAY(Integer))).label("b"),
     ).subquery()
-    rows = (
-        await db.execute(
-            select(
-                ReferenceLabel.thread_a_id,
-                ReferenceLabel.thread_b_id,
-                ReferenceLabel.label,
-                ReferenceLabel.source,
-                ReferenceLabel.annotator,
-            )
-            .join(
-                keys,
-                (keys.c.a == ReferenceLabel.thread_a_id) & (keys.c.b == ReferenceLabel.thread_b_id),
-            )
-            .order_by(ReferenceLabel.created_at, ReferenceLabel.id)
-        )
-    ).all()
-    labels = [RefLabel((a, b), label, source, who) for a, b, label, source, who in rows]
+    labels = await labels_of_pairs(db, keys)
     if any(x.source == "gold" for x in labels):
         return select_references(labels, "gold")  # type: ignore[return-value]
     return select_references(labels, "majority")  # type: ignore[return-value]

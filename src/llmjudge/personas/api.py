@@ -13,7 +13,7 @@ from sse_starlette import EventSourceResponse
 from llmjudge.auth import CurrentPrincipal
 from llmjudge.catalog import RowError
 from llmjudge.infra.events.sse import sse_response
-from llmjudge.infra.web import DbSession, read_upload
+from llmjudge.infra.web import DbSession
 from llmjudge.personas import annotators as agreement_service
 from llmjudge.personas import estimate as estimates
 from llmjudge.personas import iterations as iteration_service
@@ -188,15 +188,7 @@ async def upload_pairs(
     the first rows without storing. Rows identical to stored pairs are skipped; new pairs
     join the three splits (stratified by uploaded label) while stored pairs keep theirs.
     Optional columns: `answer` (no task model is then called), `human_label`, `annotator`."""
-    settings = request.app.state.settings
-    data = await read_upload(file, settings)
-    # A large file takes a while to parse: off the event loop.
-    parsed = await asyncio.to_thread(
-        pair_service.parse_pairs_csv,
-        data,
-        max_rows=settings.max_import_rows,
-        max_chars=settings.max_field_chars,
-    )
+    parsed = await pair_service.parse_pairs_upload(file, request.app.state.settings)
     if parsed.errors:
         raise RowsRejected(parsed.errors)
     try:

@@ -9,10 +9,12 @@ metrics use their majority (or one chosen annotator).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from fastapi import UploadFile
 from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -22,6 +24,8 @@ from llmjudge.core.personas.keys import input_hash
 from llmjudge.core.personas.metrics import majority_label
 from llmjudge.core.personas.splits import SplitFractions
 from llmjudge.core.personas.splits import assign_splits as plan_splits
+from llmjudge.infra import web
+from llmjudge.infra.config import Settings
 from llmjudge.infra.errors import Conflict
 from llmjudge.infra.rowfiles import csv_records, read_upload
 from llmjudge.personas.lookup import persona_row
@@ -68,6 +72,18 @@ def parse_pairs_csv(data: bytes, *, max_rows: int, max_chars: int) -> ParsedPair
     if not out.rows and not out.errors:
         out.errors.append(RowError(line=1, field="file", message="the file has no rows"))
     return out
+
+
+async def parse_pairs_upload(file: UploadFile, settings: Settings) -> ParsedPairs:
+    """Read an uploaded pairs CSV within the size limit (413 past it) and parse it; a large
+    file takes a while to parse, so off the event loop. The API and the page both call it."""
+    data = await web.read_upload(file, settings)
+    return await asyncio.to_thread(
+        parse_pairs_csv,
+        data,
+        max_rows=settings.max_import_rows,
+        max_chars=settings.max_field_chars,
+    )
 
 
 def _validate_row(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, File, HTTPException, Request, UploadFile
@@ -10,7 +9,7 @@ from fastapi.responses import HTMLResponse
 
 from llmjudge.catalog import RowError
 from llmjudge.infra.errors import DOMAIN_ERRORS
-from llmjudge.infra.web import DbSession, read_upload, refusal, render
+from llmjudge.infra.web import DbSession, refusal, render
 from llmjudge.personas import pairs as pair_service
 from llmjudge.personas import service
 from llmjudge.personas.pages.common import detail_ctx
@@ -36,13 +35,7 @@ async def upload_pairs(
     await service.get_persona(db=db, persona_id=persona_id)
     errors: list[RowError] = []
     try:
-        raw = await read_upload(file, settings)
-        parsed = await asyncio.to_thread(
-            pair_service.parse_pairs_csv,
-            raw,
-            max_rows=settings.max_import_rows,
-            max_chars=settings.max_field_chars,
-        )
+        parsed = await pair_service.parse_pairs_upload(file, settings)
         errors = parsed.errors
         if not errors:
             result = await pair_service.store_pairs(

@@ -15,6 +15,7 @@ __all__, __getattr__ = public(
             "LabelRow",
             "session_annotators",
             "store_labels",
+            "thread_pillars",
         ),
     },
 )

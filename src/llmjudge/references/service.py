@@ -61,6 +61,7 @@ __all__ = [
     "session_annotators",
     "session_pairs",
     "store_labels",
+    "thread_pillars",
 ]
 
 CSV_COLUMNS = frozenset(ReferenceRowIn.model_fields)
@@ -177,32 +178,40 @@ def _key(row: ReferenceRowIn, side: str) -> ThreadKey:
     return (str(getattr(row, f"pillar_{side}")), str(getattr(row, f"external_id_{side}")))
 
 
-async def resolve_threads(db: AsyncSession, keys: Iterable[ThreadKey]) -> dict[ThreadKey, int]:
-    """Thread ids of the keys that exist (ids, or (pillar, external id)), two queries at most."""
+async def thread_pillars(
+    db: AsyncSession, keys: Iterable[ThreadKey]
+) -> dict[ThreadKey, tuple[int, int]]:
+    """(thread id, pillar id) of the keys that exist (ids, or (pillar, external id)), two
+    queries at most whatever the number of keys (one array parameter each)."""
     keys = set(keys)
     ids = sorted(k for k in keys if isinstance(k, int))
     refs = sorted(k for k in keys if isinstance(k, tuple))
-    found: dict[ThreadKey, int] = {}
+    found: dict[ThreadKey, tuple[int, int]] = {}
     if ids:
         rows = await db.execute(
-            select(Thread.id).where(Thread.id == any_(cast(ids, ARRAY(Integer))))
+            select(Thread.id, Thread.pillar_id).where(Thread.id == any_(cast(ids, ARRAY(Integer))))
         )
-        found.update({t: t for (t,) in rows.all()})
+        found.update({t: (t, p) for t, p in rows.all()})
     if refs:
         wanted = select(
             func.unnest(cast([r[0] for r in refs], ARRAY(String))).label("pillar"),
             func.unnest(cast([r[1] for r in refs], ARRAY(String))).label("external_id"),
         ).subquery()
         rows = await db.execute(
-            select(Pillar.name, Thread.external_id, Thread.id)
+            select(Pillar.name, Thread.external_id, Thread.id, Thread.pillar_id)
             .join(Pillar, Pillar.id == Thread.pillar_id)
             .join(
                 wanted,
                 (wanted.c.pillar == Pillar.name) & (wanted.c.external_id == Thread.external_id),
             )
         )
-        found.update({(name, ext): t for name, ext, t in rows.all()})
+        found.update({(name, ext): (t, p) for name, ext, t, p in rows.all()})
     return found
+
+
+async def resolve_threads(db: AsyncSession, keys: Iterable[ThreadKey]) -> dict[ThreadKey, int]:
+    """Thread ids of the keys that exist (ids, or (pillar, external id))."""
+    return {k: t for k, (t, _) in (await thread_pillars(db, keys)).items()}
 
 
 def _describe(key: ThreadKey) -> str:

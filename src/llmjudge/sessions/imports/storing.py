@@ -11,10 +11,10 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 
 import numpy as np
-from sqlalchemy import ARRAY, Integer, String, any_, cast, func, insert, select, text, update
+from sqlalchemy import insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.catalog import Pillar, RowError, Thread
+from llmjudge.catalog import RowError
 from llmjudge.core.judging.panel_report import codes
 from llmjudge.core.judging.panels import (
     AGGREGATIONS,
@@ -26,7 +26,7 @@ from llmjudge.core.judging.panels import (
 )
 from llmjudge.core.tournaments.pairing import PlanArrays
 from llmjudge.infra.errors import Invalid
-from llmjudge.references import LabelRow, store_labels
+from llmjudge.references import LabelRow, store_labels, thread_pillars
 from llmjudge.sessions.imports.parsing import (
     KnownThread,
     ParsedJudgment,
@@ -61,31 +61,8 @@ class JudgmentsRejected(Invalid):
 async def _known_threads(
     db: AsyncSession, keys: Iterable[ThreadKey]
 ) -> dict[ThreadKey, KnownThread]:
-    ids = sorted({k for k in keys if isinstance(k, int)})
-    refs = sorted({k for k in keys if isinstance(k, tuple)})
-    found: dict[ThreadKey, KnownThread] = {}
-    if ids:
-        rows = await db.execute(  # one array parameter, however many ids
-            select(Thread.id, Thread.pillar_id).where(Thread.id == any_(cast(ids, ARRAY(Integer))))
-        )
-        found.update({t: KnownThread(id=t, pillar_id=p) for t, p in rows.all()})
-    if refs:
-        wanted = select(
-            func.unnest(cast([r[0] for r in refs], ARRAY(String))).label("pillar"),
-            func.unnest(cast([r[1] for r in refs], ARRAY(String))).label("external_id"),
-        ).subquery()
-        rows = await db.execute(
-            select(Pillar.name, Thread.external_id, Thread.id, Thread.pillar_id)
-            .join(Pillar, Pillar.id == Thread.pillar_id)
-            .join(
-                wanted,
-                (wanted.c.pillar == Pillar.name) & (wanted.c.external_id == Thread.external_id),
-            )
-        )
-        found.update(
-            {(name, ext): KnownThread(id=t, pillar_id=p) for name, ext, t, p in rows.all()}
-        )
-    return found
+    found = await thread_pillars(db, keys)
+    return {k: KnownThread(id=t, pillar_id=p) for k, (t, p) in found.items()}
 
 
 def judged_plan(resolved: Sequence[ResolvedJudgment]) -> PlanArrays:

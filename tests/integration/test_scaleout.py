@@ -133,10 +133,17 @@ async def seed_marked_threads(
 
 @contextlib.asynccontextmanager
 async def session_on_server(
-    server: EmbeddedPostgres, data_dir: Path, name: str, *, worker_count: int
+    server: EmbeddedPostgres,
+    data_dir: Path,
+    name: str,
+    *,
+    worker_count: int,
+    latency_s: float = 0.25,
 ) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient, CountingJudge, int]]:
     """An app with its worker pool on a dedicated (already started) server, running a
-    216-comparison session of ``name``'s counting judge: for tests that stop the server."""
+    216-comparison session of ``name``'s counting judge: for tests that stop the server.
+    Each call takes ``latency_s`` so that the session is still running when a test, on a
+    busy machine, gets round to stopping the server (216/8 lanes x 0.25 s is about 7 s)."""
     await server.ensure_database()
     settings = Settings(
         database_url=server.url(), data_dir=data_dir, admin_token=ADMIN_TOKEN, lease_seconds=5
@@ -145,7 +152,7 @@ async def session_on_server(
     async with (
         app.router.lifespan_context(app),
         make_client(app, ADMIN_TOKEN) as client,
-        counting_judge(client, name, latency_s=0.05) as judge,
+        counting_judge(client, name, latency_s=latency_s) as judge,
     ):
         pillar_ids = await seed_marked_threads(client, name[:2], per_pillar=6)  # 216
         sid = await create_session(

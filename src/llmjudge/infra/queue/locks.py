@@ -50,6 +50,7 @@ class LockedRunner:
         self.drain_s = drain_s
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._stops: dict[int, asyncio.Event] = {}
+        self._held: set[int] = set()  # keys whose lock this process holds now
         self._closing = False
         self._scan = Periodic(
             f"{job.name} runner scan", self._spawn_runnable, interval_s=poll_s, first_s=0
@@ -64,8 +65,8 @@ class LockedRunner:
         self._scan.wake()
 
     def is_running(self, key: int) -> bool:
-        task = self._tasks.get(key)
-        return task is not None and not task.done()
+        """Whether this process holds ``key``'s lock and runs it (not merely trying to)."""
+        return key in self._held
 
     def stop_key(self, key: int) -> None:
         """Ask this process's run of ``key`` to stop."""
@@ -96,7 +97,7 @@ class LockedRunner:
 
     async def _spawn_runnable(self) -> None:
         for key in await self.job.runnable():
-            if not self.is_running(key) and not self._closing:
+            if key not in self._tasks and not self._closing:
                 self._spawn(key)
 
     def _spawn(self, key: int) -> None:
@@ -116,9 +117,11 @@ class LockedRunner:
         async with self.engine.connect() as conn:
             if not await try_lock(conn, self.job.lock_class, key):
                 return  # another process runs it
+            self._held.add(key)
             try:
                 await self.job.run(key, stop)
             finally:
+                self._held.discard(key)
                 await unlock(conn, self.job.lock_class, key)
 
 

@@ -1,7 +1,8 @@
 """Issue 14: the verdict parser and the fence escaping stay linear on hostile answers.
 
 Each parser runs on adversarial inputs of 500,000 characters within a CPU-time bound
-(thread time, so a loaded CI machine does not make it flaky). The rewritten patterns are
+(thread time, so a loaded CI machine does not make it flaky); past the bound, a parse must
+stay within four times it and no more than about double when its input doubles. The rewritten patterns are
 also checked against the old, quadratic ones on short inputs: same matches, same spans.
 """
 
@@ -54,40 +55,40 @@ def _old_sentence_verdicts(sentence: str) -> list[tuple[str, bool]]:
     return found
 
 
-def _fill(unit: str, head: str = "", tail: str = "") -> str:
-    return head + unit * ((SIZE - len(head) - len(tail)) // len(unit)) + tail
+def _fill(unit: str, head: str = "", tail: str = "", size: int = SIZE) -> str:
+    return head + unit * ((size - len(head) - len(tail)) // len(unit)) + tail
 
 
-ADVERSARIAL = {
-    "< spaces": _fill(" ", "<"),  # froze /healthz for 115 s at 60,000 spaces
-    "</ spaces": _fill(" ", "< /", "x"),
-    "<thread spaces": _fill(" ", "<thread", "x"),
-    "<thread_a unclosed": _fill("x", "<thread_a"),
-    "many <": _fill("<"),
-    "many <thread_a": _fill("<thread_a "),
-    "[[ spaces": _fill(" ", "[["),  # 17.7 s at 30,000 spaces
-    "[[' spaces": _fill(" ", "[['", "x"),
-    "[[A spaces": _fill(" ", "[[A", "x"),
-    "[[A> spaces": _fill(" ", "[[A>", "x"),
-    "many [": _fill("["),
-    "tags joined by or": _fill("[[A]] or "),
-    "tags conflicting": _fill("[[A]] [[B]] "),
-    "verdict spaces": _fill(" ", "verdict", "x"),
-    "verdict is spaces": _fill(" ", "verdict is", "x"),
-    "verdict: a spaces": _fill(" ", "the verdict: a", "x"),
-    "Assistant spaces": _fill(" ", "Assistant", "x"),
-    "Assistant A is the the": _fill("the ", "Assistant A is ", "x"),
-    "both spaces": _fill(" ", "both", "x"),
-    "phrases in one sentence": _fill("Assistant A is better and "),
-    "tag then phrases": _fill("Assistant B is better and ", "[[A]] "),
-    "hedged phrases": _fill("not Assistant A is better "),
-    "one long word": _fill("a"),
-    "n't words": _fill("don't "),
-    "json nesting": _fill("x", '{"a":' * 200 + '"'),
-    "json braces": _fill("{"),
-    "json verdicts": _fill('{"winner": "A"} '),
-    "punctuation": _fill("!", "", " therefore"),
-    "newlines": _fill("\n"),
+ADVERSARIAL: dict[str, tuple[str, ...]] = {
+    "< spaces": (" ", "<"),  # froze /healthz for 115 s at 60,000 spaces
+    "</ spaces": (" ", "< /", "x"),
+    "<thread spaces": (" ", "<thread", "x"),
+    "<thread_a unclosed": ("x", "<thread_a"),
+    "many <": ("<",),
+    "many <thread_a": ("<thread_a ",),
+    "[[ spaces": (" ", "[["),  # 17.7 s at 30,000 spaces
+    "[[' spaces": (" ", "[['", "x"),
+    "[[A spaces": (" ", "[[A", "x"),
+    "[[A> spaces": (" ", "[[A>", "x"),
+    "many [": ("[",),
+    "tags joined by or": ("[[A]] or ",),
+    "tags conflicting": ("[[A]] [[B]] ",),
+    "verdict spaces": (" ", "verdict", "x"),
+    "verdict is spaces": (" ", "verdict is", "x"),
+    "verdict: a spaces": (" ", "the verdict: a", "x"),
+    "Assistant spaces": (" ", "Assistant", "x"),
+    "Assistant A is the the": ("the ", "Assistant A is ", "x"),
+    "both spaces": (" ", "both", "x"),
+    "phrases in one sentence": ("Assistant A is better and ",),
+    "tag then phrases": ("Assistant B is better and ", "[[A]] "),
+    "hedged phrases": ("not Assistant A is better ",),
+    "one long word": ("a",),
+    "n't words": ("don't ",),
+    "json nesting": ("x", '{"a":' * 200 + '"'),
+    "json braces": ("{",),
+    "json verdicts": ('{"winner": "A"} ',),
+    "punctuation": ("!", "", " therefore"),
+    "newlines": ("\n",),
 }
 
 
@@ -125,12 +126,22 @@ PARSERS: dict[str, Callable[[str], object]] = {
 }
 
 
+def assert_linear(parse: Callable[[str], object], *fill: str) -> None:
+    text = _fill(*fill)
+    assert len(text) >= SIZE - 100
+    full = _cpu_seconds(parse, text)
+    if full < BOUND_S:
+        return
+    # A machine busy enough can push a linear parse past the bound; a super-linear one
+    # also grows by far more than double when its input doubles.
+    half = _cpu_seconds(parse, _fill(*fill, size=SIZE // 2))
+    assert full < 4 * BOUND_S and full < 3 * half, (full, half)
+
+
 @pytest.mark.parametrize("case", sorted(ADVERSARIAL))
 @pytest.mark.parametrize("parser", sorted(PARSERS))
 def test_adversarial_input_is_linear(parser: str, case: str) -> None:
-    text = ADVERSARIAL[case]
-    assert len(text) >= SIZE - 100
-    assert _cpu_seconds(PARSERS[parser], text) < BOUND_S
+    assert_linear(PARSERS[parser], *ADVERSARIAL[case])
 
 
 _PIECES = st.sampled_from(
@@ -142,9 +153,8 @@ _RUNS = st.sampled_from([" ", "\t", "\n", "[", "<", "x", "the ", "and ", "Assist
 @settings(max_examples=25, deadline=None)
 @given(head=_PIECES, run=_RUNS, tail=st.sampled_from(["", "x", "]]", ">", "A]]", "tie"]))
 def test_generated_adversarial_input_is_linear(head: str, run: str, tail: str) -> None:
-    text = _fill(run, head, tail)
     for parse in PARSERS.values():
-        assert _cpu_seconds(parse, text) < BOUND_S
+        assert_linear(parse, run, head, tail)
 
 
 # --------------------------------------------------------------------------- same results

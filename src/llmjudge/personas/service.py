@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.infra.db.rows import columns
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
-from llmjudge.personas.lookup import persona_row
+from llmjudge.personas.lookup import persona_row, rows_in_order
 from llmjudge.personas.models import (
     JudgePromptVersion,
     Persona,
@@ -260,12 +260,7 @@ async def delete_persona(*, db: AsyncSession, persona_id: int) -> None:
 
 async def pairs_in_order(db: AsyncSession, persona_id: int) -> Sequence[PersonaPair]:
     """The persona's pairs in upload order."""
-    rows = await db.scalars(
-        select(PersonaPair)
-        .where(PersonaPair.persona_id == persona_id)
-        .order_by(PersonaPair.position)
-    )
-    return rows.all()
+    return await rows_in_order(db, PersonaPair, persona_id, PersonaPair.position)
 
 
 async def clone_persona(

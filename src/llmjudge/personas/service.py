@@ -29,8 +29,9 @@ from llmjudge.providers import BUILTIN_SIMULATED_MODELS, LLMModel, ensure_builti
 
 # What a persona made from a starter template takes from it (the models are this install's).
 _FROM_TEMPLATE = ("description", "task_prompt", "judge_prompt", "target_f1")
-# What a clone keeps of its source (not its name, status, version or timestamps).
-CLONED_SETTINGS = (
+# The settings a person chooses when creating a persona, besides its name and judge prompt
+# (the create page's boxes).
+CHOSEN_SETTINGS = (
     "description",
     "task_prompt",
     "task_model_id",
@@ -39,13 +40,17 @@ CLONED_SETTINGS = (
     "target_f1",
     "max_iterations",
     "holdout_fraction",
-    "split_seed",
     "budget_usd",
     "iteration_timeout_s",
-    "template_key",
     "min_per_class",
     "convergence_basis",
     "judge_kind",
+)
+# What a clone keeps of its source (not its name, status, version or timestamps).
+CLONED_SETTINGS = (
+    *CHOSEN_SETTINGS,
+    "split_seed",
+    "template_key",
     "embedding_model_id",
     "metrics_annotator",
 )

@@ -31,23 +31,7 @@ STEP_WORDS = {
     "optimising": "rewriting the judge prompt",
     "done": "finished",
 }
-CREATE_FIELDS = (
-    "name",
-    "description",
-    "task_prompt",
-    "judge_prompt",
-    "task_model_id",
-    "judge_model_id",
-    "engineer_model_id",
-    "target_f1",
-    "max_iterations",
-    "holdout_fraction",
-    "budget_usd",
-    "iteration_timeout_s",
-    "min_per_class",
-    "convergence_basis",
-    "judge_kind",
-)
+CREATE_FIELDS = ("name", "judge_prompt", *service.CHOSEN_SETTINGS)
 SETTINGS_FIELDS = tuple(f for f in CREATE_FIELDS if f not in ("judge_prompt", "judge_kind"))
 # Empty boxes of these mean "none" rather than "invalid".
 _OPTIONAL = {"budget_usd", "task_model_id", "judge_model_id", "engineer_model_id"}

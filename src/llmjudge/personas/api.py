@@ -4,7 +4,7 @@ twin of every persona page that shows data."""
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, File, HTTPException, Query, Request, UploadFile, status
 from fastapi.responses import Response
@@ -15,12 +15,11 @@ from llmjudge.catalog import RowError
 from llmjudge.infra.events.sse import sse_response
 from llmjudge.infra.web import DbSession
 from llmjudge.personas import annotators as agreement_service
+from llmjudge.personas import deps, prompt_versions, reports, review, service
 from llmjudge.personas import estimate as estimates
 from llmjudge.personas import iterations as iteration_service
 from llmjudge.personas import pairs as pair_service
-from llmjudge.personas import prompt_versions, reports, review, service, training_control
 from llmjudge.personas.annotators import AgreementOut
-from llmjudge.personas.events import publish
 from llmjudge.personas.schemas import (
     BulkFeedbackIn,
     BulkFeedbackOut,
@@ -48,24 +47,8 @@ from llmjudge.personas.schemas import (
 )
 from llmjudge.personas.starters import TEMPLATES
 from llmjudge.personas.summaries import PersonaSummary, matching, summaries
-from llmjudge.personas.training import TrainingRunner
 
 router = APIRouter(prefix="/api/personas", tags=["personas"])
-
-
-def _runner(request: Request) -> TrainingRunner | None:
-    return getattr(request.app.state, "persona_runner", None)
-
-
-def _wake(request: Request) -> None:
-    """Tell this process's training runner (if any) that a persona may have work."""
-    runner = _runner(request)
-    if runner is not None:
-        runner.wake()
-
-
-async def _event(request: Request, persona_id: int, type: str, data: dict[str, Any]) -> None:
-    await publish(getattr(request.app.state, "events", None), persona_id, type, data)
 
 
 class RowsRejected(HTTPException):
@@ -219,39 +202,27 @@ async def list_pairs(
 @router.post("/{persona_id}/training/start", response_model=PersonaOut)
 async def start_training(persona_id: int, request: Request, db: DbSession) -> PersonaOut:
     """Start the loop of a draft persona (409 otherwise)."""
-    out = await training_control.start_training(db=db, persona_id=persona_id)
-    _wake(request)
-    return out
+    return await deps.begin_training(request, db, persona_id, resume=False)
 
 
 @router.post("/{persona_id}/training/pause", response_model=PersonaOut)
 async def pause_training(persona_id: int, request: Request, db: DbSession) -> PersonaOut:
     """Pause: calls in flight finish and are stored; nothing new starts."""
-    out = await training_control.pause_training(db=db, persona_id=persona_id)
-    runner = _runner(request)
-    if runner is not None:
-        runner.stop_persona(persona_id)
-    await _event(request, persona_id, "paused", {"reason": out.status_reason})
-    return out
+    return await deps.pause_training(request, db, persona_id)
 
 
 @router.post("/{persona_id}/training/resume", response_model=PersonaOut)
 async def resume_training(persona_id: int, request: Request, db: DbSession) -> PersonaOut:
     """Resume a paused persona from its last stored step."""
-    out = await training_control.resume_training(db=db, persona_id=persona_id)
-    _wake(request)
-    return out
+    return await deps.begin_training(request, db, persona_id, resume=True)
 
 
 @router.get("/{persona_id}/training/status", response_model=TrainingStatusOut)
 async def training_status(persona_id: int, request: Request, db: DbSession) -> TrainingStatusOut:
     """Status (and why: paused, budget, timeout), the latest iteration with its review
     progress, and the money spent so far."""
-    runner = _runner(request)
     return await iteration_service.training_status(
-        db=db,
-        persona_id=persona_id,
-        running_here=runner is not None and runner.is_running(persona_id),
+        db=db, persona_id=persona_id, running_here=deps.running_here(request, persona_id)
     )
 
 
@@ -278,12 +249,7 @@ async def edit_prompt(
     out = await prompt_versions.add_version(
         db=db, persona_id=persona_id, text=data.text, rationale=data.rationale
     )
-    await _event(
-        request,
-        persona_id,
-        "prompt_version",
-        {"version": out.version, "created_by": "human", "rationale": out.rationale},
-    )
+    await deps.announce_prompt_version(request, persona_id, out)
     return out
 
 
@@ -303,12 +269,7 @@ async def rollback_prompt(
 ) -> PromptVersionOut:
     """A new human version with the text of `version`."""
     out = await prompt_versions.rollback_version(db=db, persona_id=persona_id, version=version)
-    await _event(
-        request,
-        persona_id,
-        "prompt_version",
-        {"version": out.version, "created_by": "human", "rationale": out.rationale},
-    )
+    await deps.announce_prompt_version(request, persona_id, out)
     return out
 
 
@@ -366,7 +327,7 @@ async def review_queue(
 
 async def _after_review(request: Request, persona_id: int, pending: int) -> None:
     if pending == 0:
-        _wake(request)
+        deps.wake_runner(request)
 
 
 @router.post("/{persona_id}/decisions/{decision_id}/feedback", response_model=FeedbackOut)

@@ -1,10 +1,20 @@
-"""Request-bound helpers shared by the persona API and its pages."""
+"""Request-bound helpers shared by the persona API and its pages: query parsing, the
+process's training runner, persona events, and the training actions that touch them."""
 
 from __future__ import annotations
 
-from fastapi import HTTPException
+from typing import TYPE_CHECKING, Any
 
+from fastapi import HTTPException, Request
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from llmjudge.personas import training_control
+from llmjudge.personas.events import publish
+from llmjudge.personas.schemas import PersonaOut, PromptVersionOut
 from llmjudge.personas.summaries import MAX_COMPARE
+
+if TYPE_CHECKING:
+    from llmjudge.personas.training import TrainingRunner
 
 
 def parse_ids(raw: list[str]) -> list[int]:
@@ -22,3 +32,53 @@ def parse_ids(raw: list[str]) -> list[int]:
     if len(ids) > MAX_COMPARE:
         raise HTTPException(422, f"compare at most {MAX_COMPARE} personas at once")
     return ids
+
+
+def runner(request: Request) -> TrainingRunner | None:
+    """This process's training runner; None where no worker runs in the web process."""
+    return getattr(request.app.state, "persona_runner", None)
+
+
+def wake_runner(request: Request) -> None:
+    """Tell this process's training runner (if any) that a persona may have work."""
+    found = runner(request)
+    if found is not None:
+        found.wake()
+
+
+def running_here(request: Request, persona_id: int) -> bool:
+    """Whether this process's runner is running the persona's loop right now."""
+    found = runner(request)
+    return found is not None and found.is_running(persona_id)
+
+
+async def publish_event(request: Request, persona_id: int, type: str, data: dict[str, Any]) -> None:
+    await publish(getattr(request.app.state, "events", None), persona_id, type, data)
+
+
+async def begin_training(
+    request: Request, db: AsyncSession, persona_id: int, *, resume: bool
+) -> PersonaOut:
+    """Start a draft (or resume a paused) persona and wake the runner to take it."""
+    begin = training_control.resume_training if resume else training_control.start_training
+    out = await begin(db=db, persona_id=persona_id)
+    wake_runner(request)
+    return out
+
+
+async def pause_training(request: Request, db: AsyncSession, persona_id: int) -> PersonaOut:
+    """Pause a persona, stop its loop here, and tell its watchers why."""
+    out = await training_control.pause_training(db=db, persona_id=persona_id)
+    found = runner(request)
+    if found is not None:
+        found.stop_persona(persona_id)
+    await publish_event(request, persona_id, "paused", {"reason": out.status_reason})
+    return out
+
+
+async def announce_prompt_version(
+    request: Request, persona_id: int, version: PromptVersionOut
+) -> None:
+    """Tell the persona's watchers about a judge prompt version a person made."""
+    data = {"version": version.version, "created_by": "human", "rationale": version.rationale}
+    await publish_event(request, persona_id, "prompt_version", data)

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from llmjudge.personas.schemas import not_blank
 from llmjudge.sessions import SessionIn
 
 MAX_ITEMS = 1000
@@ -31,12 +32,7 @@ class EvaluateItem(BaseModel):
         "(a random sample of the batch) the gate uses PPI++",
     )
 
-    @field_validator("input")
-    @classmethod
-    def not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("input must not be blank")
-        return v
+    _not_blank = field_validator("input")(not_blank("input must not be blank"))
 
 
 class EscalationIn(BaseModel):

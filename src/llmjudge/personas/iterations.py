@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.infra.db.rows import columns
-from llmjudge.personas.lookup import persona_row
+from llmjudge.personas.lookup import persona_row, rows_in_order
 from llmjudge.personas.models import PersonaDecision, PersonaIteration
 from llmjudge.personas.schemas import IterationOut, MetricsOut, TrainingStatusOut
 from llmjudge.providers import totals
@@ -48,14 +48,14 @@ def iteration_out(it: PersonaIteration, counts: tuple[int, int]) -> IterationOut
     )
 
 
+async def iterations_in_order(db: AsyncSession, persona_id: int) -> Sequence[PersonaIteration]:
+    """The persona's iterations, first first."""
+    return await rows_in_order(db, PersonaIteration, persona_id, PersonaIteration.number)
+
+
 async def list_iterations(*, db: AsyncSession, persona_id: int) -> list[IterationOut]:
     await persona_row(db, persona_id)
-    rows = await db.scalars(
-        select(PersonaIteration)
-        .where(PersonaIteration.persona_id == persona_id)
-        .order_by(PersonaIteration.number)
-    )
-    iterations = rows.all()
+    iterations = await iterations_in_order(db, persona_id)
     counts = await review_counts(db, [it.id for it in iterations])
     return [iteration_out(it, counts.get(it.id, (0, 0))) for it in iterations]
 

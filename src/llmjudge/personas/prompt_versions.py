@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.core.personas.replies import missing_placeholders
 from llmjudge.infra.errors import Invalid, NotFound
-from llmjudge.personas.lookup import persona_row
+from llmjudge.personas.lookup import persona_row, rows_in_order
 from llmjudge.personas.models import JudgePromptVersion
 from llmjudge.personas.schemas import DiffOpcode, PromptDiffOut, PromptVersionOut
 
@@ -49,11 +49,7 @@ def check_judge_prompt(text: str) -> None:
 
 async def list_versions(*, db: AsyncSession, persona_id: int) -> list[PromptVersionOut]:
     await persona_row(db, persona_id)
-    rows = await db.scalars(
-        select(JudgePromptVersion)
-        .where(JudgePromptVersion.persona_id == persona_id)
-        .order_by(JudgePromptVersion.version)
-    )
+    rows = await rows_in_order(db, JudgePromptVersion, persona_id, JudgePromptVersion.version)
     return [PromptVersionOut.model_validate(r) for r in rows]
 
 

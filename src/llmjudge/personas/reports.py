@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,8 +15,13 @@ from llmjudge import __version__
 from llmjudge.core.personas.replies import human_label
 from llmjudge.core.text.csvsafe import provenance_lines, write_csv
 from llmjudge.infra.db.rows import columns
-from llmjudge.personas.iterations import list_iterations, metrics_out, spent_usd
-from llmjudge.personas.lookup import persona_row
+from llmjudge.personas.iterations import (
+    iterations_in_order,
+    list_iterations,
+    metrics_out,
+    spent_usd,
+)
+from llmjudge.personas.lookup import persona_row, rows_in_order
 from llmjudge.personas.models import PersonaDecision, PersonaIteration, PersonaPair, TaskOutput
 from llmjudge.personas.pairs import pair_labels
 from llmjudge.personas.prompt_versions import list_versions
@@ -26,21 +30,11 @@ from llmjudge.personas.service import get_persona, pairs_in_order
 from llmjudge.providers import LLMModel, Provider
 
 
-async def _iterations(db: AsyncSession, persona_id: int) -> Sequence[PersonaIteration]:
-    """The persona's iterations, first first."""
-    rows = await db.scalars(
-        select(PersonaIteration)
-        .where(PersonaIteration.persona_id == persona_id)
-        .order_by(PersonaIteration.number)
-    )
-    return rows.all()
-
-
 async def metrics(*, db: AsyncSession, persona_id: int) -> list[MetricsRow]:
     await persona_row(db, persona_id)
     return [
         _metrics_row(it)
-        for it in await _iterations(db, persona_id)
+        for it in await iterations_in_order(db, persona_id)
         if it.metrics_optimisation is not None or it.metrics_selection is not None
     ]
 
@@ -82,7 +76,7 @@ async def report(*, db: AsyncSession, persona_id: int) -> ReportOut:
     """Final metrics, iterations to convergence, prompt evolution, and the judge's most
     confident decisions of the last scored iteration that the human confirmed or rejected."""
     p = await persona_row(db, persona_id)
-    iterations = await _iterations(db, persona_id)
+    iterations = await iterations_in_order(db, persona_id)
     scored = [it for it in iterations if it.metrics_optimisation or it.metrics_selection]
     last = scored[-1] if scored else None
     versions = await list_versions(db=db, persona_id=persona_id)
@@ -147,18 +141,10 @@ async def export_data(*, db: AsyncSession, persona_id: int) -> dict[str, Any]:
     persona = await get_persona(db=db, persona_id=persona_id)
     pairs = await pairs_in_order(db, persona_id)
     labels = await pair_labels(db, persona_id)
-    outputs = (
-        await db.scalars(
-            select(TaskOutput).where(TaskOutput.persona_id == persona_id).order_by(TaskOutput.id)
-        )
-    ).all()
-    decisions = (
-        await db.scalars(
-            select(PersonaDecision)
-            .where(PersonaDecision.persona_id == persona_id)
-            .order_by(PersonaDecision.iteration, PersonaDecision.pair_id)
-        )
-    ).all()
+    outputs = await rows_in_order(db, TaskOutput, persona_id, TaskOutput.id)
+    decisions = await rows_in_order(
+        db, PersonaDecision, persona_id, PersonaDecision.iteration, PersonaDecision.pair_id
+    )
     prompts = await list_versions(db=db, persona_id=persona_id)
     return {
         "provenance": await _provenance(db, persona.model_dump(mode="json"), prompts),

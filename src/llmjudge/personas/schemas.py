@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -16,6 +17,17 @@ Basis = Literal["lower_bound", "point"]
 
 TARGET_F1_MIN, TARGET_F1_MAX = 0.70, 0.95
 MAX_PROMPT_CHARS = 100_000
+
+
+def not_blank(message: str) -> Callable[[str], str]:
+    """A field validator that refuses whitespace-only text with ``message``."""
+
+    def check(v: str) -> str:
+        if not v.strip():
+            raise ValueError(message)
+        return v
+
+    return check
 
 
 def _strip_name(v: str) -> str:
@@ -221,12 +233,7 @@ class PairRow(BaseModel):
     answer: str | None = None
     labels: dict[str, Label] = Field(default_factory=dict)
 
-    @field_validator("input", "correct_output")
-    @classmethod
-    def not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("must not be blank")
-        return v
+    _not_blank = field_validator("input", "correct_output")(not_blank("must not be blank"))
 
 
 class PairUploadResult(BaseModel):

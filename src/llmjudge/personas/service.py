@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.infra.db.rows import columns
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
-from llmjudge.personas.lookup import persona_row
+from llmjudge.personas.lookup import persona_row, rows_in_order
 from llmjudge.personas.models import (
     JudgePromptVersion,
     Persona,
@@ -29,8 +29,9 @@ from llmjudge.providers import BUILTIN_SIMULATED_MODELS, LLMModel, ensure_builti
 
 # What a persona made from a starter template takes from it (the models are this install's).
 _FROM_TEMPLATE = ("description", "task_prompt", "judge_prompt", "target_f1")
-# What a clone keeps of its source (not its name, status, version or timestamps).
-CLONED_SETTINGS = (
+# The settings a person chooses when creating a persona, besides its name and judge prompt
+# (the create page's boxes).
+CHOSEN_SETTINGS = (
     "description",
     "task_prompt",
     "task_model_id",
@@ -39,13 +40,17 @@ CLONED_SETTINGS = (
     "target_f1",
     "max_iterations",
     "holdout_fraction",
-    "split_seed",
     "budget_usd",
     "iteration_timeout_s",
-    "template_key",
     "min_per_class",
     "convergence_basis",
     "judge_kind",
+)
+# What a clone keeps of its source (not its name, status, version or timestamps).
+CLONED_SETTINGS = (
+    *CHOSEN_SETTINGS,
+    "split_seed",
+    "template_key",
     "embedding_model_id",
     "metrics_annotator",
 )
@@ -260,12 +265,7 @@ async def delete_persona(*, db: AsyncSession, persona_id: int) -> None:
 
 async def pairs_in_order(db: AsyncSession, persona_id: int) -> Sequence[PersonaPair]:
     """The persona's pairs in upload order."""
-    rows = await db.scalars(
-        select(PersonaPair)
-        .where(PersonaPair.persona_id == persona_id)
-        .order_by(PersonaPair.position)
-    )
-    return rows.all()
+    return await rows_in_order(db, PersonaPair, persona_id, PersonaPair.position)
 
 
 async def clone_persona(

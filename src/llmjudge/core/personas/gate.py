@@ -305,38 +305,28 @@ def corrected_pass_rate(
     passed = None
     if min_pass_rate is not None:
         passed = used.defined and used.low is not None and used.low >= min_pass_rate
-    if not used.defined or used.value is None or used.low is None or used.high is None:
-        reason = used.reason or _EMPTY_REASON
-        return GateResult(
-            n=n,
-            observed_pass_rate=observed,
-            corrected_pass_rate=None,
-            ci_low=None,
-            ci_high=None,
-            tpr=tpr,
-            tnr=tnr,
-            defined=False,
-            reason=reason,
-            passed=passed,
-            min_pass_rate=min_pass_rate,
-            summary=_undefined_summary(n, observed, min_pass_rate, reason),
-            estimator=used.estimator,
-            estimates=estimates,
-            n_human=n_human,
-        )
+    defined = (
+        used.defined and used.value is not None and used.low is not None and used.high is not None
+    )
+    # An undefined estimate fails closed: no rate, no interval, and the reason in its place.
+    reason = None if defined else (used.reason or _EMPTY_REASON)
     return GateResult(
         n=n,
         observed_pass_rate=observed,
-        corrected_pass_rate=used.value,
-        ci_low=used.low,
-        ci_high=used.high,
+        corrected_pass_rate=used.value if defined else None,
+        ci_low=used.low if defined else None,
+        ci_high=used.high if defined else None,
         tpr=tpr,
         tnr=tnr,
-        defined=True,
-        reason=None,
+        defined=defined,
+        reason=reason,
         passed=passed,
         min_pass_rate=min_pass_rate,
-        summary=_summary(n, observed, used, confidence, min_pass_rate),
+        summary=(
+            _summary(n, observed, used, confidence, min_pass_rate)
+            if reason is None
+            else _undefined_summary(n, observed, min_pass_rate, reason)
+        ),
         estimator=used.estimator,
         estimates=estimates,
         n_human=n_human,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -45,18 +46,29 @@ class Confusion:
         return self.tp + self.tn + self.fp + self.fn
 
 
+# A figure: a plain float (``Metrics``) or a float with its interval (``MetricsReport``).
+_Figure = TypeVar("_Figure")
+
+
 @dataclass(frozen=True)
-class Metrics:
-    precision: float
-    recall: float
-    f1: float
-    kappa: float
-    accuracy: float
+class _Figures(Generic[_Figure]):
+    """The five agreement figures of one confusion matrix over ``n`` pairs."""
+
+    precision: _Figure
+    recall: _Figure
+    f1: _Figure
+    kappa: _Figure
+    accuracy: _Figure
     n: int
     confusion: Confusion
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Metrics(_Figures[float]):
+    """The figures as values."""
 
 
 def confusion_from_labels(y_true: Sequence[bool], y_pred: Sequence[bool]) -> Confusion:
@@ -139,18 +151,10 @@ class Estimate:
 
 
 @dataclass(frozen=True)
-class MetricsReport:
-    precision: Estimate
-    recall: Estimate
-    f1: Estimate
-    kappa: Estimate
-    accuracy: Estimate
-    n: int
-    confusion: Confusion
-    confidence: float
+class MetricsReport(_Figures[Estimate]):
+    """The figures with their counts and intervals at ``confidence``."""
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    confidence: float
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:

@@ -1,5 +1,5 @@
 """What every persona page shares: who may write, form parsing, the header of the detail
-tabs (persona, training status, models), events and runner wake-ups, redirects."""
+tabs (persona, training status, models), redirects."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from llmjudge.core.access import Role
 from llmjudge.infra.web import DbSession
 from llmjudge.personas import iterations as iteration_service
 from llmjudge.personas import service
-from llmjudge.personas.events import publish
+from llmjudge.personas.deps import running_here
 from llmjudge.providers import list_models
 
 METRICS = ("f1", "precision", "recall", "kappa", "accuracy")
@@ -31,23 +31,7 @@ STEP_WORDS = {
     "optimising": "rewriting the judge prompt",
     "done": "finished",
 }
-CREATE_FIELDS = (
-    "name",
-    "description",
-    "task_prompt",
-    "judge_prompt",
-    "task_model_id",
-    "judge_model_id",
-    "engineer_model_id",
-    "target_f1",
-    "max_iterations",
-    "holdout_fraction",
-    "budget_usd",
-    "iteration_timeout_s",
-    "min_per_class",
-    "convergence_basis",
-    "judge_kind",
-)
+CREATE_FIELDS = ("name", "judge_prompt", *service.CHOSEN_SETTINGS)
 SETTINGS_FIELDS = tuple(f for f in CREATE_FIELDS if f not in ("judge_prompt", "judge_kind"))
 # Empty boxes of these mean "none" rather than "invalid".
 _OPTIONAL = {"budget_usd", "task_model_id", "judge_model_id", "engineer_model_id"}
@@ -82,11 +66,8 @@ async def models_by_id(db: DbSession) -> dict[int, Any]:
 
 async def detail_ctx(request: Request, db: DbSession, persona_id: int, tab: str) -> dict:
     persona = await service.get_persona(db=db, persona_id=persona_id)
-    runner = getattr(request.app.state, "persona_runner", None)
     status = await iteration_service.training_status(
-        db=db,
-        persona_id=persona_id,
-        running_here=runner is not None and runner.is_running(persona_id),
+        db=db, persona_id=persona_id, running_here=running_here(request, persona_id)
     )
     return {
         "persona": persona,
@@ -96,16 +77,6 @@ async def detail_ctx(request: Request, db: DbSession, persona_id: int, tab: str)
         "can_write": can_write(request),
         "step_words": STEP_WORDS,
     }
-
-
-async def publish_event(request: Request, persona_id: int, type: str, data: dict[str, Any]) -> None:
-    await publish(getattr(request.app.state, "events", None), persona_id, type, data)
-
-
-def wake_runner(request: Request) -> None:
-    runner = getattr(request.app.state, "persona_runner", None)
-    if runner is not None:
-        runner.wake()
 
 
 def see(url: str) -> RedirectResponse:

@@ -13,15 +13,10 @@ from llmjudge.core.personas.gate import MIN_CALIBRATION_PER_CLASS
 from llmjudge.infra.errors import Invalid, NotFound
 from llmjudge.infra.web import PAGE_ERRORS, DbSession, refusal, render
 from llmjudge.personas import annotators as agreement_service
+from llmjudge.personas import deps, service
 from llmjudge.personas import estimate as estimates
 from llmjudge.personas import evaluate as ev
-from llmjudge.personas import service, training_control
-from llmjudge.personas.pages.common import (
-    detail_ctx,
-    publish_event,
-    see,
-    wake_runner,
-)
+from llmjudge.personas.pages.common import detail_ctx, see
 from llmjudge.personas.schemas import PersonaOut
 
 router = APIRouter(include_in_schema=False)
@@ -66,22 +61,12 @@ Action = Literal["start", "pause", "resume", "clone", "delete"]
 
 @router.post("/personas/{persona_id}/actions/{action}")
 async def persona_action(request: Request, persona_id: int, action: Action, db: DbSession):
-    runner = getattr(request.app.state, "persona_runner", None)
     try:
         if action in ("start", "resume"):
-            begin = (
-                training_control.start_training
-                if action == "start"
-                else training_control.resume_training
-            )
-            await begin(db=db, persona_id=persona_id)
-            wake_runner(request)
+            await deps.begin_training(request, db, persona_id, resume=action == "resume")
             return see(f"/personas/{persona_id}/progress")
         if action == "pause":
-            out = await training_control.pause_training(db=db, persona_id=persona_id)
-            if runner is not None:
-                runner.stop_persona(persona_id)
-            await publish_event(request, persona_id, "paused", {"reason": out.status_reason})
+            await deps.pause_training(request, db, persona_id)
             return see(f"/personas/{persona_id}/progress")
         if action == "clone":
             copy = await service.clone_persona(db=db, persona_id=persona_id)

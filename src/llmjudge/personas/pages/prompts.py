@@ -12,8 +12,9 @@ from fastapi.responses import HTMLResponse, Response
 from llmjudge.infra.errors import DOMAIN_ERRORS
 from llmjudge.infra.web import DbSession, is_htmx, refusal, render
 from llmjudge.personas import prompt_versions
-from llmjudge.personas.pages.common import detail_ctx, publish_event, see
-from llmjudge.personas.schemas import PromptDiffOut
+from llmjudge.personas.deps import announce_prompt_version
+from llmjudge.personas.pages.common import detail_ctx, see
+from llmjudge.personas.schemas import PromptDiffOut, PromptVersionOut
 
 router = APIRouter(include_in_schema=False)
 
@@ -135,8 +136,7 @@ async def rollback_prompt(request: Request, persona_id: int, version: int, db: D
     return await _announced(request, persona_id, out)
 
 
-async def _announced(request: Request, persona_id: int, out: Any) -> Response:
+async def _announced(request: Request, persona_id: int, out: PromptVersionOut) -> Response:
     """Tell the persona's watchers about a version a person made, and show the prompts."""
-    data = {"version": out.version, "created_by": "human", "rationale": out.rationale}
-    await publish_event(request, persona_id, "prompt_version", data)
+    await announce_prompt_version(request, persona_id, out)
     return see(f"/personas/{persona_id}/prompts")

@@ -13,7 +13,8 @@ from llmjudge.infra.errors import DOMAIN_ERRORS, Invalid, NotFound
 from llmjudge.infra.web import DbSession, is_htmx, refusal, render
 from llmjudge.personas import iterations as iteration_service
 from llmjudge.personas import review, service
-from llmjudge.personas.pages.common import see, wake_runner
+from llmjudge.personas.deps import wake_runner
+from llmjudge.personas.pages.common import see
 from llmjudge.personas.schemas import BulkFeedbackIn, FeedbackIn
 
 router = APIRouter(include_in_schema=False)

@@ -47,6 +47,7 @@ from llmjudge.sessions import Comparison
 __all__ = [
     "CSV_COLUMNS",
     "EXPORT_COLUMNS",
+    "LabelFilter",
     "LabelRow",
     "ParsedReferences",
     "ReferencesRejected",
@@ -346,43 +347,51 @@ def session_pairs(session_id: int) -> Any:
     )
 
 
-def _filters(
-    session_id: int | None, thread_id: int | None, source: str | None, annotator: str | None
-) -> list[Any]:
-    where: list[Any] = []
-    if session_id is not None:
-        pairs = session_pairs(session_id)
-        where.append(
-            select(pairs.c.a)
-            .where(
-                and_(
-                    pairs.c.a == ReferenceLabel.thread_a_id, pairs.c.b == ReferenceLabel.thread_b_id
+@dataclass(frozen=True)
+class LabelFilter:
+    """Which labels a list, export or delete reads: every filter given must match."""
+
+    session_id: int | None = None
+    thread_id: int | None = None
+    source: str | None = None
+    annotator: str | None = None
+
+    def where(self) -> list[Any]:
+        where: list[Any] = []
+        if self.session_id is not None:
+            pairs = session_pairs(self.session_id)
+            where.append(
+                select(pairs.c.a)
+                .where(
+                    and_(
+                        pairs.c.a == ReferenceLabel.thread_a_id,
+                        pairs.c.b == ReferenceLabel.thread_b_id,
+                    )
+                )
+                .exists()
+            )
+        if self.thread_id is not None:
+            where.append(
+                or_(
+                    ReferenceLabel.thread_a_id == self.thread_id,
+                    ReferenceLabel.thread_b_id == self.thread_id,
                 )
             )
-            .exists()
-        )
-    if thread_id is not None:
-        where.append(
-            or_(ReferenceLabel.thread_a_id == thread_id, ReferenceLabel.thread_b_id == thread_id)
-        )
-    if source is not None:
-        where.append(ReferenceLabel.source == source)
-    if annotator is not None:
-        where.append(ReferenceLabel.annotator == annotator)
-    return where
+        if self.source is not None:
+            where.append(ReferenceLabel.source == self.source)
+        if self.annotator is not None:
+            where.append(ReferenceLabel.annotator == self.annotator)
+        return where
 
 
 async def list_references(
     *,
     db: AsyncSession,
-    session_id: int | None = None,
-    thread_id: int | None = None,
-    source: str | None = None,
-    annotator: str | None = None,
+    filters: LabelFilter,
     limit: int = 100,
     offset: int = 0,
 ) -> ReferencePage:
-    where = _filters(session_id, thread_id, source, annotator)
+    where = filters.where()
     total = await db.scalar(select(func.count()).select_from(ReferenceLabel).where(*where))
     rows = await db.scalars(
         select(ReferenceLabel).where(*where).order_by(ReferenceLabel.id).limit(limit).offset(offset)
@@ -399,10 +408,7 @@ async def export_references(
     *,
     db: AsyncSession,
     fmt: str,
-    session_id: int | None = None,
-    thread_id: int | None = None,
-    source: str | None = None,
-    annotator: str | None = None,
+    filters: LabelFilter,
 ) -> str:
     """The labels as CSV or JSONL that import again (threads named by pillar and external id,
     so a file moves between installations)."""
@@ -424,7 +430,7 @@ async def export_references(
         .join(tb, tb.c.id == ReferenceLabel.thread_b_id)
         .join(pa, pa.c.id == ta.c.pillar_id)
         .join(pb, pb.c.id == tb.c.pillar_id)
-        .where(*_filters(session_id, thread_id, source, annotator))
+        .where(*filters.where())
         .order_by(ReferenceLabel.id)
     )
     records = [dict(zip(EXPORT_COLUMNS, row, strict=True)) for row in (await db.execute(stmt))]
@@ -460,14 +466,11 @@ async def delete_reference(*, db: AsyncSession, reference_id: int) -> None:
 async def delete_references(
     *,
     db: AsyncSession,
-    session_id: int | None = None,
-    thread_id: int | None = None,
-    source: str | None = None,
-    annotator: str | None = None,
+    filters: LabelFilter,
 ) -> int:
     """Delete the labels matching every filter given; at least one filter is required, so
     a bare DELETE cannot wipe every label."""
-    where = _filters(session_id, thread_id, source, annotator)
+    where = filters.where()
     if not where:
         raise Invalid("name at least one filter (session_id, thread_id, source, annotator)")
     result = await db.execute(delete(ReferenceLabel).where(*where))

@@ -32,7 +32,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from llmjudge.catalog import Pillar, Thread
 from llmjudge.core.agreement import judges as core
 from llmjudge.core.text.csvsafe import write_csv
-from llmjudge.infra.errors import Invalid, NotFound
+from llmjudge.infra.db.rows import get_or_not_found
+from llmjudge.infra.errors import Invalid
 from llmjudge.infra.rowfiles import csv_records, jsonl_objects, read_upload
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.references.schemas import (
@@ -456,9 +457,7 @@ async def session_annotators(*, db: AsyncSession, session_id: int) -> list[str]:
 
 
 async def delete_reference(*, db: AsyncSession, reference_id: int) -> None:
-    label = await db.get(ReferenceLabel, reference_id)
-    if label is None:
-        raise NotFound(f"reference label {reference_id} not found")
+    label = await get_or_not_found(db, ReferenceLabel, reference_id, "reference label")
     await db.delete(label)
     await db.commit()
 

@@ -17,8 +17,9 @@ import io
 import json
 import re
 from collections.abc import Iterator, Set
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from fastapi import File, UploadFile
 from pydantic import BaseModel, Field
 
 MAX_ERRORS = 200  # enough to fix a file; more would only flood the page
@@ -105,6 +106,14 @@ class RowError(BaseModel):
     line: int = Field(description="1-based line number in the file (CSV: counting the header)")
     field: str
     message: str
+
+
+# An import route's file field, and its 422 (infra.web.ImportRejected) in the OpenAPI
+# document: every import reads and answers a row file the same way.
+RowFile = Annotated[UploadFile, File(description="CSV or JSONL")]
+ROW_ERRORS: dict[int | str, dict[str, Any]] = {
+    422: {"description": "Row errors: `detail.errors` is a list of {line, field, message}"}
+}
 
 
 def decode_text(data: bytes) -> str:

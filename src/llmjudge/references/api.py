@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Literal, NamedTuple
 
-from fastapi import APIRouter, Depends, File, Query, Request, UploadFile, status
+from fastapi import APIRouter, Depends, Query, Request, status
 from fastapi.responses import Response
 
+from llmjudge.infra.rowfiles import ROW_ERRORS, RowFile
 from llmjudge.infra.web import DbSession, ImportRejected, read_upload
 from llmjudge.references import agreement_report, service
 from llmjudge.references.schemas import (
@@ -54,13 +55,9 @@ def _page(
 @router.post(
     "/import",
     response_model=ReferenceImportOut,
-    responses={
-        422: {"description": "Row errors: `detail.errors` is a list of {line, field, message}"}
-    },
+    responses=ROW_ERRORS,
 )
-async def import_references(
-    request: Request, db: DbSession, file: Annotated[UploadFile, File(description="CSV or JSONL")]
-) -> ReferenceImportOut:
+async def import_references(request: Request, db: DbSession, file: RowFile) -> ReferenceImportOut:
     """Import reference labels, all or nothing. Each row names its threads by id
     (`thread_a`, `thread_b`) or by `pillar_a, external_id_a, pillar_b, external_id_b`, and
     gives `label` (A, B or TIE relative to the pair as written), optional `annotator`,

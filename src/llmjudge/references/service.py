@@ -34,7 +34,7 @@ from llmjudge.core.agreement import judges as core
 from llmjudge.core.text.csvsafe import write_csv
 from llmjudge.infra.db.rows import get_or_not_found
 from llmjudge.infra.errors import Invalid
-from llmjudge.infra.rowfiles import csv_records, jsonl_objects, read_upload
+from llmjudge.infra.rowfiles import file_rows
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.references.schemas import (
     ReferenceImportOut,
@@ -149,24 +149,21 @@ def parse_reference_file(
 ) -> ParsedReferences:
     """Validate a CSV or JSONL label file without touching the database."""
     out = ParsedReferences()
-    upload = read_upload(filename, data, out.errors)
-    if upload is None:
-        return out
-    kind, text = upload
-    if kind == "jsonl":
-        for line, raw in jsonl_objects(text, out.errors, max_rows=max_rows, max_chars=max_chars):
-            _validate(raw, line, out)
-    else:
-        records = csv_records(
-            text,
-            out.errors,
-            required={"label"},
-            allowed=CSV_COLUMNS,
-            max_rows=max_rows,
-            max_chars=max_chars,
-        )
-        for line, rec in records:
-            raw = {k: _csv_cell(k, v) for k, v in rec.items() if v not in (None, "")}
+    rows = file_rows(
+        filename,
+        data,
+        out.errors,
+        required={"label"},
+        allowed=CSV_COLUMNS,
+        max_rows=max_rows,
+        max_chars=max_chars,
+        jsonl_max_chars=max_chars,
+    )
+    if rows is not None:
+        kind, records = rows
+        for line, raw in records:
+            if kind == "csv":
+                raw = {k: _csv_cell(k, v) for k, v in raw.items() if v not in (None, "")}
             _validate(raw, line, out)
     if not out.rows and not out.errors:
         out.errors.append(RowError(line=1, field="file", message="the file has no rows"))

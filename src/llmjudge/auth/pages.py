@@ -7,11 +7,13 @@ Plain HTML forms (no JavaScript needed); each carries the session's CSRF token i
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import pass_context
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.auth import service
 from llmjudge.auth.deps import link_base
@@ -192,35 +194,41 @@ async def logout(request: Request, principal: CurrentPrincipal, db: DbSession):
 # --- account -------------------------------------------------------------------------------
 
 
-def _form_page(
-    request: Request, name: str, status_code: int, refused: Exception | None, **ctx: Any
-) -> Response:
-    """A page of forms; ``refused``: the error of the form just sent, shown with its status."""
-    if refused is not None:
-        found = refusal(refused)
-        status_code, ctx["error"] = found.status, found.message
-    return render(request, name, status_code, **ctx)
+# What a page of forms shows besides the answer to the form just sent.
+PageContext = Callable[[AsyncSession, Principal], Awaitable[dict[str, Any]]]
+FormPage = Callable[..., Awaitable[Response]]
 
 
-async def _account(
-    request: Request,
-    db: DbSession,
-    principal: Principal,
-    status_code: int = 200,
-    refused: Exception | None = None,
-    **ctx: Any,
-) -> Response:
-    return _form_page(
-        request,
-        "auth/account.html",
-        status_code,
-        refused,
-        tokens=await service.list_tokens(db=db, actor=principal),
-        roles=[r for r in Role if principal.role.covers(r)],
-        default_token_role=Role.lowest(principal.role, Role.researcher),
-        default_token_days=DEFAULT_TOKEN_DAYS,
-        **ctx,
-    )
+def _form_page(name: str, context: PageContext) -> FormPage:
+    """The renderer of the page of forms ``name``: its ``context``, then what the caller adds;
+    ``refused``: the error of the form just sent, shown with its status."""
+
+    async def page(
+        request: Request,
+        db: AsyncSession,
+        principal: Principal,
+        status_code: int = 200,
+        refused: Exception | None = None,
+        **ctx: Any,
+    ) -> Response:
+        if refused is not None:
+            found = refusal(refused)
+            status_code, ctx["error"] = found.status, found.message
+        return render(request, name, status_code, **(await context(db, principal)), **ctx)
+
+    return page
+
+
+async def _account_context(db: AsyncSession, principal: Principal) -> dict[str, Any]:
+    return {
+        "tokens": await service.list_tokens(db=db, actor=principal),
+        "roles": [r for r in Role if principal.role.covers(r)],
+        "default_token_role": Role.lowest(principal.role, Role.researcher),
+        "default_token_days": DEFAULT_TOKEN_DAYS,
+    }
+
+
+_account = _form_page("auth/account.html", _account_context)
 
 
 @router.get("/account", response_class=HTMLResponse)
@@ -281,24 +289,15 @@ async def account_revoke_token(
 # --- user administration (admin, by policy: /settings/**) ----------------------------------
 
 
-async def _users(
-    request: Request,
-    db: DbSession,
-    principal: Principal,
-    code: int = 200,
-    refused: Exception | None = None,
-    **ctx: Any,
-) -> Response:
-    return _form_page(
-        request,
-        "auth/users.html",
-        code,
-        refused,
-        users=await service.list_users(db=db),
-        tokens=await service.list_tokens(db=db, actor=principal, all_users=True),
-        roles=list(Role),
-        **ctx,
-    )
+async def _users_context(db: AsyncSession, principal: Principal) -> dict[str, Any]:
+    return {
+        "users": await service.list_users(db=db),
+        "tokens": await service.list_tokens(db=db, actor=principal, all_users=True),
+        "roles": list(Role),
+    }
+
+
+_users = _form_page("auth/users.html", _users_context)
 
 
 @router.get("/settings/users", response_class=HTMLResponse)

@@ -35,7 +35,7 @@ from llmjudge.auth.security import (
 from llmjudge.core.access import Role
 from llmjudge.infra import errors
 from llmjudge.infra.config import Settings
-from llmjudge.infra.db.rows import columns
+from llmjudge.infra.db.rows import columns, get_or_not_found
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
 
 LOGIN_LINK_HOURS = 24
@@ -171,9 +171,7 @@ async def end_session(*, db: AsyncSession, session_id: int) -> None:
 
 
 async def _get_user(db: AsyncSession, user_id: int) -> User:
-    user = await db.get(User, user_id)
-    if user is None:
-        raise NotFound(f"user {user_id} not found")
+    user = await get_or_not_found(db, User, user_id, "user")
     return user
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, File, Query, Request, UploadFile, status
+from fastapi import APIRouter, Query, Request, status
 
 from llmjudge.catalog import service
 from llmjudge.catalog.deps import parse_upload
@@ -16,6 +16,7 @@ from llmjudge.catalog.schemas import (
     ThreadOut,
     ThreadPage,
 )
+from llmjudge.infra.rowfiles import ROW_ERRORS, RowFile
 from llmjudge.infra.web import DbSession, ImportRejected
 
 router = APIRouter(prefix="/api", tags=["catalog"])
@@ -51,13 +52,9 @@ async def delete_pillar(pillar_id: int, db: DbSession) -> None:
 @router.post(
     "/threads/import",
     response_model=ImportResult,
-    responses={
-        422: {"description": "Row errors: `detail.errors` is a list of {line, field, message}"}
-    },
+    responses=ROW_ERRORS,
 )
-async def import_threads(
-    request: Request, db: DbSession, file: Annotated[UploadFile, File(description="CSV or JSONL")]
-) -> ImportResult:
+async def import_threads(request: Request, db: DbSession, file: RowFile) -> ImportResult:
     """Import threads from CSV (columns pillar, content, optional external_id, title,
     prompt_key, prompt, metadata) or JSONL (same fields; content may be a list of {role, content}).
     All or nothing; re-importing (pillar, external_id) updates the thread."""

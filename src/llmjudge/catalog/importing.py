@@ -13,13 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmjudge.catalog.schemas import RowError, ThreadIn
-from llmjudge.infra.rowfiles import (
-    csv_records,
-    jsonl_objects,
-    parse_json_line,
-    read_upload,
-    unstorable_value,
-)
+from llmjudge.infra.rowfiles import file_rows, parse_json_line, unstorable_value
 
 CSV_COLUMNS = {"pillar", "external_id", "title", "prompt_key", "prompt", "content", "metadata"}
 # Metadata is for labels and small scores, not documents: a thread's content is bounded
@@ -78,68 +72,67 @@ def _validate(raw: dict[str, Any], line: int, out: ParsedFile, max_chars: int) -
     out.lines.append(line)
 
 
-def _csv_rows(text: str, out: ParsedFile, max_rows: int, max_chars: int) -> None:
-    records = csv_records(
-        text,
+def _csv_row(rec: dict[str, str], line: int, out: ParsedFile) -> dict[str, Any] | None:
+    """A CSV record as the row a JSONL line gives, or None with its error added to ``out``."""
+    raw: dict[str, Any] = {k: v for k, v in rec.items() if v not in (None, "")}
+    if "content" not in raw:
+        # A CSV cell cannot tell "the model said nothing" from "nothing was filled in":
+        # an empty cell is an empty answer only on a row that names its prompt.
+        if "prompt" not in raw:
+            out.errors.append(
+                RowError(
+                    line=line,
+                    field="content",
+                    message="content must not be empty (an empty answer needs its prompt "
+                    "in the prompt column)",
+                )
+            )
+            return None
+        raw["content"] = ""
+    content = raw["content"]
+    # A cell holding a JSON list is a conversation; anything else is plain text.
+    if content.lstrip().startswith("["):
+        try:
+            raw["content"] = parse_json_line(content)
+        except ValueError:
+            pass
+    if "metadata" in raw:
+        try:
+            raw["metadata"] = parse_json_line(raw["metadata"])
+        except ValueError as e:
+            out.errors.append(RowError(line=line, field="metadata", message=f"not JSON: {e}"))
+            return None
+    problem = unstorable_value(raw)
+    if problem is not None:
+        out.errors.append(RowError(line=line, field=problem[0], message=problem[1]))
+        return None
+    return raw
+
+
+def _jsonl_row(raw: dict[str, Any]) -> dict[str, Any]:
+    if "messages" in raw and "content" not in raw:
+        raw["content"] = raw.pop("messages")
+    return raw
+
+
+def parse_thread_file(filename: str, data: bytes, *, max_rows: int, max_chars: int) -> ParsedFile:
+    out = ParsedFile()
+    rows = file_rows(
+        filename,
+        data,
         out.errors,
         required={"pillar", "content"},
         allowed=CSV_COLUMNS,
         max_rows=max_rows,
         max_chars=max_chars,
     )
-    for line, rec in records:
-        raw: dict[str, Any] = {k: v for k, v in rec.items() if v not in (None, "")}
-        if "content" not in raw:
-            # A CSV cell cannot tell "the model said nothing" from "nothing was filled in":
-            # an empty cell is an empty answer only on a row that names its prompt.
-            if "prompt" not in raw:
-                out.errors.append(
-                    RowError(
-                        line=line,
-                        field="content",
-                        message="content must not be empty (an empty answer needs its prompt "
-                        "in the prompt column)",
-                    )
-                )
-                continue
-            raw["content"] = ""
-        content = raw["content"]
-        # A cell holding a JSON list is a conversation; anything else is plain text.
-        if content.lstrip().startswith("["):
-            try:
-                raw["content"] = parse_json_line(content)
-            except ValueError:
-                pass
-        if "metadata" in raw:
-            try:
-                raw["metadata"] = parse_json_line(raw["metadata"])
-            except ValueError as e:
-                out.errors.append(RowError(line=line, field="metadata", message=f"not JSON: {e}"))
-                continue
-        problem = unstorable_value(raw)
-        if problem is not None:
-            out.errors.append(RowError(line=line, field=problem[0], message=problem[1]))
-            continue
-        _validate(raw, line, out, max_chars)
-
-
-def _jsonl_rows(text: str, out: ParsedFile, max_rows: int, max_chars: int) -> None:
-    for line_no, raw in jsonl_objects(text, out.errors, max_rows=max_rows):
-        if "messages" in raw and "content" not in raw:
-            raw["content"] = raw.pop("messages")
-        _validate(raw, line_no, out, max_chars)
-
-
-def parse_thread_file(filename: str, data: bytes, *, max_rows: int, max_chars: int) -> ParsedFile:
-    out = ParsedFile()
-    upload = read_upload(filename, data, out.errors)
-    if upload is None:
+    if rows is None:
         return out
-    kind, text = upload
-    if kind == "jsonl":
-        _jsonl_rows(text, out, max_rows, max_chars)
-    else:
-        _csv_rows(text, out, max_rows, max_chars)
+    kind, records = rows
+    for line, rec in records:
+        raw = _csv_row(rec, line, out) if kind == "csv" else _jsonl_row(rec)
+        if raw is not None:
+            _validate(raw, line, out, max_chars)
     if not out.rows and not out.errors:
         out.errors.append(RowError(line=1, field="file", message="the file has no rows"))
     # Without an external_id the content identifies the thread, so re-imports update it.

@@ -23,7 +23,7 @@ from llmjudge.catalog.schemas import (
     ThreadSummary,
 )
 from llmjudge.core.ratings.style import stored_features
-from llmjudge.infra.db.rows import columns
+from llmjudge.infra.db.rows import columns, get_or_not_found
 from llmjudge.infra.errors import Conflict, NotFound
 
 
@@ -44,9 +44,7 @@ def _pillar_out(p: Pillar, n: int) -> PillarOut:
 
 
 async def get_pillar(*, db: AsyncSession, pillar_id: int) -> PillarOut:
-    p = await db.get(Pillar, pillar_id)
-    if p is None:
-        raise NotFound(f"pillar {pillar_id} not found")
+    p = await get_or_not_found(db, Pillar, pillar_id, "pillar")
     n = await db.scalar(select(func.count()).where(Thread.pillar_id == pillar_id))
     return _pillar_out(p, n or 0)
 
@@ -62,9 +60,7 @@ async def create_pillar(*, db: AsyncSession, pillar_in: PillarIn) -> PillarOut:
 
 
 async def update_pillar(*, db: AsyncSession, pillar_id: int, patch: PillarPatch) -> PillarOut:
-    p = await db.get(Pillar, pillar_id)
-    if p is None:
-        raise NotFound(f"pillar {pillar_id} not found")
+    p = await get_or_not_found(db, Pillar, pillar_id, "pillar")
     if patch.name is not None and patch.name != p.name:
         if await db.scalar(select(Pillar.id).where(Pillar.name == patch.name)):
             raise Conflict(f"a pillar named {patch.name!r} already exists")
@@ -76,9 +72,7 @@ async def update_pillar(*, db: AsyncSession, pillar_id: int, patch: PillarPatch)
 
 
 async def delete_pillar(*, db: AsyncSession, pillar_id: int) -> None:
-    p = await db.get(Pillar, pillar_id)
-    if p is None:
-        raise NotFound(f"pillar {pillar_id} not found")
+    p = await get_or_not_found(db, Pillar, pillar_id, "pillar")
     await db.delete(p)
     await db.commit()
 

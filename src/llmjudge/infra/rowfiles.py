@@ -17,8 +17,9 @@ import io
 import json
 import re
 from collections.abc import Iterator, Set
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from fastapi import File, UploadFile
 from pydantic import BaseModel, Field
 
 MAX_ERRORS = 200  # enough to fix a file; more would only flood the page
@@ -105,6 +106,14 @@ class RowError(BaseModel):
     line: int = Field(description="1-based line number in the file (CSV: counting the header)")
     field: str
     message: str
+
+
+# An import route's file field, and its 422 (infra.web.ImportRejected) in the OpenAPI
+# document: every import reads and answers a row file the same way.
+RowFile = Annotated[UploadFile, File(description="CSV or JSONL")]
+ROW_ERRORS: dict[int | str, dict[str, Any]] = {
+    422: {"description": "Row errors: `detail.errors` is a list of {line, field, message}"}
+}
 
 
 def decode_text(data: bytes) -> str:
@@ -262,3 +271,29 @@ def csv_records(
     except csv.Error as e:
         hint = "; a quoted cell is never closed" if "unexpected end" in str(e) else ""
         errors.append(RowError(line=last_end + 1, field="file", message=f"CSV error: {e}{hint}"))
+
+
+def file_rows(
+    filename: str | None,
+    data: bytes,
+    errors: list[RowError],
+    *,
+    required: Set[str],
+    allowed: Set[str],
+    max_rows: int,
+    max_chars: int,
+    jsonl_max_chars: int | None = None,
+) -> tuple[FileKind, Iterator[tuple[int, dict[str, Any]]]] | None:
+    """The kind of an upload that may be CSV or JSONL and its (line number, row) pairs: JSONL
+    objects (lines up to ``jsonl_max_chars``) or CSV records, whose cells are strings for the
+    caller to convert. None when the file cannot be read, the reason added to ``errors``."""
+    upload = read_upload(filename, data, errors)
+    if upload is None:
+        return None
+    kind, text = upload
+    if kind == "jsonl":
+        return kind, jsonl_objects(text, errors, max_rows=max_rows, max_chars=jsonl_max_chars)
+    records = csv_records(
+        text, errors, required=required, allowed=allowed, max_rows=max_rows, max_chars=max_chars
+    )
+    return kind, records

@@ -40,6 +40,11 @@ def rejects_response_format(err: ProviderError) -> bool:
     return err.status == 400 and ("response_format" in cause or "json_schema" in cause)
 
 
+def _tokens(usage: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """(input, output) tokens of a usage object: a response's, or a stream's last chunk's."""
+    return usage.get("prompt_tokens"), usage.get("completion_tokens")
+
+
 class OpenAIClient(HttpChatClient):
     default_base_url = "https://api.openai.com/v1"
 
@@ -120,13 +125,8 @@ class OpenAIClient(HttpChatClient):
         content = message.get("content")
         if isinstance(content, list):  # some compatible servers answer with content parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        return Parsed(
-            text=content or message.get("refusal") or "",
-            input_tokens=usage.get("prompt_tokens"),
-            output_tokens=usage.get("completion_tokens"),
-            finish_reason=choice.get("finish_reason"),
-            model=data.get("model"),
-        )
+        text = content or message.get("refusal") or ""
+        return Parsed(text, *_tokens(usage), choice.get("finish_reason"), data.get("model"))
 
     async def consume_stream(
         self, events: AsyncIterator[SseEvent], req: ChatRequest, on_delta: DeltaCallback
@@ -157,10 +157,4 @@ class OpenAIClient(HttpChatClient):
                 finish = choice.get("finish_reason") or finish
         if not done and finish is None:
             self.fail("malformed stream: ended before [DONE] or a finish_reason", retryable=True)
-        return Parsed(
-            text="".join(parts),
-            input_tokens=usage.get("prompt_tokens"),
-            output_tokens=usage.get("completion_tokens"),
-            finish_reason=finish,
-            model=model,
-        )
+        return Parsed("".join(parts), *_tokens(usage), finish, model)

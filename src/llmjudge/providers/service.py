@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.infra.db.rows import columns
+from llmjudge.infra.db.rows import columns, get_or_not_found
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
 from llmjudge.providers.crypto import KeyCipher, last4
 from llmjudge.providers.llm import LLMService, info_of, models_query
@@ -72,9 +72,7 @@ def summary(p: ProviderOut) -> ProviderSummary:
 
 
 async def _get_provider(db: AsyncSession, provider_id: int) -> Provider:
-    p = await db.get(Provider, provider_id)
-    if p is None:
-        raise NotFound(f"provider {provider_id} not found")
+    p = await get_or_not_found(db, Provider, provider_id, "provider")
     return p
 
 
@@ -204,9 +202,7 @@ async def create_model(*, db: AsyncSession, data: ModelIn) -> ModelOut:
 async def update_model(
     *, db: AsyncSession, model_id: int, patch: ModelPatch, llm: LLMService | None = None
 ) -> ModelOut:
-    m = await db.get(LLMModel, model_id)
-    if m is None:
-        raise NotFound(f"model {model_id} not found")
+    m = await get_or_not_found(db, LLMModel, model_id, "model")
     changes = patch.model_dump(exclude_unset=True)
     required = (
         "provider_id",
@@ -231,9 +227,7 @@ async def update_model(
 
 
 async def delete_model(*, db: AsyncSession, model_id: int, llm: LLMService | None = None) -> None:
-    m = await db.get(LLMModel, model_id)
-    if m is None:
-        raise NotFound(f"model {model_id} not found")
+    m = await get_or_not_found(db, LLMModel, model_id, "model")
     await db.delete(m)
     await db.commit()
     if llm is not None:

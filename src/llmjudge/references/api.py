@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NamedTuple
 
-from fastapi import APIRouter, File, Query, Request, UploadFile, status
+from fastapi import APIRouter, Depends, Query, Request, status
 from fastapi.responses import Response
 
+from llmjudge.infra.rowfiles import ROW_ERRORS, RowFile
 from llmjudge.infra.web import DbSession, ImportRejected, read_upload
 from llmjudge.references import agreement_report, service
 from llmjudge.references.schemas import (
@@ -24,16 +25,39 @@ agreement_router = APIRouter(prefix="/api/sessions", tags=["references"])
 Annotator = Annotated[str | None, Query(max_length=200)]
 
 
+def _label_filter(
+    session_id: int | None = None,
+    thread_id: int | None = None,
+    source: Source | None = None,
+    annotator: Annotator = None,
+) -> service.LabelFilter:
+    """The label filters as query parameters, for the list, the export and the delete."""
+    return service.LabelFilter(session_id, thread_id, source, annotator)
+
+
+Filters = Annotated[service.LabelFilter, Depends(_label_filter)]
+
+
+class _Page(NamedTuple):
+    limit: int
+    offset: int
+
+
+def _page(
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> _Page:
+    # A dependency as well: FastAPI lists a route's own parameters before its dependencies',
+    # and the list's page parameters come after its filters.
+    return _Page(limit, offset)
+
+
 @router.post(
     "/import",
     response_model=ReferenceImportOut,
-    responses={
-        422: {"description": "Row errors: `detail.errors` is a list of {line, field, message}"}
-    },
+    responses=ROW_ERRORS,
 )
-async def import_references(
-    request: Request, db: DbSession, file: Annotated[UploadFile, File(description="CSV or JSONL")]
-) -> ReferenceImportOut:
+async def import_references(request: Request, db: DbSession, file: RowFile) -> ReferenceImportOut:
     """Import reference labels, all or nothing. Each row names its threads by id
     (`thread_a`, `thread_b`) or by `pillar_a, external_id_a, pillar_b, external_id_b`, and
     gives `label` (A, B or TIE relative to the pair as written), optional `annotator`,
@@ -58,22 +82,15 @@ async def import_references(
 @router.get("", response_model=ReferencePage)
 async def list_references(
     db: DbSession,
-    session_id: int | None = None,
-    thread_id: int | None = None,
-    source: Source | None = None,
-    annotator: Annotator = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    filters: Filters,
+    page: Annotated[_Page, Depends(_page)],
 ) -> ReferencePage:
     """Labels, filtered by the pairs a session compares, a thread, source or annotator."""
     return await service.list_references(
         db=db,
-        session_id=session_id,
-        thread_id=thread_id,
-        source=source,
-        annotator=annotator,
-        limit=limit,
-        offset=offset,
+        filters=filters,
+        limit=page.limit,
+        offset=page.offset,
     )
 
 
@@ -89,20 +106,14 @@ async def list_references(
 )
 async def export_references(
     db: DbSession,
+    filters: Filters,
     format: Literal["csv", "jsonl"] = "jsonl",
-    session_id: int | None = None,
-    thread_id: int | None = None,
-    source: Source | None = None,
-    annotator: Annotator = None,
 ) -> Response:
     """The filtered labels as a file that imports again (threads by pillar, external id)."""
     body = await service.export_references(
         db=db,
         fmt=format,
-        session_id=session_id,
-        thread_id=thread_id,
-        source=source,
-        annotator=annotator,
+        filters=filters,
     )
     media = "text/csv" if format == "csv" else "application/x-ndjson"
     return Response(
@@ -115,15 +126,10 @@ async def export_references(
 @router.delete("", response_model=DeletedOut)
 async def delete_matching(
     db: DbSession,
-    session_id: int | None = None,
-    thread_id: int | None = None,
-    source: Source | None = None,
-    annotator: Annotator = None,
+    filters: Filters,
 ) -> DeletedOut:
     """Delete the labels matching every filter given (at least one is required)."""
-    deleted = await service.delete_references(
-        db=db, session_id=session_id, thread_id=thread_id, source=source, annotator=annotator
-    )
+    deleted = await service.delete_references(db=db, filters=filters)
     return DeletedOut(deleted=deleted)
 
 

@@ -32,8 +32,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from llmjudge.catalog import Pillar, Thread
 from llmjudge.core.agreement import judges as core
 from llmjudge.core.text.csvsafe import write_csv
-from llmjudge.infra.errors import Invalid, NotFound
-from llmjudge.infra.rowfiles import csv_records, jsonl_objects, read_upload
+from llmjudge.infra.db.rows import get_or_not_found
+from llmjudge.infra.errors import Invalid
+from llmjudge.infra.rowfiles import file_rows
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.references.schemas import (
     ReferenceImportOut,
@@ -47,6 +48,7 @@ from llmjudge.sessions import Comparison
 __all__ = [
     "CSV_COLUMNS",
     "EXPORT_COLUMNS",
+    "LabelFilter",
     "LabelRow",
     "ParsedReferences",
     "ReferencesRejected",
@@ -147,24 +149,21 @@ def parse_reference_file(
 ) -> ParsedReferences:
     """Validate a CSV or JSONL label file without touching the database."""
     out = ParsedReferences()
-    upload = read_upload(filename, data, out.errors)
-    if upload is None:
-        return out
-    kind, text = upload
-    if kind == "jsonl":
-        for line, raw in jsonl_objects(text, out.errors, max_rows=max_rows, max_chars=max_chars):
-            _validate(raw, line, out)
-    else:
-        records = csv_records(
-            text,
-            out.errors,
-            required={"label"},
-            allowed=CSV_COLUMNS,
-            max_rows=max_rows,
-            max_chars=max_chars,
-        )
-        for line, rec in records:
-            raw = {k: _csv_cell(k, v) for k, v in rec.items() if v not in (None, "")}
+    rows = file_rows(
+        filename,
+        data,
+        out.errors,
+        required={"label"},
+        allowed=CSV_COLUMNS,
+        max_rows=max_rows,
+        max_chars=max_chars,
+        jsonl_max_chars=max_chars,
+    )
+    if rows is not None:
+        kind, records = rows
+        for line, raw in records:
+            if kind == "csv":
+                raw = {k: _csv_cell(k, v) for k, v in raw.items() if v not in (None, "")}
             _validate(raw, line, out)
     if not out.rows and not out.errors:
         out.errors.append(RowError(line=1, field="file", message="the file has no rows"))
@@ -346,43 +345,51 @@ def session_pairs(session_id: int) -> Any:
     )
 
 
-def _filters(
-    session_id: int | None, thread_id: int | None, source: str | None, annotator: str | None
-) -> list[Any]:
-    where: list[Any] = []
-    if session_id is not None:
-        pairs = session_pairs(session_id)
-        where.append(
-            select(pairs.c.a)
-            .where(
-                and_(
-                    pairs.c.a == ReferenceLabel.thread_a_id, pairs.c.b == ReferenceLabel.thread_b_id
+@dataclass(frozen=True)
+class LabelFilter:
+    """Which labels a list, export or delete reads: every filter given must match."""
+
+    session_id: int | None = None
+    thread_id: int | None = None
+    source: str | None = None
+    annotator: str | None = None
+
+    def where(self) -> list[Any]:
+        where: list[Any] = []
+        if self.session_id is not None:
+            pairs = session_pairs(self.session_id)
+            where.append(
+                select(pairs.c.a)
+                .where(
+                    and_(
+                        pairs.c.a == ReferenceLabel.thread_a_id,
+                        pairs.c.b == ReferenceLabel.thread_b_id,
+                    )
+                )
+                .exists()
+            )
+        if self.thread_id is not None:
+            where.append(
+                or_(
+                    ReferenceLabel.thread_a_id == self.thread_id,
+                    ReferenceLabel.thread_b_id == self.thread_id,
                 )
             )
-            .exists()
-        )
-    if thread_id is not None:
-        where.append(
-            or_(ReferenceLabel.thread_a_id == thread_id, ReferenceLabel.thread_b_id == thread_id)
-        )
-    if source is not None:
-        where.append(ReferenceLabel.source == source)
-    if annotator is not None:
-        where.append(ReferenceLabel.annotator == annotator)
-    return where
+        if self.source is not None:
+            where.append(ReferenceLabel.source == self.source)
+        if self.annotator is not None:
+            where.append(ReferenceLabel.annotator == self.annotator)
+        return where
 
 
 async def list_references(
     *,
     db: AsyncSession,
-    session_id: int | None = None,
-    thread_id: int | None = None,
-    source: str | None = None,
-    annotator: str | None = None,
+    filters: LabelFilter,
     limit: int = 100,
     offset: int = 0,
 ) -> ReferencePage:
-    where = _filters(session_id, thread_id, source, annotator)
+    where = filters.where()
     total = await db.scalar(select(func.count()).select_from(ReferenceLabel).where(*where))
     rows = await db.scalars(
         select(ReferenceLabel).where(*where).order_by(ReferenceLabel.id).limit(limit).offset(offset)
@@ -399,10 +406,7 @@ async def export_references(
     *,
     db: AsyncSession,
     fmt: str,
-    session_id: int | None = None,
-    thread_id: int | None = None,
-    source: str | None = None,
-    annotator: str | None = None,
+    filters: LabelFilter,
 ) -> str:
     """The labels as CSV or JSONL that import again (threads named by pillar and external id,
     so a file moves between installations)."""
@@ -424,7 +428,7 @@ async def export_references(
         .join(tb, tb.c.id == ReferenceLabel.thread_b_id)
         .join(pa, pa.c.id == ta.c.pillar_id)
         .join(pb, pb.c.id == tb.c.pillar_id)
-        .where(*_filters(session_id, thread_id, source, annotator))
+        .where(*filters.where())
         .order_by(ReferenceLabel.id)
     )
     records = [dict(zip(EXPORT_COLUMNS, row, strict=True)) for row in (await db.execute(stmt))]
@@ -450,9 +454,7 @@ async def session_annotators(*, db: AsyncSession, session_id: int) -> list[str]:
 
 
 async def delete_reference(*, db: AsyncSession, reference_id: int) -> None:
-    label = await db.get(ReferenceLabel, reference_id)
-    if label is None:
-        raise NotFound(f"reference label {reference_id} not found")
+    label = await get_or_not_found(db, ReferenceLabel, reference_id, "reference label")
     await db.delete(label)
     await db.commit()
 
@@ -460,14 +462,11 @@ async def delete_reference(*, db: AsyncSession, reference_id: int) -> None:
 async def delete_references(
     *,
     db: AsyncSession,
-    session_id: int | None = None,
-    thread_id: int | None = None,
-    source: str | None = None,
-    annotator: str | None = None,
+    filters: LabelFilter,
 ) -> int:
     """Delete the labels matching every filter given; at least one filter is required, so
     a bare DELETE cannot wipe every label."""
-    where = _filters(session_id, thread_id, source, annotator)
+    where = filters.where()
     if not where:
         raise Invalid("name at least one filter (session_id, thread_id, source, annotator)")
     result = await db.execute(delete(ReferenceLabel).where(*where))

@@ -1,6 +1,7 @@
 """Session figures: leaderboard, style, categories, score distribution, pillar matrix,
 thread performance, position bias and findings, computed by the pure analysis modules from
-a loaded session and cached (``analysis.cache``). Reads only."""
+a loaded session and cached (``analysis.cache``). Reads only. Which of them are public is
+said once, by the package (``llmjudge.analysis.__all__``)."""
 
 from __future__ import annotations
 
@@ -49,17 +50,6 @@ from llmjudge.core.ratings.report import (
 )
 from llmjudge.core.ratings.style_report import StyleReport, numeric_metadata_keys, style_report
 from llmjudge.infra.errors import Conflict, Invalid
-
-__all__ = [
-    "categories_out",
-    "findings",
-    "pillar_matrix_out",
-    "position_swap",
-    "score_distribution_out",
-    "style_out",
-    "thread_leaderboard",
-    "thread_performance_out",
-]
 
 T = TypeVar("T")
 

@@ -49,7 +49,7 @@ from llmjudge.core.ratings.report import (
     RatingOptions,
 )
 from llmjudge.core.ratings.style_report import StyleReport, numeric_metadata_keys, style_report
-from llmjudge.infra.errors import Conflict, Invalid
+from llmjudge.infra.errors import Conflict, Invalid, value_errors_as_invalid
 
 T = TypeVar("T")
 
@@ -92,7 +92,7 @@ def _leaderboard(
     reference_ranking: tuple[str, ...] | None,
 ) -> Leaderboard:
     threads, pillars = _references(data, reference_key, reference_ranking)
-    try:
+    with value_errors_as_invalid():  # a baseline that did not play, an option rating refuses
         return leaderboard(
             data.table,
             data.thread_pillar,
@@ -103,8 +103,6 @@ def _leaderboard(
             pillar_reference=pillars,
             reference_source=reference_key or "",
         )
-    except ValueError as exc:  # a baseline that did not play, an option rating refuses
-        raise Invalid(str(exc)) from exc
 
 
 async def _leaderboard_figure(
@@ -197,7 +195,7 @@ async def style_out(
                 f"not numeric metadata of this session's threads: {unknown[:5]}; "
                 f"choose among {numeric[:20]}"
             )
-        try:
+        with value_errors_as_invalid():
             report = style_report(
                 aggregate(d.table, aggregation),
                 d.thread_pillar,
@@ -207,8 +205,6 @@ async def style_out(
                 options,
                 metadata_keys=metadata_keys,
             )
-        except ValueError as exc:
-            raise Invalid(str(exc)) from exc
         return report, numeric
 
     _, (report, numeric) = await cached_figure(
@@ -238,7 +234,7 @@ async def categories_out(
             r.player_id
             for r in pillar_bradley_terry(table, d.thread_pillar, bootstrap_rounds=0).ratings
         ]
-        try:
+        with value_errors_as_invalid():
             report = category_report(
                 table,
                 d.thread_pillar,
@@ -248,8 +244,6 @@ async def categories_out(
                 options,
                 pillar_order=overall,
             )
-        except ValueError as exc:
-            raise Invalid(str(exc)) from exc
         return report, keys
 
     _, (report, keys) = await cached_figure(

@@ -24,7 +24,7 @@ from llmjudge.catalog import pages as catalog_pages
 from llmjudge.demo import api as demo_api
 from llmjudge.home import pages
 from llmjudge.infra.config import Settings, get_settings
-from llmjudge.infra.db.engine import make_engine, make_sessionmaker
+from llmjudge.infra.db.engine import make_sessionmaker, process_engines
 from llmjudge.infra.db.migrate import upgrade
 from llmjudge.infra.errors import install_handlers
 from llmjudge.infra.events.hub import EventHub
@@ -66,64 +66,51 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = make_engine(
-            settings.database_url or "",
-            pool_size=settings.db_pool_size,
-            pooled=settings.database_pooled,
-        )
-        # Behind a transaction pooler, migrations, the claim connection and the persona
-        # loops' session-level advisory locks use unpooled connections (README "PostgreSQL
-        # poolers").
-        direct = (
-            make_engine(settings.direct_database_url, pool_size=4)
-            if settings.database_pooled
-            else engine
-        )
-        if migrate:
-            await upgrade(direct)
-        app.state.engine = engine
-        app.state.sessionmaker = make_sessionmaker(engine)
-        async with app.state.sessionmaker() as db:
-            await ensure_builtin_simulator(db=db)
-            # `llmjudge serve` prints the link itself once the server listens (last, framed)
-            app.state.login_link = await announce_first_admin(
-                db=db, settings=settings, echo=not getattr(app.state, "defer_login_banner", False)
-            )
-        app.state.llm = LLMService(app.state.sessionmaker, settings)
-        app.state.events = EventHub(settings.direct_database_url)
-        await app.state.events.start()
-        app.state.workers = None
-        app.state.pool = None
-        app.state.persona_runner = None
-        if settings.workers_enabled:
-            app.state.workers = build_workers(
-                engine=engine,
-                sessionmaker=app.state.sessionmaker,
-                llm=app.state.llm,
-                hub=app.state.events,
-                settings=settings,
-                direct_engine=direct,
-            )
-            app.state.pool = app.state.workers.get(COMPARISONS)
-            app.state.persona_runner = app.state.workers.get(PERSONAS)
-            await app.state.workers.start()
-        # Startup objects live as long as the process: keep them out of the collector's full
-        # passes, which otherwise stall every request and worker 0.1-0.3 s at a time
-        # (bench/throughput.py).
-        gc.collect()
-        gc.freeze()
-        try:
-            yield
-        finally:
-            # Workers drain (and release what they hold) before the model service closes.
-            if app.state.workers is not None:
-                await app.state.workers.stop()
-            await app.state.events.stop()
-            # Last before the engine: whatever else stops first may still make model calls.
-            await app.state.llm.aclose()
-            await engine.dispose()
-            if direct is not engine:
-                await direct.dispose()
+        async with process_engines(settings) as (engine, direct):
+            if migrate:
+                await upgrade(direct)
+            app.state.engine = engine
+            app.state.sessionmaker = make_sessionmaker(engine)
+            async with app.state.sessionmaker() as db:
+                await ensure_builtin_simulator(db=db)
+                # `llmjudge serve` prints the link itself once the server listens (last, framed)
+                app.state.login_link = await announce_first_admin(
+                    db=db,
+                    settings=settings,
+                    echo=not getattr(app.state, "defer_login_banner", False),
+                )
+            app.state.llm = LLMService(app.state.sessionmaker, settings)
+            app.state.events = EventHub(settings.direct_database_url)
+            await app.state.events.start()
+            app.state.workers = None
+            app.state.pool = None
+            app.state.persona_runner = None
+            if settings.workers_enabled:
+                app.state.workers = build_workers(
+                    engine=engine,
+                    sessionmaker=app.state.sessionmaker,
+                    llm=app.state.llm,
+                    hub=app.state.events,
+                    settings=settings,
+                    direct_engine=direct,
+                )
+                app.state.pool = app.state.workers.get(COMPARISONS)
+                app.state.persona_runner = app.state.workers.get(PERSONAS)
+                await app.state.workers.start()
+            # Startup objects live as long as the process: keep them out of the collector's full
+            # passes, which otherwise stall every request and worker 0.1-0.3 s at a time
+            # (bench/throughput.py).
+            gc.collect()
+            gc.freeze()
+            try:
+                yield
+            finally:
+                # Workers drain (and release what they hold) before the model service closes.
+                if app.state.workers is not None:
+                    await app.state.workers.stop()
+                await app.state.events.stop()
+                # Last before the engine: whatever else stops first may still make model calls.
+                await app.state.llm.aclose()
 
     app = FastAPI(
         title="llmjudge",

@@ -20,7 +20,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from llmjudge.infra.config import Settings
-from llmjudge.infra.db.engine import make_engine, make_sessionmaker
+from llmjudge.infra.db.engine import make_sessionmaker, process_engines
 from llmjudge.infra.db.migrate import current
 from llmjudge.infra.events.hub import EventHub
 from llmjudge.infra.queue.locks import LockedRunner
@@ -116,17 +116,7 @@ async def run_worker_process(
 ) -> WorkerPool:
     """Run every kind of work until ``stop`` is set (default: until SIGINT or SIGTERM);
     returns the comparison pool (for its counters)."""
-    engine = make_engine(
-        settings.database_url or "",
-        pool_size=settings.db_pool_size,
-        pooled=settings.database_pooled,
-    )
-    direct = (
-        make_engine(settings.direct_database_url, pool_size=4)
-        if settings.database_pooled
-        else engine
-    )
-    try:
+    async with process_engines(settings) as (engine, direct):
         try:
             rev, head = await current(engine)
         except (OSError, DBAPIError) as exc:
@@ -169,7 +159,3 @@ async def run_worker_process(
             await hub.stop()
             await llm.aclose()
         return pool
-    finally:
-        await engine.dispose()
-        if direct is not engine:
-            await direct.dispose()

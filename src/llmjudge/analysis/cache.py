@@ -48,41 +48,30 @@ class AnalysisCache:
         version: int,
         make: Callable[[], Awaitable[T]],
     ) -> T:
-        task = store.get((key, version))
+        entry, running = (key, version), (id(store), key)
+        task = store.get(entry)
         if task is not None:
-            store.move_to_end((key, version))
-        elif (busy := self._running.get((id(store), key))) is not None:
+            store.move_to_end(entry)
+        elif (busy := self._running.get(running)) is not None:
             task = busy
         else:
-            task = self._start(store, limit, key, version, make)
+            self.computed += 1
+            task = asyncio.ensure_future(make())
+            store[entry] = self._running[running] = task
+            while len(store) > limit:
+                store.popitem(last=False)
+
+            def finished(done: asyncio.Task[Any]) -> None:
+                if self._running.get(running) is done:
+                    del self._running[running]
+                # a failed computation is not cached: the next request tries again
+                failed = done.cancelled() or done.exception() is not None
+                if failed and store.get(entry) is done:
+                    del store[entry]
+
+            task.add_done_callback(finished)
         # A waiter that goes away (client disconnect) must not cancel the shared work.
         return await asyncio.shield(task)
-
-    def _start(
-        self,
-        store: OrderedDict[Hashable, asyncio.Task[Any]],
-        limit: int,
-        key: Hashable,
-        version: int,
-        make: Callable[[], Awaitable[T]],
-    ) -> asyncio.Task[T]:
-        self.computed += 1
-        task = asyncio.ensure_future(make())
-        store[(key, version)] = task
-        while len(store) > limit:
-            store.popitem(last=False)
-        running = (id(store), key)
-        self._running[running] = task
-
-        def finished(done: asyncio.Task[Any]) -> None:
-            if self._running.get(running) is done:
-                del self._running[running]
-            failed = done.cancelled() or done.exception() is not None
-            if failed and store.get((key, version)) is done:
-                del store[(key, version)]
-
-        task.add_done_callback(finished)
-        return task
 
     async def figure(self, key: Hashable, version: int, make: Callable[[], Awaitable[T]]) -> T:
         return await self._get(self._figures, self._max_figures, key, version, make)

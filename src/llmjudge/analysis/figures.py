@@ -1,6 +1,7 @@
 """Session figures: leaderboard, style, categories, score distribution, pillar matrix,
 thread performance, position bias and findings, computed by the pure analysis modules from
-a loaded session and cached (``analysis.cache``). Reads only."""
+a loaded session and cached (``analysis.cache``). Reads only. Which of them are public is
+said once, by the package (``llmjudge.analysis.__all__``)."""
 
 from __future__ import annotations
 
@@ -48,18 +49,7 @@ from llmjudge.core.ratings.report import (
     RatingOptions,
 )
 from llmjudge.core.ratings.style_report import StyleReport, numeric_metadata_keys, style_report
-from llmjudge.infra.errors import Conflict, Invalid
-
-__all__ = [
-    "categories_out",
-    "findings",
-    "pillar_matrix_out",
-    "position_swap",
-    "score_distribution_out",
-    "style_out",
-    "thread_leaderboard",
-    "thread_performance_out",
-]
+from llmjudge.infra.errors import Conflict, Invalid, value_errors_as_invalid
 
 T = TypeVar("T")
 
@@ -102,7 +92,7 @@ def _leaderboard(
     reference_ranking: tuple[str, ...] | None,
 ) -> Leaderboard:
     threads, pillars = _references(data, reference_key, reference_ranking)
-    try:
+    with value_errors_as_invalid():  # a baseline that did not play, an option rating refuses
         return leaderboard(
             data.table,
             data.thread_pillar,
@@ -113,8 +103,6 @@ def _leaderboard(
             pillar_reference=pillars,
             reference_source=reference_key or "",
         )
-    except ValueError as exc:  # a baseline that did not play, an option rating refuses
-        raise Invalid(str(exc)) from exc
 
 
 async def _leaderboard_figure(
@@ -207,7 +195,7 @@ async def style_out(
                 f"not numeric metadata of this session's threads: {unknown[:5]}; "
                 f"choose among {numeric[:20]}"
             )
-        try:
+        with value_errors_as_invalid():
             report = style_report(
                 aggregate(d.table, aggregation),
                 d.thread_pillar,
@@ -217,8 +205,6 @@ async def style_out(
                 options,
                 metadata_keys=metadata_keys,
             )
-        except ValueError as exc:
-            raise Invalid(str(exc)) from exc
         return report, numeric
 
     _, (report, numeric) = await cached_figure(
@@ -248,7 +234,7 @@ async def categories_out(
             r.player_id
             for r in pillar_bradley_terry(table, d.thread_pillar, bootstrap_rounds=0).ratings
         ]
-        try:
+        with value_errors_as_invalid():
             report = category_report(
                 table,
                 d.thread_pillar,
@@ -258,8 +244,6 @@ async def categories_out(
                 options,
                 pillar_order=overall,
             )
-        except ValueError as exc:
-            raise Invalid(str(exc)) from exc
         return report, keys
 
     _, (report, keys) = await cached_figure(

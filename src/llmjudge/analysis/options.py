@@ -16,7 +16,7 @@ from llmjudge.core.ratings.report import (
     RatingOptions,
     TieModel,
 )
-from llmjudge.infra.errors import Invalid
+from llmjudge.infra.errors import Invalid, value_errors_as_invalid
 
 __all__ = [
     "BOOTSTRAP_ROUNDS",
@@ -172,8 +172,6 @@ def rating_options(
         baseline_pillar=baseline_pillar,
         seed=SEED,
     )
-    try:
+    with value_errors_as_invalid():
         options.validate()
-    except ValueError as exc:
-        raise Invalid(str(exc)) from exc
     return options

@@ -12,7 +12,8 @@ import html
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from contextlib import contextmanager
 from typing import Any
 
 import asyncpg
@@ -42,6 +43,16 @@ class Invalid(ValueError):
 
 class Forbidden(PermissionError):
     """403: the caller may use the route but not do this (auth's refusals subclass it)."""
+
+
+@contextmanager
+def value_errors_as_invalid() -> Iterator[None]:
+    """The pure core refuses with ValueError (an option it does not allow, data it cannot
+    fit); at a domain's edge that is the request's fault: Invalid (422), same message."""
+    try:
+        yield
+    except ValueError as exc:
+        raise Invalid(str(exc)) from exc
 
 
 # Every domain error's HTTP status, the one table: the API answers with it (install_handlers)

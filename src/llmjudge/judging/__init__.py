@@ -1,21 +1,14 @@
 """The judging domain's public surface: one judge call (request, transport, reader,
 result) for every judge of the application."""
 
+from llmjudge.core.judging import calls
 from llmjudge.infra.exports import public
 
 __all__, __getattr__ = public(
     __name__,
     {
-        "llmjudge.core.judging.calls": (
-            "JudgeRequest",
-            "JudgeResult",
-            "LabelReader",
-            "PairwiseReader",
-            "Reader",
-            "Reading",
-            "Unreadable",
-            "read_reply",
-        ),
+        # the core's judge-call values, exactly as the core module lists them
+        "llmjudge.core.judging.calls": calls.__all__,
         "llmjudge.judging.pipeline": (
             "ChatGateway",
             "Cost",

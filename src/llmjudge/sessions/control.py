@@ -93,6 +93,15 @@ async def _transition(
     return s
 
 
+async def _committed(
+    db: AsyncSession, hub: EventHub | None, session_id: int, status: str
+) -> SessionOut:
+    """End a move: commit it, tell the session's listeners its new status, read it back."""
+    await db.commit()
+    publish_status(hub, session_id, status)
+    return await get_session(db=db, session_id=session_id)
+
+
 async def start_session(
     *,
     db: AsyncSession,
@@ -117,9 +126,7 @@ async def start_session(
         await db.commit()  # end the read transaction before locking
     s = await _transition(db, session_id, ("draft",), "started")
     await set_running(db, s)
-    await db.commit()
-    publish_status(hub, session_id, "running")
-    return await get_session(db=db, session_id=session_id)
+    return await _committed(db, hub, session_id, "running")
 
 
 async def pause_session(
@@ -130,9 +137,7 @@ async def pause_session(
     s.status = "paused"
     # Wakes the pools so they give back items they claimed ahead for this session.
     await notify_work(await db.connection(), session_id)
-    await db.commit()
-    publish_status(hub, session_id, "paused")
-    return await get_session(db=db, session_id=session_id)
+    return await _committed(db, hub, session_id, "paused")
 
 
 async def resume_session(
@@ -142,9 +147,7 @@ async def resume_session(
     s = await _transition(db, session_id, ("paused",), "resumed")
     s.error = None
     await set_running(db, s)
-    await db.commit()
-    publish_status(hub, session_id, "running")
-    return await get_session(db=db, session_id=session_id)
+    return await _committed(db, hub, session_id, "running")
 
 
 async def cancel_session(
@@ -165,9 +168,7 @@ async def cancel_session(
     s.status = "cancelled"
     s.finished_at = func.now()
     await notify_work(await db.connection(), session_id)  # pools drop what they hold ahead
-    await db.commit()
-    publish_status(hub, session_id, "cancelled")
-    return await get_session(db=db, session_id=session_id)
+    return await _committed(db, hub, session_id, "cancelled")
 
 
 async def retry_failed(

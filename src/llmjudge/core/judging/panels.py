@@ -94,6 +94,22 @@ def _mean_scores(votes: Sequence[Vote], side: str) -> dict[str, float]:
     return {k: sum(xs) / len(xs) for k, xs in sums.items()}
 
 
+def _pooled(
+    votes: Sequence[Vote], ok: Sequence[Vote], winner: Label | None, confidence: float | None
+) -> Aggregate:
+    """A verdict of the whole panel (every member asked): `ok`, the members that answered,
+    give their mean scores."""
+    return Aggregate(
+        winner=winner,
+        voted=len(ok),
+        members=len(votes),
+        confidence=confidence,
+        scores_a=_mean_scores(ok, "scores_a"),
+        scores_b=_mean_scores(ok, "scores_b"),
+        asked=len(votes),
+    )
+
+
 def _plurality(votes: Sequence[Vote], weights: Sequence[float]) -> Aggregate:
     """Weighted plurality over A, B, TIE; a tie between the top labels is TIE."""
     present = _present(votes)
@@ -109,15 +125,7 @@ def _plurality(votes: Sequence[Vote], weights: Sequence[float]) -> Aggregate:
         winner = leaders[0] if len(leaders) == 1 else "TIE"
         confidence = tally[winner] / total if total > _EPS else None
     ok = [v for _, v in present]
-    return Aggregate(
-        winner=winner,
-        voted=len(present),
-        members=len(votes),
-        confidence=confidence,
-        scores_a=_mean_scores(ok, "scores_a"),
-        scores_b=_mean_scores(ok, "scores_b"),
-        asked=len(votes),
-    )
+    return _pooled(votes, ok, winner, confidence)
 
 
 def majority(votes: Sequence[Vote]) -> Aggregate:
@@ -147,15 +155,7 @@ def mean(votes: Sequence[Vote], tie_band: float = 1 / 3) -> Aggregate:
         s = sum(_SIGN[v.winner] for v in ok) / len(ok)  # type: ignore[index]
         winner = "TIE" if abs(s) <= tie_band + _EPS else ("A" if s > 0 else "B")
         confidence = abs(s)
-    return Aggregate(
-        winner=winner,
-        voted=len(ok),
-        members=len(votes),
-        confidence=confidence,
-        scores_a=_mean_scores(ok, "scores_a"),
-        scores_b=_mean_scores(ok, "scores_b"),
-        asked=len(votes),
-    )
+    return _pooled(votes, ok, winner, confidence)
 
 
 def calibrated_weights(
@@ -233,30 +233,26 @@ def cascade(votes: Sequence[Vote], policy: CascadePolicy) -> Aggregate:
     present member's (the last asked is the strongest judge)."""
     for k in range(1, len(votes) + 1):
         if should_stop(votes[:k], policy):
-            last = votes[k - 1]
-            return Aggregate(
-                winner=last.winner,
-                voted=sum(v.winner is not None for v in votes[:k]),
-                members=len(votes),
-                confidence=last.confidence,
-                scores_a=dict(last.scores_a or {}),
-                scores_b=dict(last.scores_b or {}),
-                asked=k,
-                stopped_at=k - 1,
-            )
+            return _said_by(votes, votes[k - 1], asked=k, stopped_at=k - 1)
     present = _present(votes)
     if not present:
         return Aggregate(None, 0, len(votes), asked=len(votes))
-    i, last = present[-1]
+    return _said_by(votes, present[-1][1], asked=len(votes), stopped_at=None)
+
+
+def _said_by(
+    votes: Sequence[Vote], member: Vote, *, asked: int, stopped_at: int | None
+) -> Aggregate:
+    """A cascade's verdict: `member`'s own, after the first `asked` members were asked."""
     return Aggregate(
-        winner=last.winner,
-        voted=len(present),
+        winner=member.winner,
+        voted=len(_present(votes[:asked])),
         members=len(votes),
-        confidence=last.confidence,
-        scores_a=dict(last.scores_a or {}),
-        scores_b=dict(last.scores_b or {}),
-        asked=len(votes),
-        stopped_at=None,
+        confidence=member.confidence,
+        scores_a=dict(member.scores_a or {}),
+        scores_b=dict(member.scores_b or {}),
+        asked=asked,
+        stopped_at=stopped_at,
     )
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 from uuid import uuid4
 
@@ -12,6 +14,8 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
+
+from llmjudge.infra.config import Settings
 
 
 def _statement_name() -> str:
@@ -40,6 +44,30 @@ def make_engine(url: str, *, pool_size: int = 20, pooled: bool = False) -> Async
         pool_timeout=60,
         connect_args=pooler_connect_args() if pooled else {},
     )
+
+
+@asynccontextmanager
+async def process_engines(settings: Settings) -> AsyncIterator[tuple[AsyncEngine, AsyncEngine]]:
+    """(engine, direct) for a process (the web app, ``llmjudge worker``), disposed on exit.
+    Behind a transaction pooler, migrations, the claim connection and the persona loops'
+    session-level advisory locks need an unpooled ``direct`` engine (README "PostgreSQL
+    poolers"); otherwise ``direct`` is ``engine`` itself."""
+    engine = make_engine(
+        settings.database_url or "",
+        pool_size=settings.db_pool_size,
+        pooled=settings.database_pooled,
+    )
+    direct = (
+        make_engine(settings.direct_database_url, pool_size=4)
+        if settings.database_pooled
+        else engine
+    )
+    try:
+        yield engine, direct
+    finally:
+        await engine.dispose()
+        if direct is not engine:
+            await direct.dispose()
 
 
 # What makes database sessions (``db``): the app keeps one in ``app.state.sessionmaker``.

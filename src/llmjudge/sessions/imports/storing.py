@@ -195,20 +195,48 @@ async def import_judgments(
     # Labels belong to the pair, not to the session: not tied to it (session_id stays None).
     await store_labels(db, labels)
     await db.commit()
-    failures = [r.judgment for r in resolved if r.judgment.winner is None]
-    return JudgmentImportOut(
-        session_id=session.id,
-        session_name=session_name,
-        total=len(resolved),
+    return _import_out(
+        session,
+        resolved,
         completed=completed,
-        failed=len(failures),
-        swap_pairs=sum(r.is_swap for r in resolved),
         labels=len(labels),
         criteria=criteria,
-        parse_failures=[
-            RowError(line=j.line, field="judgment", message=j.parse_error or "")
-            for j in failures[:PARSE_FAILURES_SHOWN]
+        unread=[
+            (r.judgment.line, r.judgment.parse_error or "")
+            for r in resolved
+            if r.judgment.winner is None
         ],
+    )
+
+
+def _import_out(
+    session: JudgeSession,
+    comparisons: Sequence[ResolvedJudgment],
+    *,
+    completed: int,
+    labels: int,
+    criteria: list[str],
+    unread: Sequence[tuple[int, str]],
+    judges: list[str] | None = None,
+    aggregation: str | None = None,
+) -> JudgmentImportOut:
+    """What an import answers, solo or panel: the counts, and the first unread judgments
+    as (file line, why)."""
+    return JudgmentImportOut(
+        session_id=session.id,
+        session_name=session.name,
+        total=len(comparisons),
+        completed=completed,
+        failed=len(unread),
+        swap_pairs=sum(r.is_swap for r in comparisons),
+        labels=labels,
+        criteria=criteria,
+        parse_failures=[
+            RowError(line=line, field="judgment", message=message)
+            for line, message in unread[:PARSE_FAILURES_SHOWN]
+        ],
+        judges=judges or [],
+        aggregation=aggregation,
     )
 
 
@@ -376,23 +404,16 @@ async def _import_panel(
         db, [ids[i] for i in range(len(aggregates))], [a.voted for a in aggregates]
     )
     await db.commit()
-    failures = [
-        (r.judgment, a)
-        for r, a in zip(grouped.comparisons, aggregates, strict=True)
-        if a.winner is None
-    ]
-    return JudgmentImportOut(
-        session_id=session.id,
-        session_name=session_name,
-        total=len(aggregates),
+    return _import_out(
+        session,
+        grouped.comparisons,
         completed=completed,
-        failed=len(failures),
-        swap_pairs=sum(r.is_swap for r in grouped.comparisons),
         labels=len(labels),
         criteria=criteria,
-        parse_failures=[
-            RowError(line=j.line, field="judgment", message="no judge of the panel was read")
-            for j, _ in failures[:PARSE_FAILURES_SHOWN]
+        unread=[
+            (r.judgment.line, "no judge of the panel was read")
+            for r, a in zip(grouped.comparisons, aggregates, strict=True)
+            if a.winner is None
         ],
         judges=judges,
         aggregation=aggregation,

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Boolean, CheckConstraint, DateTime, ForeignKey, String, Text
+from sqlalchemy import Boolean, CheckConstraint, DateTime, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from llmjudge.infra.db.base import Base, created_at_column
+from llmjudge.infra.db.base import Base, created_at_column, owned_by
 
 ROLES = ("reviewer", "researcher", "admin")
 _ROLE_CHECK = f"role IN {ROLES!r}"
@@ -35,7 +35,7 @@ class ApiToken(Base):
     __table_args__ = (CheckConstraint(_ROLE_CHECK, name="role"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[int] = owned_by("users", index=True)
     name: Mapped[str] = mapped_column(String(100))
     prefix: Mapped[str] = mapped_column(String(16))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
@@ -51,7 +51,7 @@ class UserSession(Base):
     __tablename__ = "user_sessions"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[int] = owned_by("users", index=True)
     session_hash: Mapped[str] = mapped_column(String(64), unique=True)
     # The synchroniser token: useless without the session cookie, so kept in clear.
     csrf_token: Mapped[str] = mapped_column(String(64))
@@ -63,7 +63,7 @@ class LoginLink(Base):
     __tablename__ = "login_links"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[int] = owned_by("users", index=True)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = created_at_column()
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Float, ForeignKey, Index, String, Text, UniqueConstraint, func
+from sqlalchemy import Float, Index, String, Text, UniqueConstraint
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from llmjudge.infra.db.base import Base, created_at_column
+from llmjudge.infra.db.base import Base, child_rows, created_at_column, owned_by, updated_at_column
 
 
 class Pillar(Base):
@@ -20,9 +20,7 @@ class Pillar(Base):
     description: Mapped[str] = mapped_column(Text, default="", server_default="")
     created_at: Mapped[datetime] = created_at_column()
 
-    threads: Mapped[list[Thread]] = relationship(
-        back_populates="pillar", cascade="all, delete-orphan", passive_deletes=True
-    )
+    threads: Mapped[list[Thread]] = child_rows("pillar")
 
 
 class Thread(Base):
@@ -33,7 +31,7 @@ class Thread(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    pillar_id: Mapped[int] = mapped_column(ForeignKey("pillars.id", ondelete="CASCADE"), index=True)
+    pillar_id: Mapped[int] = owned_by("pillars", index=True)
     external_id: Mapped[str] = mapped_column(String(300))
     title: Mapped[str] = mapped_column(Text, default="", server_default="")
     prompt_key: Mapped[str | None] = mapped_column(String(300))
@@ -50,8 +48,6 @@ class Thread(Base):
     # import so style control never re-reads the texts; NULL only for a row never imported.
     style_features: Mapped[list[float] | None] = mapped_column(ARRAY(Float))
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
-    )
+    updated_at: Mapped[datetime] = updated_at_column()
 
     pillar: Mapped[Pillar] = relationship(back_populates="threads")

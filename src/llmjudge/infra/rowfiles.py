@@ -116,6 +116,13 @@ ROW_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+def compared_with_itself(line: int, thread_id: int) -> RowError:
+    """The error of a row that pairs a thread with itself (judgments and reference labels)."""
+    return RowError(
+        line=line, field="thread_b", message=f"thread {thread_id} is compared with itself"
+    )
+
+
 def decode_text(data: bytes) -> str:
     """UTF-8 (with or without BOM), or a ValueError saying how to fix the file."""
     try:
@@ -283,11 +290,12 @@ def file_rows(
     max_rows: int,
     max_chars: int,
     jsonl_max_chars: int | None = None,
+    kinds: tuple[FileKind, ...] = ("csv", "jsonl"),
 ) -> tuple[FileKind, Iterator[tuple[int, dict[str, Any]]]] | None:
-    """The kind of an upload that may be CSV or JSONL and its (line number, row) pairs: JSONL
+    """The kind of an upload of one of ``kinds`` and its (line number, row) pairs: JSONL
     objects (lines up to ``jsonl_max_chars``) or CSV records, whose cells are strings for the
     caller to convert. None when the file cannot be read, the reason added to ``errors``."""
-    upload = read_upload(filename, data, errors)
+    upload = read_upload(filename, data, errors, kinds)
     if upload is None:
         return None
     kind, text = upload

@@ -14,7 +14,6 @@ from sqlalchemy import (
     CheckConstraint,
     DateTime,
     Float,
-    ForeignKey,
     Index,
     Integer,
     String,
@@ -25,7 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from llmjudge.infra.db.base import Base, created_at_column
+from llmjudge.infra.db.base import Base, created_at_column, owned_by, refers_to, updated_at_column
 
 PERSONA_STATUSES = ("draft", "training", "paused", "trained", "incomplete")
 ITERATION_STATUSES = ("generating", "judging", "awaiting_review", "optimising", "done")
@@ -58,15 +57,9 @@ class Persona(Base):
     # The judge prompt's text lives in judge_prompt_versions; this is the version in use.
     current_version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     # Nullable so deleting a model never deletes a persona; start() refuses a missing model.
-    task_model_id: Mapped[int | None] = mapped_column(
-        ForeignKey("llm_models.id", ondelete="SET NULL")
-    )
-    judge_model_id: Mapped[int | None] = mapped_column(
-        ForeignKey("llm_models.id", ondelete="SET NULL")
-    )
-    engineer_model_id: Mapped[int | None] = mapped_column(
-        ForeignKey("llm_models.id", ondelete="SET NULL")
-    )
+    task_model_id: Mapped[int | None] = refers_to("llm_models")
+    judge_model_id: Mapped[int | None] = refers_to("llm_models")
+    engineer_model_id: Mapped[int | None] = refers_to("llm_models")
     target_f1: Mapped[float] = mapped_column(Float, default=0.8, server_default="0.8")
     max_iterations: Mapped[int] = mapped_column(Integer, default=20, server_default="20")
     holdout_fraction: Mapped[float] = mapped_column(Float, default=0.25, server_default="0.25")
@@ -87,16 +80,12 @@ class Persona(Base):
     # reference against a threshold fitted on the optimisation split.
     judge_kind: Mapped[str] = mapped_column(String(20), default="llm", server_default="llm")
     # A provider's embeddings model; None with judge_kind "embedding" is the local model.
-    embedding_model_id: Mapped[int | None] = mapped_column(
-        ForeignKey("llm_models.id", ondelete="SET NULL")
-    )
+    embedding_model_id: Mapped[int | None] = refers_to("llm_models")
     similarity_threshold: Mapped[float | None] = mapped_column(Float)
     # Whose labels the metrics use when pairs carry several; None is the majority.
     metrics_annotator: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
-    )
+    updated_at: Mapped[datetime] = updated_at_column()
 
 
 class JudgePromptVersion(Base):
@@ -107,7 +96,7 @@ class JudgePromptVersion(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    persona_id: Mapped[int] = mapped_column(ForeignKey("personas.id", ondelete="CASCADE"))
+    persona_id: Mapped[int] = owned_by("personas")
     version: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
     created_by: Mapped[str] = mapped_column(String(10))
@@ -127,7 +116,7 @@ class PersonaPair(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    persona_id: Mapped[int] = mapped_column(ForeignKey("personas.id", ondelete="CASCADE"))
+    persona_id: Mapped[int] = owned_by("personas")
     position: Mapped[int] = mapped_column(Integer)
     input: Mapped[str] = mapped_column(Text)
     input_b: Mapped[str | None] = mapped_column(Text)
@@ -150,10 +139,8 @@ class PersonaPairLabel(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    persona_id: Mapped[int] = mapped_column(
-        ForeignKey("personas.id", ondelete="CASCADE"), index=True
-    )
-    pair_id: Mapped[int] = mapped_column(ForeignKey("persona_pairs.id", ondelete="CASCADE"))
+    persona_id: Mapped[int] = owned_by("personas", index=True)
+    pair_id: Mapped[int] = owned_by("persona_pairs")
     annotator: Mapped[str] = mapped_column(String(200))
     label: Mapped[str] = mapped_column(String(10))
     created_at: Mapped[datetime] = created_at_column()
@@ -174,10 +161,8 @@ class TaskOutput(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    persona_id: Mapped[int] = mapped_column(ForeignKey("personas.id", ondelete="CASCADE"))
-    pair_id: Mapped[int] = mapped_column(
-        ForeignKey("persona_pairs.id", ondelete="CASCADE"), index=True
-    )
+    persona_id: Mapped[int] = owned_by("personas")
+    pair_id: Mapped[int] = owned_by("persona_pairs", index=True)
     # sha256 of (task model id, task prompt): a new model must answer again too.
     prompt_hash: Mapped[str] = mapped_column(String(64))
     input_hash: Mapped[str] = mapped_column(String(64))
@@ -194,7 +179,7 @@ class PersonaIteration(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    persona_id: Mapped[int] = mapped_column(ForeignKey("personas.id", ondelete="CASCADE"))
+    persona_id: Mapped[int] = owned_by("personas")
     number: Mapped[int] = mapped_column(Integer)
     status: Mapped[str] = mapped_column(String(20), default="generating")
     prompt_version: Mapped[int] = mapped_column(Integer)
@@ -229,15 +214,11 @@ class PersonaDecision(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    persona_id: Mapped[int] = mapped_column(ForeignKey("personas.id", ondelete="CASCADE"))
-    iteration_id: Mapped[int] = mapped_column(
-        ForeignKey("persona_iterations.id", ondelete="CASCADE")
-    )
+    persona_id: Mapped[int] = owned_by("personas")
+    iteration_id: Mapped[int] = owned_by("persona_iterations")
     iteration: Mapped[int] = mapped_column(Integer)
-    pair_id: Mapped[int] = mapped_column(ForeignKey("persona_pairs.id", ondelete="CASCADE"))
-    output_id: Mapped[int] = mapped_column(
-        ForeignKey("persona_task_outputs.id", ondelete="CASCADE")
-    )
+    pair_id: Mapped[int] = owned_by("persona_pairs")
+    output_id: Mapped[int] = owned_by("persona_task_outputs")
     split: Mapped[str] = mapped_column(String(20))
     judge_label: Mapped[str] = mapped_column(String(10))
     judge_reasoning: Mapped[str] = mapped_column(Text, default="", server_default="")

@@ -27,7 +27,7 @@ from llmjudge.core.personas.splits import assign_splits as plan_splits
 from llmjudge.infra import web
 from llmjudge.infra.config import Settings
 from llmjudge.infra.errors import Conflict
-from llmjudge.infra.rowfiles import csv_records, read_upload
+from llmjudge.infra.rowfiles import file_rows
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import Persona, PersonaPair, PersonaPairLabel
 from llmjudge.personas.schemas import PairOut, PairRow, PairUploadResult
@@ -54,20 +54,20 @@ def parse_pairs_csv(data: bytes, *, max_rows: int, max_chars: int) -> ParsedPair
     the header as line 1; a duplicate input (with the same ``input_b``) is an error.
     """
     out = ParsedPairs()
-    upload = read_upload(None, data, out.errors, ("csv",))
-    if upload is None:
-        return out
-    _, text = upload
-    seen: dict[str, tuple[int, int]] = {}
-    records = csv_records(
-        text,
+    read = file_rows(
+        None,
+        data,
         out.errors,
         required={"input", "correct_output"},
         allowed=CSV_COLUMNS,
         max_rows=max_rows,
         max_chars=max_chars,
+        kinds=("csv",),
     )
-    for line, rec in records:
+    if read is None:
+        return out
+    seen: dict[str, tuple[int, int]] = {}
+    for line, rec in read[1]:
         _validate_row(rec, line, out, max_chars, seen)
     if not out.rows and not out.errors:
         out.errors.append(RowError(line=1, field="file", message="the file has no rows"))

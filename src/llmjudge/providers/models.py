@@ -11,7 +11,6 @@ from sqlalchemy import (
     CheckConstraint,
     DateTime,
     Float,
-    ForeignKey,
     Index,
     Integer,
     String,
@@ -21,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from llmjudge.infra.db.base import Base, created_at_column
+from llmjudge.infra.db.base import Base, child_rows, created_at_column, owned_by, updated_at_column
 
 PROVIDER_KINDS = ("openai", "anthropic", "gemini", "simulator")
 MAX_CONCURRENCY = 1024
@@ -50,13 +49,9 @@ class Provider(Base):
     max_retries: Mapped[int] = mapped_column(Integer, default=4, server_default="4")
     settings: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict, server_default="{}")
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
-    )
+    updated_at: Mapped[datetime] = updated_at_column()
 
-    models: Mapped[list[LLMModel]] = relationship(
-        back_populates="provider", cascade="all, delete-orphan", passive_deletes=True
-    )
+    models: Mapped[list[LLMModel]] = child_rows("provider")
 
 
 class LLMModel(Base):
@@ -68,9 +63,7 @@ class LLMModel(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    provider_id: Mapped[int] = mapped_column(
-        ForeignKey("providers.id", ondelete="CASCADE"), index=True
-    )
+    provider_id: Mapped[int] = owned_by("providers", index=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     model: Mapped[str] = mapped_column(String(300))
     input_price_per_million: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")

@@ -14,7 +14,6 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
-    ForeignKey,
     Index,
     String,
     Text,
@@ -22,7 +21,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from llmjudge.infra.db.base import Base, created_at_column
+from llmjudge.infra.db.base import Base, created_at_column, owned_by, refers_to
 
 LABELS = ("A", "B", "TIE")
 SOURCES = ("human", "gold")
@@ -39,8 +38,8 @@ class ReferenceLabel(Base):
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    thread_a_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"))
-    thread_b_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"))
+    thread_a_id: Mapped[int] = owned_by("threads")
+    thread_b_id: Mapped[int] = owned_by("threads")
     label: Mapped[str] = mapped_column(String(3))
     # Key 4 in the review queue: neither answer is acceptable (stored as a TIE).
     both_bad: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
@@ -48,7 +47,5 @@ class ReferenceLabel(Base):
     annotator: Mapped[str] = mapped_column(String(200), default="", server_default="")
     note: Mapped[str] = mapped_column(Text, default="", server_default="")
     # The session whose review queue produced it (None for imports).
-    session_id: Mapped[int | None] = mapped_column(
-        ForeignKey("judge_sessions.id", ondelete="SET NULL")
-    )
+    session_id: Mapped[int | None] = refers_to("judge_sessions")
     created_at: Mapped[datetime] = created_at_column()

@@ -34,7 +34,7 @@ from llmjudge.core.agreement import judges as core
 from llmjudge.core.text.csvsafe import write_csv
 from llmjudge.infra.db.rows import get_or_not_found
 from llmjudge.infra.errors import Invalid
-from llmjudge.infra.rowfiles import file_rows
+from llmjudge.infra.rowfiles import compared_with_itself, file_rows
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.references.schemas import (
     ReferenceImportOut,
@@ -240,13 +240,7 @@ def check_labels(rows: Sequence[LabelRow]) -> list[RowError]:
     seen: dict[tuple[int, int, str, str], int] = {}
     for row in rows:
         if row.thread_a == row.thread_b:
-            errors.append(
-                RowError(
-                    line=row.line,
-                    field="thread_b",
-                    message=f"thread {row.thread_a} is compared with itself",
-                )
-            )
+            errors.append(compared_with_itself(row.line, row.thread_a))
             continue
         key = (min(row.thread_a, row.thread_b), max(row.thread_a, row.thread_b))
         full = (*key, row.source, row.annotator)

@@ -23,7 +23,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from llmjudge.infra.db.base import Base, created_at_column
+from llmjudge.infra.db.base import Base, created_at_column, owned_by, refers_to
 
 SESSION_STATUSES = ("draft", "running", "paused", "completed", "cancelled", "failed")
 COMPARISON_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
@@ -53,9 +53,7 @@ class JudgeSession(Base):
     # calculate_elo, baseline_pillar_id, match_by_prompt_key, sampling, seed
     options: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict, server_default="{}")
     worker_count: Mapped[int] = mapped_column(Integer, default=8, server_default="8")
-    judge_model_id: Mapped[int | None] = mapped_column(
-        ForeignKey("llm_models.id", ondelete="SET NULL"), index=True
-    )
+    judge_model_id: Mapped[int | None] = refers_to("llm_models", index=True)
     criteria: Mapped[list[str]] = mapped_column(JSONB, default=list, server_default="[]")
     prompt_template: Mapped[str | None] = mapped_column(Text)
     # A judge's own system message and verdict format (judging.formats), so a published judge
@@ -89,9 +87,7 @@ class AdaptiveRound(Base):
     __tablename__ = "adaptive_rounds"
     __table_args__ = (CheckConstraint("size >= 0 AND spent >= 0 AND round >= 0", name="counts"),)
 
-    session_id: Mapped[int] = mapped_column(
-        ForeignKey("judge_sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[int] = owned_by("judge_sessions", primary_key=True)
     round: Mapped[int] = mapped_column(Integer, primary_key=True)
     first_position: Mapped[int] = mapped_column(Integer)
     size: Mapped[int] = mapped_column(Integer)  # comparisons appended (0: the stop)
@@ -155,7 +151,7 @@ class Comparison(JudgeAnswer, Base):
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    session_id: Mapped[int] = mapped_column(ForeignKey("judge_sessions.id", ondelete="CASCADE"))
+    session_id: Mapped[int] = owned_by("judge_sessions")
     # No foreign keys to threads and pillars: results are history, and deleting a thread must
     # neither be blocked by nor silently delete (and so miscount) a session's comparisons.
     queue_position: Mapped[int] = mapped_column(Integer)
@@ -202,9 +198,9 @@ class ComparisonVote(JudgeAnswer, Base):
     comparison_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("comparisons.id", ondelete="CASCADE")
     )
-    session_id: Mapped[int] = mapped_column(ForeignKey("judge_sessions.id", ondelete="CASCADE"))
+    session_id: Mapped[int] = owned_by("judge_sessions")
     member: Mapped[int] = mapped_column(SmallInteger)
-    model_id: Mapped[int | None] = mapped_column(ForeignKey("llm_models.id", ondelete="SET NULL"))
+    model_id: Mapped[int | None] = refers_to("llm_models")
     judge: Mapped[str] = mapped_column(String(200), default="", server_default="")
     status: Mapped[str] = mapped_column(String(10))
     strength: Mapped[float | None] = mapped_column(Float)

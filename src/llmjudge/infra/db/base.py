@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import DateTime, MetaData, func
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy import DateTime, ForeignKey, MetaData, func
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 # Stable constraint names so Alembic migrations are reproducible.
 NAMING = {
@@ -23,3 +24,26 @@ class Base(DeclarativeBase):
 
 def created_at_column() -> Mapped[datetime]:
     return mapped_column(DateTime(timezone=True), server_default=func.now(), nullable=False)
+
+
+def updated_at_column() -> Mapped[datetime]:
+    """Set on insert and refreshed by every ORM update of the row."""
+    return mapped_column(DateTime(timezone=True), server_default=func.now(), onupdate=func.now())
+
+
+def child_rows(back_populates: str) -> Any:
+    """A parent's rows that go with it: the database's ON DELETE CASCADE deletes them
+    (``passive_deletes``), so the ORM need not load them first."""
+    return relationship(
+        back_populates=back_populates, cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+def owned_by(table: str, **column: Any) -> Any:
+    """A reference to the ``table`` row this row belongs to: deleted with it."""
+    return mapped_column(ForeignKey(f"{table}.id", ondelete="CASCADE"), **column)
+
+
+def refers_to(table: str, **column: Any) -> Any:
+    """A reference to a ``table`` row that may go away: it becomes NULL."""
+    return mapped_column(ForeignKey(f"{table}.id", ondelete="SET NULL"), **column)

@@ -53,7 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, f
 from llmjudge.catalog import RowError
 from llmjudge.core.judging.formats import VerdictFormat, parse_with_format
 from llmjudge.core.judging.verdicts import VerdictParseError, parse_verdict
-from llmjudge.infra.rowfiles import MAX_ERRORS, jsonl_objects, read_upload
+from llmjudge.infra.rowfiles import MAX_ERRORS, compared_with_itself, jsonl_objects, read_upload
 
 __all__ = [
     "JudgmentIn",
@@ -443,13 +443,7 @@ def resolve_judgments(
         if a is None or b is None:
             continue
         if a.id == b.id:
-            errors.append(
-                RowError(
-                    line=row.line,
-                    field="thread_b",
-                    message=f"thread {a.id} is compared with itself",
-                )
-            )
+            errors.append(compared_with_itself(row.line, a.id))
             continue
         known.append((row, a, b))
     groups, swapped, pairing_errors = assign_swap_groups(

@@ -113,7 +113,9 @@ async def test_a_pause_gives_prefetched_items_back_unjudged(
     async with make_pool(concurrency=8) as pool:
 
         async def ahead() -> bool:
-            return (await get(client, s["id"]))["counts"]["running"] == 4
+            # The claim marks rows running before the pool hands them to its slots.
+            held = sum(w.next is not None for w in pool.slots)
+            return held == 2 and (await get(client, s["id"]))["counts"]["running"] == 4
 
         await wait_for(ahead)
         judging = {w.item_id for w in pool.slots if w.item_id is not None}

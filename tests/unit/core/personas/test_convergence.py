@@ -111,9 +111,7 @@ def test_bad_input() -> None:
     assert bulk_summary([]).share == 0.0 and not bulk_summary([]).mostly
 
 
-@given(
-    tp=st.integers(0, 30), tn=st.integers(0, 30), fp=st.integers(0, 30), fn=st.integers(0, 30)
-)
+@given(tp=st.integers(0, 30), tn=st.integers(0, 30), fp=st.integers(0, 30), fn=st.integers(0, 30))
 def test_messages_name_the_split_as_the_api_does(tp: int, tn: int, fp: int, fn: int) -> None:
     """The deciding F1 is the selection split's (issue #28, item 6): never "held-out"."""
     s = convergence_status(*labels(tp=tp, tn=tn, fp=fp, fn=fn))

@@ -54,6 +54,7 @@ __all__ = [
     "MAX_RULES",
     "SEARCH_BUDGET_S",
     "UPLOAD_BUDGET_BASE_S",
+    "UPLOAD_BUDGET_PER_CHAR_S",
     "UPLOAD_BUDGET_PER_ROW_S",
     "LabelRule",
     "ParsedVerdict",
@@ -73,12 +74,14 @@ MAX_PATTERN_LENGTH = 2_000
 # All rule searches on one answer share this budget (seconds). Linear patterns read a
 # 500k-character answer in a few milliseconds; a pattern that needs more is broken.
 SEARCH_BUDGET_S = 0.25
-# All searches of one upload share a budget of the base plus an allowance per row read: a
-# linear pattern spends well under a millisecond on a normal answer, so a healthy upload
-# never comes near it, while a quadratic one fails in about a second instead of spending
-# SEARCH_BUDGET_S on every row (minutes of CPU on a large file).
+# All searches of one upload share a budget: the base, plus an allowance per row and per
+# character of answer read. A linear rule reads about 3 ns a character, so the allowances
+# leave a healthy upload (even 16 rules that never match) far from it, while a quadratic
+# pattern fails the upload in about a second instead of spending SEARCH_BUDGET_S on every
+# row (minutes of CPU on a large file). Upload limits bound the total.
 UPLOAD_BUDGET_BASE_S = 1.0
-UPLOAD_BUDGET_PER_ROW_S = 0.002
+UPLOAD_BUDGET_PER_ROW_S = 0.0005
+UPLOAD_BUDGET_PER_CHAR_S = 50e-9
 # Validation probes: runs of one character, long enough that exponential backtracking
 # blows the probe limit. Quadratic patterns (``b+a`` on a run of b) pass: they are common,
 # harmless on answers of normal length, and bounded by SEARCH_BUDGET_S on hostile ones.
@@ -108,7 +111,7 @@ class SearchBudget:
     """Search time shared by every answer read for one request or upload.
 
     Only time spent inside rule searches counts (measured with ``clock``), so parsing the
-    rest of a file costs nothing. :meth:`add_row` grants the per-row allowance; each search
+    rest of a file costs nothing. :meth:`add_row` grants a row's allowance; each search
     then runs under ``min(its per-answer limit, what is left)``.
     """
 
@@ -116,15 +119,18 @@ class SearchBudget:
         self,
         base_s: float = UPLOAD_BUDGET_BASE_S,
         per_row_s: float = UPLOAD_BUDGET_PER_ROW_S,
+        per_char_s: float = UPLOAD_BUDGET_PER_CHAR_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.granted_s = base_s
         self.per_row_s = per_row_s
+        self.per_char_s = per_char_s
         self.used_s = 0.0
         self.clock = clock
 
-    def add_row(self) -> None:
-        self.granted_s += self.per_row_s
+    def add_row(self, chars: int = 0) -> None:
+        """Grant the allowance of one row whose answer has ``chars`` characters."""
+        self.granted_s += self.per_row_s + self.per_char_s * max(0, chars)
 
     @property
     def left_s(self) -> float:

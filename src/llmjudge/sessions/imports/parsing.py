@@ -299,7 +299,7 @@ def parse_judgment_objects(
         except ValidationError as e:
             out.errors.extend(_validation_errors(e, raw, line_no))
             continue
-        budget.add_row()
+        budget.add_row(len(row.judgment or ""))
         try:
             judged = _judged(row, line_no, verdict_format, budget)
         except SearchBudgetSpent as e:

@@ -8,6 +8,12 @@ reference labels, a persona mid-training and a persona with two annotators' labe
 (``tests/data/upgrade/README.md`` says how both were made). Here the dump is loaded into a
 database at 0012, migrated to head by this code, and every recorded path is read again:
 the answers must be the same, field for field (floats to 1e-9), old field names included.
+
+Two documented changes are allowed for (issue #28, item 6): deprecated aliases answered next
+to the fields they repeat (``DEPRECATED_ALIASES``, README "Deprecated names"; each must equal
+its field), and migration 0014's wording (``REWORDED``: the selection split's F1 is
+"selection F1" in stored texts and new messages alike). Persona 2's status is put back into
+the first release's wording ("holdout F1") before the upgrade, as an old persona kept it.
 """
 
 from __future__ import annotations
@@ -34,17 +40,23 @@ pytestmark = pytest.mark.slow
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "upgrade"
 RELEASE = "0012"
+DATABASE = "upgrade_from_0012"
 RECORDED: dict[str, Any] = json.loads((DATA / "release-0012-api.json").read_text())
 META = RECORDED["_meta"]
 ADMIN_PATHS = [p for p in RECORDED if not p.startswith("_")]
 REVIEWER_PATHS = list(RECORDED["_as_reviewer"])
+# Deprecated alias -> the field it repeats (first-release names, kept one release).
+DEPRECATED_ALIASES = {"metrics_holdout": "metrics_selection", "holdout": "selection"}
+# Migration 0014 and the convergence messages: old wording -> new.
+REWORDED = {"held-out F1": "selection F1"}
+OLD_F1_WORDING = ("holdout F1", "held-out F1")
 
 
 @pytest.fixture(scope="module")
 async def upgraded_app(
     pg: EmbeddedPostgres, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[FastAPI]:
-    name = "upgrade_from_0012"
+    name = DATABASE
     admin = await asyncpg.connect(pg.dsn("postgres"))
     await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     await admin.execute(f'CREATE DATABASE "{name}"')
@@ -55,6 +67,12 @@ async def upgraded_app(
     conn = await asyncpg.connect(pg.dsn(name))
     try:
         await conn.execute((DATA / "release-0012.sql").read_text())
+        # The first release's wording, as a persona trained then still reads (issue #28).
+        await conn.execute(
+            "UPDATE public.personas SET status_reason = replace(status_reason, 'held-out F1',"
+            " 'holdout F1') WHERE id = $1",
+            META["ids"]["persona_id"] + 1,
+        )
     finally:
         await conn.close()
     settings = Settings(
@@ -86,7 +104,7 @@ def differences(old: Any, new: Any, where: str = "") -> list[str]:
     """JSON paths where the new answer differs from the recorded one (floats to 1e-9)."""
     if isinstance(old, dict) and isinstance(new, dict):
         out = [f"{where}.{k} (missing)" for k in old if k not in new]
-        out += [f"{where}.{k} (new)" for k in new if k not in old]
+        out += [f"{where}.{k} (new)" for k in new if k not in old and not _alias(k, old, new)]
         for k in old.keys() & new.keys():
             if k == "exported_at":  # the one value that differs between any two reads
                 continue
@@ -110,6 +128,25 @@ def differences(old: Any, new: Any, where: str = "") -> list[str]:
     return [] if old == new and type(old) is type(new) else [f"{where}: {old!r} -> {new!r}"]
 
 
+def _alias(key: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """A deprecated alias the old answer had not, answering what its field answers."""
+    field = DEPRECATED_ALIASES.get(key)
+    return field is not None and field in old and field in new and new[key] == new[field]
+
+
+def reworded(value: Any) -> Any:
+    """A recorded answer in migration 0014's wording."""
+    if isinstance(value, str):
+        for old, new in REWORDED.items():
+            value = value.replace(old, new)
+        return value
+    if isinstance(value, dict):
+        return {k: reworded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [reworded(v) for v in value]
+    return value
+
+
 async def read(c: httpx.AsyncClient, path: str) -> dict[str, Any]:
     r = await c.get(path)
     is_json = r.headers.get("content-type", "").startswith("application/json")
@@ -130,7 +167,7 @@ async def test_the_database_is_at_head_after_the_upgrade(upgraded_app: FastAPI) 
 
 
 def _old(recorded: dict[str, Any]) -> dict[str, Any]:
-    return {**recorded, "content_type": recorded["content_type"].split(";")[0]}
+    return reworded({**recorded, "content_type": recorded["content_type"].split(";")[0]})
 
 
 @pytest.mark.parametrize("path", ADMIN_PATHS)
@@ -157,3 +194,67 @@ async def test_the_fixture_holds_what_it_promises() -> None:
     assert panel  # a panel report with members
     iterations = RECORDED[f"/api/personas/{ids['persona_id']}/iterations"]["body"]
     assert len(iterations) >= 2
+
+
+PERSONAS = (META["ids"]["persona_id"], META["ids"]["persona_id"] + 1)
+
+
+@pytest.mark.parametrize("persona", PERSONAS)
+async def test_old_field_names_answer_the_same_values(
+    admin: httpx.AsyncClient, persona: int
+) -> None:
+    """First-release clients read `metrics_holdout` and `/metrics[].holdout`: the values
+    the recorded answers hold under the new names."""
+    recorded = RECORDED[f"/api/personas/{persona}/iterations"]["body"]
+    iterations = (await admin.get(f"/api/personas/{persona}/iterations")).json()
+    assert [it["metrics_holdout"] for it in iterations] == [
+        it["metrics_selection"] for it in iterations
+    ]
+    assert not differences(
+        [it["metrics_selection"] for it in recorded], [it["metrics_holdout"] for it in iterations]
+    )
+    assert any(it["metrics_holdout"] for it in iterations)
+    recorded_rows = RECORDED[f"/api/personas/{persona}/metrics"]["body"]
+    rows = (await admin.get(f"/api/personas/{persona}/metrics")).json()
+    assert not differences([r["selection"] for r in recorded_rows], [r["holdout"] for r in rows])
+    assert any(r["holdout"] for r in rows)
+    summaries = (await admin.get("/api/personas/summaries")).json()
+    [summary] = [s for s in summaries if s["id"] == persona]
+    assert summary["holdout"] == summary["selection"] is not None
+
+
+@pytest.mark.parametrize("persona", PERSONAS)
+async def test_split_holdout_reads_the_selection_split(
+    admin: httpx.AsyncClient, persona: int
+) -> None:
+    recorded = RECORDED[f"/api/personas/{persona}/training-pairs?split=selection"]
+    found = differences(
+        _old(recorded), await read(admin, f"/api/personas/{persona}/training-pairs?split=holdout")
+    )
+    assert not found, "\n".join(found[:40])
+    assert recorded["body"]  # the selection split is not empty
+    url = f"/api/personas/{persona}/iterations/1/decisions"
+    held = (await admin.get(url, params={"split": "holdout"})).json()
+    selection = (await admin.get(url, params={"split": "selection"})).json()
+    assert held == selection and held and {d["split"] for d in held} == {"selection"}
+
+
+async def test_no_stored_text_says_holdout_f1(
+    pg: EmbeddedPostgres, upgraded_app: FastAPI, admin: httpx.AsyncClient
+) -> None:
+    conn = await asyncpg.connect(pg.dsn(DATABASE))
+    try:
+        texts = [
+            r[0]
+            for r in await conn.fetch(
+                "SELECT status_reason FROM personas UNION ALL SELECT note FROM persona_iterations"
+                " UNION ALL SELECT convergence->>'message' FROM persona_iterations"
+            )
+            if r[0]
+        ]
+    finally:
+        await conn.close()
+    assert texts and not [t for t in texts if any(w in t for w in OLD_F1_WORDING)]
+    assert sum("selection F1" in t for t in texts) >= 5  # all the fixture's, reworded
+    persona = (await admin.get(f"/api/personas/{PERSONAS[1]}")).json()
+    assert "selection F1 0.222" in persona["status_reason"]

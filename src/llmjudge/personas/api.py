@@ -21,6 +21,7 @@ from llmjudge.personas import iterations as iteration_service
 from llmjudge.personas import pairs as pair_service
 from llmjudge.personas.annotators import AgreementOut
 from llmjudge.personas.schemas import (
+    SPLIT_QUERY_HELP,
     BulkFeedbackIn,
     BulkFeedbackOut,
     CloneIn,
@@ -42,8 +43,10 @@ from llmjudge.personas.schemas import (
     PromptVersionOut,
     ReportOut,
     ReviewQueueOut,
+    SplitQuery,
     TemplateOut,
     TrainingStatusOut,
+    canonical_split,
 )
 from llmjudge.personas.starters import TEMPLATES
 from llmjudge.personas.summaries import PersonaSummary, matching, summaries
@@ -186,13 +189,13 @@ async def upload_pairs(
 async def list_pairs(
     persona_id: int,
     db: DbSession,
-    split: Literal["optimisation", "selection", "calibration"] | None = None,
+    split: Annotated[SplitQuery | None, Query(description=SPLIT_QUERY_HELP)] = None,
     limit: Annotated[int, Query(ge=1, le=5000)] = 500,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> list[PairOut]:
     """Pairs in upload order, each with its split, answer and uploaded labels."""
     return await pair_service.list_pairs(
-        db=db, persona_id=persona_id, split=split, limit=limit, offset=offset
+        db=db, persona_id=persona_id, split=canonical_split(split), limit=limit, offset=offset
     )
 
 
@@ -288,7 +291,7 @@ async def list_decisions(
     number: int,
     db: DbSession,
     pending: bool = False,
-    split: Literal["optimisation", "selection", "calibration"] | None = None,
+    split: Annotated[SplitQuery | None, Query(description=SPLIT_QUERY_HELP)] = None,
     order: Annotated[
         review.ReviewOrder,
         Query(
@@ -305,7 +308,7 @@ async def list_decisions(
         persona_id=persona_id,
         number=number,
         pending_only=pending,
-        split=split,
+        split=canonical_split(split),
         order=order,
     )
 

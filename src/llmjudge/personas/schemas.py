@@ -6,11 +6,40 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    computed_field,
+    field_validator,
+    model_validator,
+)
 
 PersonaStatus = Literal["draft", "training", "paused", "trained", "incomplete"]
 IterationStatus = Literal["generating", "judging", "awaiting_review", "optimising", "done"]
 Split = Literal["optimisation", "selection", "calibration"]
+# What a `split` query accepts: the splits, and `holdout`, the selection split's name in
+# the first release, kept as a deprecated alias for one release (README "Deprecated names").
+SplitQuery = Literal["optimisation", "selection", "calibration", "holdout"]
+SPLIT_QUERY_HELP = "one split only; `holdout` is a deprecated alias of `selection`"
+
+
+def canonical_split(split: SplitQuery | None) -> Split | None:
+    """The split a query names, its deprecated alias read as the split it became."""
+    return "selection" if split == "holdout" else split
+
+
+def deprecated_alias(name: str) -> Any:
+    """A read-only response field repeating ``name`` under its first-release name, for old
+    clients (one release; README "Deprecated names"); OpenAPI marks it deprecated.
+    (Not pydantic's own ``deprecated=``: it warns on every serialisation.)"""
+    return computed_field(
+        description=f"deprecated alias of `{name}` (its name in the first release); "
+        "removed in the next release",
+        json_schema_extra={"deprecated": True},
+    )
+
+
 Label = Literal["correct", "incorrect"]
 JudgeKind = Literal["llm", "embedding"]
 Basis = Literal["lower_bound", "point"]
@@ -323,6 +352,11 @@ class IterationOut(BaseModel):
     started_at: datetime
     finished_at: datetime | None
 
+    @deprecated_alias("metrics_selection")
+    @property
+    def metrics_holdout(self) -> MetricsOut | None:
+        return self.metrics_selection
+
 
 class DecisionOut(BaseModel):
     id: int
@@ -436,6 +470,11 @@ class MetricsRow(BaseModel):
     optimisation: MetricsOut | None
     selection: MetricsOut | None
     calibration: MetricsOut | None = None
+
+    @deprecated_alias("selection")
+    @property
+    def holdout(self) -> MetricsOut | None:
+        return self.selection
 
 
 class ReportDecision(BaseModel):

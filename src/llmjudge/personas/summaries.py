@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from llmjudge.infra.db.rows import columns
 from llmjudge.infra.errors import NotFound
 from llmjudge.personas.models import Persona, PersonaIteration
-from llmjudge.personas.schemas import MetricsOut
+from llmjudge.personas.schemas import MetricsOut, deprecated_alias
 from llmjudge.providers import LLMCall
 
 MAX_COMPARE = 20
@@ -35,6 +35,11 @@ class PersonaSummary(BaseModel):
     optimisation: MetricsOut | None = Field(description="agreement on the optimisation pairs")
     selection: MetricsOut | None = Field(description="agreement on the selection pairs")
     cost_usd: float = Field(description="spent on training calls")
+
+    @deprecated_alias("selection")
+    @property
+    def holdout(self) -> MetricsOut | None:
+        return self.selection
 
 
 async def summaries(*, db: AsyncSession, ids: Sequence[int] | None = None) -> list[PersonaSummary]:

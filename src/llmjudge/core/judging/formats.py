@@ -23,14 +23,17 @@ past it is a parse error whatever ``on_unparsed`` says, since no rule was read t
 end). Validation also probes each pattern on long runs of single characters and rejects
 one that blows the limit there (exponential ones such as ``(a+)+$``), so they fail at
 creation with a clear message instead of on every answer; merely quadratic patterns are
-accepted and left to the time limit.
+accepted and left to the time limit. Many answers read together (an upload of raw
+judgments) also share one :class:`SearchBudget`, so a quadratic pattern cannot spend the
+per-answer limit on every row: once the shared budget is spent the search raises
+:class:`SearchBudgetSpent`, and the caller fails the upload as a whole.
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -50,8 +53,13 @@ __all__ = [
     "MAX_PATTERN_LENGTH",
     "MAX_RULES",
     "SEARCH_BUDGET_S",
+    "UPLOAD_BUDGET_BASE_S",
+    "UPLOAD_BUDGET_PER_CHAR_S",
+    "UPLOAD_BUDGET_PER_ROW_S",
     "LabelRule",
     "ParsedVerdict",
+    "SearchBudget",
+    "SearchBudgetSpent",
     "VerdictFormat",
     "parse_with_format",
 ]
@@ -66,6 +74,14 @@ MAX_PATTERN_LENGTH = 2_000
 # All rule searches on one answer share this budget (seconds). Linear patterns read a
 # 500k-character answer in a few milliseconds; a pattern that needs more is broken.
 SEARCH_BUDGET_S = 0.25
+# All searches of one upload share a budget: the base, plus an allowance per row and per
+# character of answer read. A linear rule reads about 3 ns a character, so the allowances
+# leave a healthy upload (even 16 rules that never match) far from it, while a quadratic
+# pattern fails the upload in about a second instead of spending SEARCH_BUDGET_S on every
+# row (minutes of CPU on a large file). Upload limits bound the total.
+UPLOAD_BUDGET_BASE_S = 1.0
+UPLOAD_BUDGET_PER_ROW_S = 0.0005
+UPLOAD_BUDGET_PER_CHAR_S = 50e-9
 # Validation probes: runs of one character, long enough that exponential backtracking
 # blows the probe limit. Quadratic patterns (``b+a`` on a run of b) pass: they are common,
 # harmless on answers of normal length, and bounded by SEARCH_BUDGET_S on hostile ones.
@@ -73,6 +89,55 @@ _PROBE_LENGTH = 2_000
 _PROBE_TIMEOUT_S = 0.05
 _PROBE_DEFAULT_CHARS = "a A1 \n"
 _MAX_PROBE_CHARS = 24
+
+
+class SearchBudgetSpent(Exception):
+    """The shared :class:`SearchBudget` ran out during a search; ``rule`` and ``pattern``
+    name the rule that was searching."""
+
+    def __init__(self, rule: int, pattern: str, budget_s: float) -> None:
+        super().__init__(
+            f"the verdict pattern is too slow for this upload: rule {rule} ({pattern!r}) "
+            f"used up the {budget_s:.2f} s all answers of the upload may spend on verdict "
+            "patterns; anchor it or simplify it (avoid several unbounded quantifiers such as "
+            "'.*' in one pattern, e.g. match on the last line only) or upload fewer rows"
+        )
+        self.rule = rule
+        self.pattern = pattern
+        self.budget_s = budget_s
+
+
+class SearchBudget:
+    """Search time shared by every answer read for one request or upload.
+
+    Only time spent inside rule searches counts (measured with ``clock``), so parsing the
+    rest of a file costs nothing. :meth:`add_row` grants a row's allowance; each search
+    then runs under ``min(its per-answer limit, what is left)``.
+    """
+
+    def __init__(
+        self,
+        base_s: float = UPLOAD_BUDGET_BASE_S,
+        per_row_s: float = UPLOAD_BUDGET_PER_ROW_S,
+        per_char_s: float = UPLOAD_BUDGET_PER_CHAR_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.granted_s = base_s
+        self.per_row_s = per_row_s
+        self.per_char_s = per_char_s
+        self.used_s = 0.0
+        self.clock = clock
+
+    def add_row(self, chars: int = 0) -> None:
+        """Grant the allowance of one row whose answer has ``chars`` characters."""
+        self.granted_s += self.per_row_s + self.per_char_s * max(0, chars)
+
+    @property
+    def left_s(self) -> float:
+        return max(0.0, self.granted_s - self.used_s)
+
+    def charge(self, seconds: float) -> None:
+        self.used_s += max(0.0, seconds)
 
 
 @functools.lru_cache(maxsize=512)
@@ -181,14 +246,23 @@ class ParsedVerdict:
         return self.verdict.winner
 
 
-def parse_with_format(text: str, fmt: VerdictFormat, criteria: Sequence[str] = ()) -> ParsedVerdict:
+def parse_with_format(
+    text: str,
+    fmt: VerdictFormat,
+    criteria: Sequence[str] = (),
+    budget: SearchBudget | None = None,
+) -> ParsedVerdict:
     """Read ``text`` under ``fmt``; raise :class:`VerdictParseError` if it holds no verdict
-    (and the format does not count that as a tie) or if a rule ran out of time."""
+    (and the format does not count that as a tie) or if a rule ran out of time.
+
+    With a ``budget`` (many answers read for one upload), the searches also draw on it, and
+    :class:`SearchBudgetSpent` is raised once it is spent; without one (live judging, one
+    answer per call) only the per-answer limit applies."""
     if not isinstance(text, str):
         raise VerdictParseError(f"judge response must be text, got {type(text).__name__}")
     try:
         if fmt.kind == "labels":
-            return _read_labels(text, fmt)
+            return _read_labels(text, fmt, budget)
         verdict = parse_verdict(text, criteria) if fmt.kind == "json" else parse_tags(text)
     except _Unreadable as exc:  # a rule ran out of time: never a tie
         raise VerdictParseError(str(exc)) from None
@@ -213,12 +287,12 @@ def _unparsed_tie(text: str, reason: str, kind: FormatKind) -> ParsedVerdict:
     return ParsedVerdict(verdict=verdict, unparsed=reason)
 
 
-def _read_labels(text: str, fmt: VerdictFormat) -> ParsedVerdict:
+def _read_labels(text: str, fmt: VerdictFormat, budget: SearchBudget | None) -> ParsedVerdict:
     answer = text.strip()
     deadline = time.monotonic() + SEARCH_BUDGET_S
     best: tuple[int, int] | None = None  # (start, rule index)
     for index, rule in enumerate(fmt.rules):
-        start = _rule_start(rule, answer, fmt.match, deadline, index)
+        start = _rule_start(rule, answer, fmt.match, deadline, index, budget)
         if start is None:
             continue
         if fmt.match == "rule_order":
@@ -244,22 +318,37 @@ def _read_labels(text: str, fmt: VerdictFormat) -> ParsedVerdict:
 
 
 def _rule_start(
-    rule: LabelRule, answer: str, policy: MatchPolicy, deadline: float, index: int
+    rule: LabelRule,
+    answer: str,
+    policy: MatchPolicy,
+    deadline: float,
+    index: int,
+    budget: SearchBudget | None,
 ) -> int | None:
     """Where ``rule`` matches: its earliest start, or its latest one under ``last``."""
     compiled = rule.compiled
 
     def search(pos: int) -> regex.Match[str] | None:
         left = deadline - time.monotonic()
+        shared = budget.left_s if budget is not None else left
+        # Whichever limit binds says what a timeout means: this answer is unreadable, or
+        # the whole upload has spent its search time.
+        upload_binds = shared < left
+        started = budget.clock() if budget is not None else 0.0
         try:
-            if left <= 0:
+            if min(left, shared) <= 0:
                 raise TimeoutError
-            return compiled.search(answer, pos, timeout=left)
+            return compiled.search(answer, pos, timeout=min(left, shared))
         except TimeoutError:
+            if upload_binds and budget is not None:
+                raise SearchBudgetSpent(index, rule.pattern, budget.granted_s) from None
             raise _Unreadable(
                 f"rule {index} ({rule.pattern!r}) ran past {SEARCH_BUDGET_S:g} s on this "
                 f"answer of {len(answer):,} characters"
             ) from None
+        finally:
+            if budget is not None:
+                budget.charge(budget.clock() - started)
 
     first = search(0)
     if first is None or policy != "last":

@@ -8,7 +8,7 @@ A prompt version converges on its selection (held-out) pairs when, in this order
 2. at most ``max_bulk_share`` (default 50%) of the labels are bulk "agree with all"
    labels: a click that agrees with every judge label is not evidence of agreement, so a
    persona measured mostly on them is flagged, and by default cannot converge;
-3. the held-out F1 reaches ``target_f1``: its interval's lower bound by default (a 95%
+3. the selection F1 reaches ``target_f1``: its interval's lower bound by default (a 95%
    Bayesian bootstrap, see ``metrics``), or the point estimate when the user chooses so.
 
 Pure: labels in, a status with its reasons and figures out. Also here: scoring an iteration
@@ -126,7 +126,7 @@ def convergence_status(
     compared = f1.low if rule.basis == "lower_bound" else f1.value
     what = "F1 lower bound" if rule.basis == "lower_bound" else "F1"
     figures = (
-        f"held-out F1 {f1.value:.3f} ({100 * rule.confidence:g}% CI {f1.low:.3f}-{f1.high:.3f}) "
+        f"selection F1 {f1.value:.3f} ({100 * rule.confidence:g}% CI {f1.low:.3f}-{f1.high:.3f}) "
         f"on {c.n} pairs ({positives} correct, {negatives} incorrect)"
     )
     warnings = (bulk_info.message,) if bulk_info.message else ()

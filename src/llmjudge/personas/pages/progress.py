@@ -72,7 +72,6 @@ def deciding_split(iterations: Sequence[IterationOut]) -> Literal["selection", "
 def progress_chart(iterations: Sequence[IterationOut], target: float) -> Markup:
     rows = scored(iterations)
     split = deciding_split(rows)
-    name = "held-out" if split == "selection" else "optimisation"
 
     def values(key: str, side: str) -> list[float | None]:
         out = []
@@ -82,16 +81,16 @@ def progress_chart(iterations: Sequence[IterationOut], target: float) -> Markup:
         return out
 
     series: dict[str, list[float | None]] = {
-        f"F1 ({name})": values("f1", split),
-        f"Precision ({name})": values("precision", split),
-        f"Recall ({name})": values("recall", split),
+        f"F1 ({split})": values("f1", split),
+        f"Precision ({split})": values("precision", split),
+        f"Recall ({split})": values("recall", split),
     }
     if split == "selection":
         series["F1 (optimisation)"] = values("f1", "optimisation")
     return line_chart(
         [it.number for it in rows],
         series,
-        title=f"Agreement with the human per iteration ({name})",
+        title=f"Agreement with the human per iteration ({split} split)",
         x_label="iteration",
         y_label="score",
         target=target,

@@ -51,7 +51,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from llmjudge.catalog import RowError
-from llmjudge.core.judging.formats import VerdictFormat, parse_with_format
+from llmjudge.core.judging.formats import (
+    SearchBudget,
+    SearchBudgetSpent,
+    VerdictFormat,
+    parse_with_format,
+)
 from llmjudge.core.judging.verdicts import VerdictParseError, parse_verdict
 from llmjudge.infra.rowfiles import MAX_ERRORS, compared_with_itself, jsonl_objects, read_upload
 
@@ -171,7 +176,10 @@ def _label(value: int | str | None) -> str | None:
 
 
 def _judged(
-    row: JudgmentIn, line: int, fmt: VerdictFormat | None = None
+    row: JudgmentIn,
+    line: int,
+    fmt: VerdictFormat | None = None,
+    budget: SearchBudget | None = None,
 ) -> ParsedJudgment | RowError:
     """The verdict of a validated line, or the error that rejects the line."""
     if (row.verdict is None) == (row.judgment is None):
@@ -205,7 +213,7 @@ def _judged(
             if fmt is None:
                 verdict = parse_verdict(raw or "")
             else:
-                parsed = parse_with_format(raw or "", fmt)
+                parsed = parse_with_format(raw or "", fmt, budget=budget)
                 verdict = parsed.verdict
                 parse_error = parsed.unparsed  # a tie the format counts, with its reason
         except VerdictParseError as e:
@@ -280,15 +288,23 @@ def parse_judgment_objects(
 ) -> ParsedJudgments:
     """Validate native rows given as (line, object) (a file's, or a converter's output).
     ``verdict_format`` reads raw ``judgment`` texts the way their judge is read (default:
-    the built-in parser)."""
+    the built-in parser), all lines sharing one search budget: a pattern too slow for the
+    upload is one error at the line where the budget ran out, and no line after it is read
+    (the import fails as a whole)."""
     out = ParsedJudgments(errors=list(errors))
+    budget = SearchBudget()
     for line_no, raw in objects:
         try:
             row = JudgmentIn.model_validate(raw)
         except ValidationError as e:
             out.errors.extend(_validation_errors(e, raw, line_no))
             continue
-        judged = _judged(row, line_no, verdict_format)
+        budget.add_row(len(row.judgment or ""))
+        try:
+            judged = _judged(row, line_no, verdict_format, budget)
+        except SearchBudgetSpent as e:
+            out.errors.append(RowError(line=line_no, field="judgment", message=str(e)))
+            return out
         if isinstance(judged, RowError):
             out.errors.append(judged)
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -302,3 +303,83 @@ def test_format_round_trips_through_json() -> None:
     again = VerdictFormat.model_validate_json(FIVE_LEVELS.model_dump_json())
     assert again == FIVE_LEVELS
     assert VerdictFormat.model_validate("json") == VerdictFormat()
+
+
+# --------------------------------------------------------------------------- search budget
+
+QUADRATIC = labels({"pattern": "^a.*a.*X", "winner": "A"})
+
+
+def test_a_spent_budget_fails_the_search() -> None:
+    from llmjudge.core.judging.formats import SearchBudget, SearchBudgetSpent
+
+    budget = SearchBudget(base_s=0.0, per_row_s=0.0, per_char_s=0.0)
+    with pytest.raises(SearchBudgetSpent, match="too slow for this upload") as caught:
+        parse_with_format("Output (a)", OUTPUT_AB, budget=budget)
+    assert (caught.value.rule, caught.value.pattern) == (0, r"Output \(a\)")
+
+
+def test_answers_share_one_budget() -> None:
+    from llmjudge.core.judging.formats import SEARCH_BUDGET_S, SearchBudget, SearchBudgetSpent
+
+    # Room for one answer's whole limit and a little more: the first answer is a parse
+    # error of its own, the second runs into what is left of the shared budget.
+    budget = SearchBudget(base_s=SEARCH_BUDGET_S + 0.05, per_row_s=0.0, per_char_s=0.0)
+    with pytest.raises(VerdictParseError, match="ran past"):
+        parse_with_format("a" * 20_000, QUADRATIC, budget=budget)
+    assert budget.used_s >= SEARCH_BUDGET_S
+    started = time.perf_counter()
+    with pytest.raises(SearchBudgetSpent):
+        parse_with_format("a" * 20_000, QUADRATIC, budget=budget)
+    assert time.perf_counter() - started < SEARCH_BUDGET_S
+    assert budget.left_s == 0.0
+
+
+def test_without_a_budget_each_answer_keeps_its_own_limit() -> None:
+    # Live judging reads one verdict per call: never an upload's budget error.
+    for _ in range(2):
+        with pytest.raises(VerdictParseError, match="ran past"):
+            parse_with_format("a" * 20_000, QUADRATIC)
+
+
+def test_a_linear_pattern_barely_touches_the_budget() -> None:
+    from llmjudge.core.judging.formats import SearchBudget
+
+    budget = SearchBudget()
+    answer = "x" * 20_000 + " Output (b)"
+    for _ in range(40):
+        budget.add_row(len(answer))
+        assert parse_with_format(answer, OUTPUT_AB, budget=budget).winner == "B"
+    assert budget.used_s < 0.2 * budget.granted_s
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    base=st.floats(0, 10),
+    per_row=st.floats(0, 1),
+    per_char=st.floats(0, 1e-6),
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("row"), st.integers(-5, 10**6)),
+            st.tuples(st.just("search"), st.floats(-1, 5)),
+        ),
+        max_size=30,
+    ),
+)
+def test_budget_arithmetic(
+    base: float, per_row: float, per_char: float, steps: list[tuple[str, float]]
+) -> None:
+    from llmjudge.core.judging.formats import SearchBudget
+
+    budget = SearchBudget(base_s=base, per_row_s=per_row, per_char_s=per_char)
+    granted, charged = base, 0.0
+    for kind, amount in steps:
+        if kind == "row":
+            budget.add_row(int(amount))
+            granted += per_row + per_char * max(0, int(amount))
+        else:
+            budget.charge(amount)
+            charged += max(0.0, amount)  # a clock never runs backwards into credit
+    assert budget.granted_s == pytest.approx(granted, abs=1e-9)
+    assert budget.left_s == pytest.approx(max(0.0, granted - charged), abs=1e-9)
+    assert budget.left_s >= 0.0

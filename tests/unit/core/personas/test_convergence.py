@@ -109,3 +109,11 @@ def test_bad_input() -> None:
         with pytest.raises(ValueError):
             ConvergenceRule(**kwargs)
     assert bulk_summary([]).share == 0.0 and not bulk_summary([]).mostly
+
+
+@given(tp=st.integers(0, 30), tn=st.integers(0, 30), fp=st.integers(0, 30), fn=st.integers(0, 30))
+def test_messages_name_the_split_as_the_api_does(tp: int, tn: int, fp: int, fn: int) -> None:
+    """The deciding F1 is the selection split's (issue #28, item 6): never "held-out"."""
+    s = convergence_status(*labels(tp=tp, tn=tn, fp=fp, fn=fn))
+    assert f"selection F1 {s.f1.value:.3f}" in s.message
+    assert "held-out" not in s.message and "holdout" not in s.message

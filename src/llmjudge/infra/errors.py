@@ -107,9 +107,13 @@ CONFLICTS: dict[str, str] = {
     "pillars_create": "a pillar with this name exists",
     "pillars_update": "a pillar with this name exists",
     "providers_create": "a provider with this name exists",
-    "providers_update": "a provider with this name exists",
+    "providers_update": "a provider with this name exists, or the change would rename the "
+    "built-in Simulator or change its kind",
+    "providers_delete": "the provider is the built-in Simulator",
     "models_create": "a model with this name exists",
-    "models_update": "a model with this name exists",
+    "models_update": "a model with this name exists, or the change would rename, re-point or "
+    "move one of the built-in simulated models",
+    "models_delete": "the model is one of the built-in simulated models",
     "users_create": "a user with this name exists",
     "users_update": "the change would leave no admin, or the name is taken",
     "sessions_start": "the session is not a draft",

@@ -59,3 +59,11 @@ def test_db_commands_join_the_running_embedded_server(tmp_path: Path):
         assert "database revision: 0013" in done.stdout
     finally:
         server.stop()
+
+
+def test_db_commands_alone_start_and_stop_their_own_server(tmp_path: Path):
+    data = tmp_path / "data"
+    done = run_db(data, "upgrade")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Stopping embedded PostgreSQL" in done.stderr
+    assert not EmbeddedPostgres(data / "pgdata").is_running()  # nothing left behind

@@ -157,7 +157,8 @@ def cmd_db(args: argparse.Namespace) -> int:
         finally:
             await engine.dispose()
 
-    with database(_settings(args)) as settings:
+    # Join the server a running `serve` owns: stopping it would be an outage for `serve`.
+    with joined_database(_settings(args)) as settings:
         asyncio.run(run(settings.direct_database_url))
     return 0
 

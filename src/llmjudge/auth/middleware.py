@@ -7,6 +7,7 @@ scheme of the OpenAPI description; app.py calls it once.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -55,6 +56,9 @@ class BodyTooLarge(HTTPException):
         )
 
 
+_CONTENT_LENGTH = re.compile(r"[0-9]+")
+
+
 class BodyLimitMiddleware:
     """413 before reading when Content-Length is too big, and while reading a chunked body
     as soon as it passes the limit (FastAPI re-raises HTTPExceptions from body parsing)."""
@@ -69,10 +73,14 @@ class BodyLimitMiddleware:
             return
         length = Headers(scope=scope).get("content-length")
         if length is not None:
-            if not length.isdigit():
-                await JSONResponse({"detail": "bad Content-Length"}, 400)(scope, receive, send)
+            # ASCII digits only: isdigit() passes "²" (int() refuses it), and int() refuses
+            # more than 4,300 digits; a number longer than the limit's is too large unread.
+            digits = length.strip().lstrip("0") or "0"
+            if not _CONTENT_LENGTH.fullmatch(length.strip()):
+                detail = "bad Content-Length: send the body's size in bytes, digits 0-9 only"
+                await JSONResponse({"detail": detail}, 400)(scope, receive, send)
                 return
-            if int(length) > self.max_bytes:
+            if len(digits) > len(str(self.max_bytes)) or int(digits) > self.max_bytes:
                 exc = BodyTooLarge(self.max_bytes)
                 await JSONResponse({"detail": exc.detail}, 413)(scope, receive, send)
                 return

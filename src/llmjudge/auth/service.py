@@ -37,6 +37,7 @@ from llmjudge.infra import errors
 from llmjudge.infra.config import Settings
 from llmjudge.infra.db.rows import columns, get_or_not_found
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
+from llmjudge.infra.events.hub import CHANNEL, credentials_changed_payload
 
 LOGIN_LINK_HOURS = 24
 # Writing last_used_at on every call would turn each read into a write.
@@ -45,6 +46,12 @@ TOKEN_TOUCH_INTERVAL = timedelta(minutes=5)
 
 class Forbidden(errors.Forbidden):
     """403: the principal may call the route but not do this (e.g. act for another user)."""
+
+
+async def _announce_credentials_changed(db: AsyncSession) -> None:
+    """Open event streams re-check their credentials at once (events.sse), not at their next
+    periodic re-check: NOTIFY in this transaction, sent to every web process on commit."""
+    await db.execute(select(func.pg_notify(CHANNEL, credentials_changed_payload())))
 
 
 def _now() -> datetime:
@@ -164,6 +171,7 @@ async def start_session(*, db: AsyncSession, user: User, hours: int) -> str:
 
 async def end_session(*, db: AsyncSession, session_id: int) -> None:
     await db.execute(delete(UserSession).where(UserSession.id == session_id))
+    await _announce_credentials_changed(db)
     await db.commit()
 
 
@@ -220,6 +228,8 @@ async def update_user(*, db: AsyncSession, user_id: int, patch: UserPatch) -> Us
     if patch.password is not None or deactivated:
         # A reset password or a disabled account ends every browser session of that user.
         await db.execute(delete(UserSession).where(UserSession.user_id == user.id))
+    if patch.password is not None or deactivated or patch.role is not None:
+        await _announce_credentials_changed(db)  # a lower role may lose a stream's route too
     await db.commit()
     return _user_out(user)
 
@@ -248,6 +258,7 @@ async def change_password(
     if principal.session_id is not None:
         others &= UserSession.id != principal.session_id
     await db.execute(delete(UserSession).where(others))
+    await _announce_credentials_changed(db)
     await db.commit()
 
 
@@ -326,6 +337,7 @@ async def revoke_token(*, db: AsyncSession, actor: Principal, token_id: int) -> 
     token, username = row
     if token.revoked_at is None:
         token.revoked_at = _now()
+        await _announce_credentials_changed(db)
         await db.commit()
     return _token_out(token, username)
 

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from llmjudge.core.text.names import clean_name
+
 # Re-exported: every import's error rows are the row reader's, shown the same way everywhere.
 from llmjudge.infra.rowfiles import RowError as RowError
 
@@ -22,13 +24,9 @@ Content = str | list[Message]
 
 def pillar_name(v: str) -> str:
     """One spelling per pillar name: runs of any whitespace (tabs, NBSP, U+2028) become one
-    space and the ends are trimmed, so " Math" and "Math\u00a0" are the same pillar."""
-    v = " ".join(v.split())
-    if not v:
-        raise ValueError("name must not be blank")
-    if any(not c.isprintable() for c in v):
-        raise ValueError("name must not hold control characters")
-    return v
+    space and the ends are trimmed, so " Math" and "Math\u00a0" are the same pillar; emoji
+    sequences are kept, other invisible code points refused by name (core.text.names)."""
+    return clean_name(v)
 
 
 class PillarIn(BaseModel):

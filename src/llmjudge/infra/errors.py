@@ -85,6 +85,21 @@ class RowErrorsOut(BaseModel):
 
 # Ids are PostgreSQL integers; a larger one is answered 422 (see data_error below).
 ID_MAX = 2_147_483_647
+# ASCII digits only: str.isdigit() also passes "٣" (which int() reads as 3) and "²" (which
+# int() refuses), and int() refuses more than 4,300 digits; ten digits (after zeros) bound ID_MAX.
+_ID_TEXT = re.compile(r"0*[0-9]{1,10}")
+_SHOWN_MAX = 20
+
+
+def bounded_id(text: str, *, name: str = "id") -> int:
+    """One id from request text (an item of `?ids=1,2`, a form value), bounded as the schema
+    bounds ids (1..ID_MAX); anything else is Invalid (422), naming the value (truncated)."""
+    value = text.strip()
+    if _ID_TEXT.fullmatch(value) and 1 <= (n := int(value.lstrip("0") or "0")) <= ID_MAX:
+        return n
+    shown = value if len(value) <= _SHOWN_MAX else f"{value[:_SHOWN_MAX]}... ({len(value)} chars)"
+    raise Invalid(f"{name} must be a whole number from 1 to {ID_MAX}, got {shown!r}")
+
 
 # Operations that can answer 409 (a duplicate name, or the wrong status for the action),
 # by operation id (app.operation_id); test_openapi checks every id names an operation.
@@ -92,9 +107,13 @@ CONFLICTS: dict[str, str] = {
     "pillars_create": "a pillar with this name exists",
     "pillars_update": "a pillar with this name exists",
     "providers_create": "a provider with this name exists",
-    "providers_update": "a provider with this name exists",
+    "providers_update": "a provider with this name exists, or the change would rename the "
+    "built-in Simulator or change its kind",
+    "providers_delete": "the provider is the built-in Simulator",
     "models_create": "a model with this name exists",
-    "models_update": "a model with this name exists",
+    "models_update": "a model with this name exists, or the change would rename, re-point or "
+    "move one of the built-in simulated models",
+    "models_delete": "the model is one of the built-in simulated models",
     "users_create": "a user with this name exists",
     "users_update": "the change would leave no admin, or the name is taken",
     "sessions_start": "the session is not a draft",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import HTTPException, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from llmjudge.infra.errors import Invalid, bounded_id
 from llmjudge.personas import training_control
 from llmjudge.personas.events import publish
 from llmjudge.personas.schemas import PersonaOut, PromptVersionOut
@@ -23,10 +24,12 @@ def parse_ids(raw: list[str]) -> list[int]:
     for part in (p.strip() for chunk in raw for p in chunk.split(",")):
         if not part:
             continue
-        if not part.isdigit():
-            raise HTTPException(422, f"ids must be persona ids (integers), got {part!r}")
-        if int(part) not in ids:
-            ids.append(int(part))
+        try:
+            found = bounded_id(part, name="ids must be persona ids: each")
+        except Invalid as e:  # the compare page answers HTTPException in place
+            raise HTTPException(422, str(e)) from e
+        if found not in ids:
+            ids.append(found)
     if not ids:
         raise HTTPException(422, "give the personas to compare: ?ids=1,2,3")
     if len(ids) > MAX_COMPARE:

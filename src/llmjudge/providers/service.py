@@ -34,6 +34,29 @@ BUILTIN_SIMULATED_MODELS = (
     ("simulated-task", "task"),
     ("simulated-engineer", "engineer"),
 )
+_BUILTIN_MODEL_NAMES = frozenset(name for name, _ in BUILTIN_SIMULATED_MODELS)
+# What a session with no judge model, and a persona made from a template, find by name; a
+# change here would break them until the next start re-created the built-ins.
+_BUILTIN_PROVIDER_FIELDS = ("name", "kind")
+_BUILTIN_MODEL_FIELDS = ("name", "provider_id", "model")
+
+
+def _is_builtin_provider(p: Provider) -> bool:
+    return p.name == BUILTIN_SIMULATOR and p.kind == "simulator"
+
+
+async def _is_builtin_model(db: AsyncSession, m: LLMModel) -> bool:
+    if m.name not in _BUILTIN_MODEL_NAMES:
+        return False
+    p = await db.get(Provider, m.provider_id)
+    return p is not None and _is_builtin_provider(p)
+
+
+def _refuse_builtin(what: str, action: str) -> Conflict:
+    return Conflict(
+        f"{what} is built in (sessions without a judge model and persona templates use it): "
+        f"it cannot be {action}; add your own provider or model instead"
+    )
 
 
 # -- provider CRUD -----------------------------------------------------------------------------
@@ -129,6 +152,14 @@ async def update_provider(
 ) -> ProviderOut:
     p = await _get_provider(db, provider_id)
     changes = patch.model_dump(exclude_unset=True)
+    if _is_builtin_provider(p):
+        changed = [
+            f for f in _BUILTIN_PROVIDER_FIELDS if f in changes and changes[f] != getattr(p, f)
+        ]
+        if changed:
+            raise _refuse_builtin(
+                f"the {BUILTIN_SIMULATOR} provider", f"given another {changed[0]}"
+            )
     for required in ("name", "kind", "max_concurrency", "timeout_s", "max_retries", "settings"):
         if required in changes and changes[required] is None:
             raise Invalid(f"{required} cannot be null")
@@ -155,8 +186,10 @@ async def update_provider(
 async def delete_provider(
     *, db: AsyncSession, provider_id: int, llm: LLMService | None = None
 ) -> None:
-    """Delete a provider and its models (accounting rows stay)."""
+    """Delete a provider and its models (accounting rows stay); never the built-in one."""
     p = await _get_provider(db, provider_id)
+    if _is_builtin_provider(p):
+        raise _refuse_builtin(f"the {BUILTIN_SIMULATOR} provider", "deleted")
     await db.delete(p)
     await db.commit()
     if llm is not None:
@@ -214,6 +247,15 @@ async def update_model(
     for field in required:
         if field in changes and changes[field] is None:
             raise Invalid(f"{field} cannot be null")
+    if await _is_builtin_model(db, m):
+        changed = [f for f in _BUILTIN_MODEL_FIELDS if f in changes and changes[f] != getattr(m, f)]
+        if changed:
+            what = (
+                "moved to another provider"
+                if changed[0] == "provider_id"
+                else (f"given another {changed[0]}")
+            )
+            raise _refuse_builtin(f"the model {m.name!r}", what)
     if "provider_id" in changes:
         await _check_provider_exists(db, changes["provider_id"])
     if "name" in changes and changes["name"] != m.name:
@@ -228,6 +270,8 @@ async def update_model(
 
 async def delete_model(*, db: AsyncSession, model_id: int, llm: LLMService | None = None) -> None:
     m = await get_or_not_found(db, LLMModel, model_id, "model")
+    if await _is_builtin_model(db, m):
+        raise _refuse_builtin(f"the model {m.name!r}", "deleted")
     await db.delete(m)
     await db.commit()
     if llm is not None:

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from llmjudge.infra.errors import bounded_id
 from llmjudge.infra.events.hub import EventHub
 from llmjudge.sessions import control
 
@@ -26,6 +27,6 @@ Tester = Annotated[control.ConnectionTester | None, Depends(get_tester)]
 
 
 def parse_ids(ids: str) -> list[int]:
-    """The ids of a checked comma-separated list; empty items and ids no row can have
-    (beyond int4) are skipped."""
-    return [n for n in (int(i) for i in ids.split(",") if i) if 0 < n < 2**31]
+    """The ids of a comma-separated list, empty items skipped; an id no row can have (0,
+    beyond int4, thousands of digits) is Invalid (422), as the schema's id bounds say."""
+    return [bounded_id(i, name="each of ids") for i in ids.split(",") if i]

@@ -465,6 +465,20 @@ async def test_compare_page_and_api(
     assert (await client.get("/personas/compare?ids=")).status_code == 422
 
 
+@pytest.mark.parametrize("bad", ["\u00b2", "\u0663", "7" * 5000])
+async def test_compare_and_judge_form_refuse_ids_isdigit_lets_through(
+    client: httpx.AsyncClient, draft: dict[str, Any], bad: str
+) -> None:
+    # isdigit() passes them all: int() raised on "²" and 5,000 digits (a 500) and read the
+    # Arabic-Indic "٣" as 3 (another persona, another pillar).
+    for url in ("/api/personas/compare", "/personas/compare"):
+        r = await client.get(url, params={"ids": f"{draft['id']},{bad}"})
+        assert r.status_code == 422 and "from 1 to 2147483647" in r.text, r.text
+    form = {"session_name": "bad pillar id", "pillar_ids": [bad]}
+    r = await client.post(f"/personas/{draft['id']}/sessions", data=form)
+    assert r.status_code == 422 and "each of pillar_ids must be a whole number" in r.text, r.text
+
+
 # -- pure helpers ----------------------------------------------------------------------------
 
 

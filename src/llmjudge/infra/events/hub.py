@@ -36,6 +36,8 @@ import asyncpg
 __all__ = [
     "CHANNEL",
     "COALESCED_TYPES",
+    "CREDENTIALS_CHANGED",
+    "CREDENTIALS_TOPIC",
     "STREAM_INTEREST",
     "STREAM_TYPES",
     "DeltaBatcher",
@@ -43,6 +45,7 @@ __all__ = [
     "EventHub",
     "Subscription",
     "asyncpg_dsn",
+    "credentials_changed_payload",
     "encode_payload",
     "listen_forever",
 ]
@@ -67,6 +70,10 @@ INTEREST_TTL_S = 3 * INTEREST_EVERY_S  # an announcement holds this long
 # publishes every stream until then.
 INTEREST_GRACE_S = 1.5 * INTEREST_EVERY_S
 _STRING_LIMITS = (2000, 500, 100, 20)
+# A token was revoked, a user deactivated or signed out: every open stream re-checks its
+# credentials at once (see events.sse) instead of at its next periodic re-check.
+CREDENTIALS_TOPIC = "credentials"
+CREDENTIALS_CHANGED = "credentials_changed"
 
 
 def asyncpg_dsn(url: str) -> str:
@@ -110,6 +117,14 @@ def encode_payload(event: Event) -> str:
     if len(text.encode()) <= MAX_PAYLOAD_BYTES:
         return text
     return dump({"truncated": True})
+
+
+def credentials_changed_payload() -> str:
+    """The NOTIFY payload of a ``credentials_changed`` event. Sent with ``pg_notify`` inside
+    the transaction that changes the credentials, so it goes out only if that commits, and
+    reaches every listening process."""
+    event = Event(CREDENTIALS_TOPIC, CREDENTIALS_CHANGED, {}, f"credentials-{uuid.uuid4().hex}")
+    return encode_payload(event)
 
 
 def decode_payload(payload: str) -> Event | None:
@@ -401,22 +416,26 @@ class EventHub:
 
     @contextlib.asynccontextmanager
     async def subscribe(
-        self, topic: str, *, lanes: frozenset[str] | None = None
+        self, topic: str, *, lanes: frozenset[str] | None = None, also: tuple[str, ...] = ()
     ) -> AsyncIterator[Subscription]:
         """``async with hub.subscribe("session:1") as events: async for e in events: ...``
-        (``lanes``: see ``Subscription``)."""
+        (``lanes``: see ``Subscription``; ``also``: more topics into the same queue, such as
+        ``CREDENTIALS_TOPIC``)."""
         sub = Subscription(topic, self.subscriber_queue, lanes)
-        self._subs[topic].add(sub)
+        topics = list(dict.fromkeys((topic, *also)))
+        for t in topics:
+            self._subs[t].add(sub)
         if lanes is None or lanes:
             self.announce(topic)  # other processes' workers stream this lane from now on
         try:
             yield sub
         finally:
-            subs = self._subs.get(topic)
-            if subs is not None:
-                subs.discard(sub)
-                if not subs:
-                    del self._subs[topic]
+            for t in topics:
+                subs = self._subs.get(t)
+                if subs is not None:
+                    subs.discard(sub)
+                    if not subs:
+                        del self._subs[t]
 
     def subscriber_count(self, topic: str) -> int:
         return len(self._subs.get(topic, ()))

@@ -11,7 +11,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from fastapi import Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from llmjudge.infra.events.hub import Event, EventHub, Subscription
+from llmjudge.infra.events.hub import (
+    CREDENTIALS_CHANGED,
+    CREDENTIALS_TOPIC,
+    Event,
+    EventHub,
+    Subscription,
+)
 
 __all__ = ["FRAME_INTERVAL_S", "encode_event", "event_frames", "parse_lanes", "sse_response"]
 
@@ -62,8 +68,9 @@ async def event_frames(
     """The subscription's events as SSE frames, at most one frame per ``min_interval_s``:
     after a frame, events gather for the rest of the interval and go out in one write.
 
-    Every ``recheck_s`` (busy or idle) ``recheck`` says whether the client may still listen;
-    if not, a last ``closed`` event goes out and the stream ends."""
+    Every ``recheck_s`` (busy or idle), and at once on a ``credentials_changed`` event (never
+    sent to the client), ``recheck`` says whether the client may still listen; if not, a last
+    ``closed`` event goes out and the stream ends."""
     last = clock() - min_interval_s
     next_check = clock() + recheck_s
     while True:
@@ -75,13 +82,20 @@ async def event_frames(
         else:
             if event is None:
                 return
-            wait = last + min_interval_s - clock()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            if disconnected is not None and await disconnected():
-                return
-            last = clock()
-            yield b"".join(encode_event(e) for e in (event, *events.take_all()))
+            if event.type == CREDENTIALS_CHANGED:
+                next_check = clock()  # re-check now, before any more events go out
+            else:
+                wait = last + min_interval_s - clock()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if disconnected is not None and await disconnected():
+                    return
+                last = clock()
+                batch = [event, *events.take_all()]
+                if any(e.type == CREDENTIALS_CHANGED for e in batch):
+                    next_check = clock()
+                    batch = [e for e in batch if e.type != CREDENTIALS_CHANGED]
+                yield b"".join(encode_event(e) for e in batch)
         if clock() >= next_check:
             next_check = clock() + recheck_s
             if recheck is not None and not await recheck():
@@ -105,8 +119,10 @@ def sse_response(
     token streams to those workers (see ``Subscription``).
 
     Every ``recheck_s`` (default: setting ``sse_recheck_s``) the stream asks the app's
-    ``principal_still_allowed`` whether its credentials still hold, and ends if not: a
-    revoked token or a deactivated user stops receiving within that time."""
+    ``principal_still_allowed`` whether its credentials still hold, and ends if not; it
+    also asks at once when auth announces a change (``credentials_changed``), so a revoked
+    token or a deactivated user stops receiving within moments, and within that time even
+    if the announcement is lost."""
     settings = getattr(request.app.state, "settings", None)
     every = recheck_s if recheck_s is not None else getattr(settings, "sse_recheck_s", 30.0)
     still_allowed: Callable[[Request], Awaitable[bool]] | None = getattr(
@@ -117,7 +133,7 @@ def sse_response(
         return still_allowed is None or await still_allowed(request)
 
     async def stream() -> AsyncIterator[ServerSentEvent | bytes]:
-        async with hub.subscribe(topic, lanes=lanes) as events:
+        async with hub.subscribe(topic, lanes=lanes, also=(CREDENTIALS_TOPIC,)) as events:
             yield ServerSentEvent(data=json.dumps({"topic": topic}), event="ready")
             async for frame in event_frames(
                 events,

@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from llmjudge.catalog import list_pillars
 from llmjudge.core.personas.gate import MIN_CALIBRATION_PER_CLASS
-from llmjudge.infra.errors import Invalid, NotFound
+from llmjudge.infra.errors import Invalid, NotFound, bounded_id
 from llmjudge.infra.web import PAGE_ERRORS, DbSession, refusal, render
 from llmjudge.personas import annotators as agreement_service
 from llmjudge.personas import deps, service
@@ -84,13 +84,18 @@ async def persona_action(request: Request, persona_id: int, action: Action, db: 
 async def use_as_judge(request: Request, persona_id: int, db: DbSession):
     """A tournament session judged by the persona (the twin of the API route)."""
     form = await request.form()
-    values: dict[str, Any] = {
-        "session_name": str(form.get("session_name", "")),
-        "pillar_ids": [int(v) for v in form.getlist("pillar_ids") if str(v).isdigit()],
-        "comparison_mode": str(form.get("comparison_mode") or "pillar_sample"),
-        "auto_start": form.get("auto_start") == "on",
-    }
     try:
+        values: dict[str, Any] = {
+            "session_name": str(form.get("session_name", "")),
+            # bounded_id, not isdigit() + int(): "²" or 5,000 digits was a 500, "٣" pillar 3.
+            "pillar_ids": [
+                bounded_id(str(v), name="each of pillar_ids")
+                for v in form.getlist("pillar_ids")
+                if str(v).strip()
+            ],
+            "comparison_mode": str(form.get("comparison_mode") or "pillar_sample"),
+            "auto_start": form.get("auto_start") == "on",
+        }
         data = ev.PersonaSessionIn.model_validate(values)
         session = await ev.create_persona_session(
             db=db,

@@ -4,10 +4,11 @@ environment, the HTMX request check and the pages' answer to a refused action.""
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 from fastapi import Depends, HTTPException, Request, UploadFile, status
 from fastapi.responses import Response
@@ -63,6 +64,24 @@ async def read_upload(upload: UploadFile, settings: Settings) -> bytes:
             "(LLMJUDGE_MAX_UPLOAD_BYTES)",
         )
     return data
+
+
+def spooled_upload(upload: UploadFile, settings: Settings) -> IO[bytes]:
+    """The upload's file as the server spooled it (on disk beyond 1 MiB), rewound, without
+    reading it into memory; a file over the configured size is refused (413)."""
+    limit = settings.max_upload_bytes
+    file = upload.file
+    size = upload.size
+    if size is None:
+        size = file.seek(0, io.SEEK_END)
+    if size > limit:
+        raise HTTPException(
+            status.HTTP_413_CONTENT_TOO_LARGE,
+            detail=f"the file is larger than the {limit / 1_048_576:.0f} MiB limit "
+            "(LLMJUDGE_MAX_UPLOAD_BYTES)",
+        )
+    file.seek(0)
+    return file
 
 
 class ImportSlots:

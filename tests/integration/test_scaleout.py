@@ -448,3 +448,82 @@ async def test_a_worker_killed_mid_run_loses_nothing(
     workers = Counter(r["worker_id"].rsplit(":", 1)[0] for r in rows)
     assert workers[survivor.prefix] > 0 and workers[server_pool.prefix] > 0
     print(f"\nlost by the victim and judged again: {len(lost)}; per process: {dict(workers)}")
+
+
+async def test_soak_a_worker_killed_and_the_database_restarted_mid_session(
+    tmp_path: Path,
+) -> None:
+    """Issue 28: the web process (with its own pool) and two `llmjudge worker` processes on
+    one dedicated server; one worker is SIGKILLed, then the server is restarted, mid-session.
+    Every comparison is completed once, and every judge call of a process that did not crash
+    has exactly one accounting row (rows written during the outage are kept and retried)."""
+    lease_s = 3.0
+    server = EmbeddedPostgres(tmp_path / "pgdata")
+    server.start()
+    try:
+        await server.ensure_database()
+        settings = Settings(
+            database_url=server.url(),
+            data_dir=tmp_path / "data",
+            admin_token=ADMIN_TOKEN,
+            lease_seconds=int(lease_s),
+        )
+        app = create_app(settings)
+        async with (
+            app.router.lifespan_context(app),
+            make_client(app, ADMIN_TOKEN) as client,
+            counting_judge(client, "judge-soak", latency_s=0.4) as judge,
+            worker_processes(server.url(), tmp_path, 2, concurrency=8, lease_s=lease_s) as procs,
+        ):
+            victim, survivor = procs
+            pillar_ids = await seed_marked_threads(client, "sk", per_pillar=10)  # 600
+            sid = await create_session(client, pillar_ids=pillar_ids, judge_model_id=judge.model_id)
+
+            async def done_at_least(n: int) -> bool:
+                rows = await comparison_rows(app, sid)
+                return sum(r["status"] == "completed" for r in rows) >= n
+
+            async def victim_busy() -> bool:
+                rows = await comparison_rows(app, sid)
+                mine = [r for r in rows if r["id"] in held_by(rows, victim.prefix)]
+                return await done_at_least(60) and any(r["status"] == "running" for r in mine)
+
+            await poll(victim_busy, 120, "the victim to be mid-run")
+            await victim.kill()
+            # Everything the victim ever held: its calls may lack accounting (a crash loses
+            # the rows it still buffered), and its lost items are judged again.
+            victim_touched = held_by(await comparison_rows(app, sid), victim.prefix)
+            await poll(lambda: done_at_least(len(victim_touched) + 150), 120, "progress")
+            assert not await done_at_least(600 - 100), "too little left to judge after a restart"
+            await asyncio.to_thread(server.stop)
+            await asyncio.sleep(2.0)  # calls in flight finish; nothing can be written
+            await asyncio.to_thread(server.start)
+            out = await wait_ended(app, sid, limit_s=180)
+            assert await survivor.stop() == 0  # a graceful stop writes its accounting
+            await poll(lambda: app.state.llm.accounting.flush(), 30, "the app's accounting")
+            rows = await check_books(app, sid)
+            accounted = await judge_accounting(app, sid)
+    finally:
+        server.stop()
+    assert victim.popen.returncode == -signal.SIGKILL
+    assert (out["status"], out["completed"], out["failed"]) == ("completed", 600, 0)
+    pair_of = {r["id"]: (r["a"], r["b"]) for r in rows}
+    assert set(judge.calls) == set(pair_of.values())  # every pair asked, nothing else
+    # Every comparison judged once, or again where its lease ran out (the crash, the outage).
+    assert max(judge.calls.values()) <= 2
+    untouched = set(pair_of) - victim_touched
+    assert len(untouched) > 300
+    # Exactly one accounting row per judge call of the processes that did not crash.
+    wrong = {
+        cid: (accounted[cid], judge.calls[pair_of[cid]])
+        for cid in untouched
+        if accounted[cid] != judge.calls[pair_of[cid]]
+    }
+    assert not wrong, f"{len(wrong)} comparisons: (accounting rows, judge calls) {wrong}"
+    assert all(
+        1 <= accounted[cid] <= judge.calls[pair_of[cid]]
+        for cid in victim_touched
+        - {r["id"] for r in rows if r["worker_id"].startswith(victim.prefix + ":")}
+    )
+    workers = Counter(r["worker_id"].rsplit(":", 1)[0] for r in rows)
+    print(f"\nvictim touched {len(victim_touched)}; per process: {dict(workers)}")

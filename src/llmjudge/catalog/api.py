@@ -17,7 +17,7 @@ from llmjudge.catalog.schemas import (
     ThreadPage,
 )
 from llmjudge.infra.rowfiles import ROW_ERRORS, RowFile
-from llmjudge.infra.web import DbSession, ImportRejected
+from llmjudge.infra.web import IMPORT_BUSY, DbSession, ImportRejected, ImportSlot
 
 router = APIRouter(prefix="/api", tags=["catalog"])
 
@@ -52,7 +52,8 @@ async def delete_pillar(pillar_id: int, db: DbSession) -> None:
 @router.post(
     "/threads/import",
     response_model=ImportResult,
-    responses=ROW_ERRORS,
+    responses=ROW_ERRORS | IMPORT_BUSY,
+    dependencies=[ImportSlot],
 )
 async def import_threads(request: Request, db: DbSession, file: RowFile) -> ImportResult:
     """Import threads from CSV (columns pillar, content, optional external_id, title,

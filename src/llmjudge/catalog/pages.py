@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse
 
 from llmjudge.catalog import service
 from llmjudge.catalog.deps import parse_upload
-from llmjudge.infra.web import DbSession, is_htmx, render
+from llmjudge.infra.web import DbSession, ImportSlot, is_htmx, render
 
 router = APIRouter(include_in_schema=False)
 
@@ -25,7 +25,7 @@ async def import_page(request: Request):
     return render(request, "catalog/import.html")
 
 
-@router.post("/import", response_class=HTMLResponse)
+@router.post("/import", response_class=HTMLResponse, dependencies=[ImportSlot])
 async def import_submit(request: Request, db: DbSession, file: Annotated[UploadFile, File()]):
     try:
         parsed = await parse_upload(file, request.app.state.settings)

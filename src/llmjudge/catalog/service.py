@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Select, func, or_, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.catalog.importing import ParsedFile, content_hash, stored_content
+from llmjudge.catalog.importing import ParsedFile, content_hash, row_key, stored_content
 from llmjudge.catalog.models import Pillar, Thread
 from llmjudge.catalog.schemas import (
     ImportResult,
@@ -18,6 +18,7 @@ from llmjudge.catalog.schemas import (
     PillarOut,
     PillarPatch,
     RowError,
+    ThreadIn,
     ThreadOut,
     ThreadPage,
     ThreadSummary,
@@ -81,10 +82,9 @@ async def check_stored_prompts(*, db: AsyncSession, parsed: ParsedFile) -> None:
     """Line errors for rows whose prompt text differs from the one already stored for their
     prompt key (threads with one prompt key share one prompt), other than rows the file
     itself replaces."""
-    keys = sorted({r.prompt_key for r in parsed.rows if r.prompt and r.prompt_key})
+    keys = sorted(parsed.prompts)
     if not keys:
         return
-    replaced = {(r.pillar, r.external_id) for r in parsed.rows}
     rows = await db.execute(
         select(Thread.prompt_key, Thread.prompt, Pillar.name, Thread.external_id)
         .join(Pillar, Pillar.id == Thread.pillar_id)
@@ -92,25 +92,33 @@ async def check_stored_prompts(*, db: AsyncSession, parsed: ParsedFile) -> None:
     )
     stored: dict[str, str] = {}
     for key, prompt, pillar, external_id in rows.all():
-        if (pillar, external_id) not in replaced:
+        if row_key(pillar, external_id) not in parsed.keys:
             stored.setdefault(key, prompt)
-    for row, line in zip(parsed.rows, parsed.lines, strict=True):
-        known = stored.get(row.prompt_key or "")
-        if row.prompt is not None and known is not None and known != row.prompt:
-            parsed.errors.append(
+    for key, (prompt, lines) in parsed.prompts.items():
+        known = stored.get(key)
+        if known is not None and known != prompt:
+            parsed.errors.extend(
                 RowError(
                     line=line,
                     field="prompt",
-                    message=f"prompt_key {row.prompt_key!r} already has another prompt text; "
+                    message=f"prompt_key {key!r} already has another prompt text; "
                     "threads with one prompt key must share one prompt",
                 )
+                for line in lines
             )
     parsed.errors.sort(key=lambda e: e.line)
 
 
-def _thread_values(parsed: ParsedFile, pillar_ids: dict[str, int]) -> list[dict[str, Any]]:
+# Rows per INSERT: bounds what an import holds besides its spooled file.
+STORE_BATCH = 5000
+
+
+def _thread_values(
+    rows: Iterator[tuple[int, ThreadIn]], pillar_ids: dict[str, int]
+) -> list[dict[str, Any]]:
+    """The next batch of rows' values (empty at the end)."""
     values: list[dict[str, Any]] = []
-    for r in parsed.rows:
+    for _, r in rows:
         content = stored_content(r)
         values.append(
             {
@@ -126,13 +134,15 @@ def _thread_values(parsed: ParsedFile, pillar_ids: dict[str, int]) -> list[dict[
                 "style_features": stored_features(content),
             }
         )
+        if len(values) >= STORE_BATCH:
+            break
     return values
 
 
 async def store_import(*, db: AsyncSession, parsed: ParsedFile) -> ImportResult:
     """Upsert validated rows in one transaction: all rows or none."""
     assert not parsed.errors, "store_import takes a file without errors"
-    names = sorted({r.pillar for r in parsed.rows})
+    names = sorted(parsed.pillars)
     existing = dict(
         (await db.execute(select(Pillar.name, Pillar.id).where(Pillar.name.in_(names)))).all()
     )
@@ -157,8 +167,6 @@ async def store_import(*, db: AsyncSession, parsed: ParsedFile) -> ImportResult:
                     ).all()
                 )
             )
-    # Hashes and style regexes over every answer: CPU work, off the event loop.
-    values = await asyncio.to_thread(_thread_values, parsed, existing)
     before = await db.scalar(
         select(func.count()).select_from(Thread).where(Thread.pillar_id.in_(existing.values()))
     )
@@ -176,8 +184,13 @@ async def store_import(*, db: AsyncSession, parsed: ParsedFile) -> ImportResult:
             "updated_at": func.now(),
         },
     )
-    for start in range(0, len(values), 2000):
-        await db.execute(stmt, values[start : start + 2000])
+    # The file is read again batch by batch, all in this one transaction (all or nothing).
+    # Parsing, hashes and style regexes are CPU work: off the event loop.
+    rows = parsed.iter_rows()
+    total = 0
+    while values := await asyncio.to_thread(_thread_values, rows, existing):
+        await db.execute(stmt, values)
+        total += len(values)
     after = await db.scalar(
         select(func.count()).select_from(Thread).where(Thread.pillar_id.in_(existing.values()))
     )
@@ -185,9 +198,9 @@ async def store_import(*, db: AsyncSession, parsed: ParsedFile) -> ImportResult:
     created = (after or 0) - (before or 0)
     return ImportResult(
         created=created,
-        updated=len(values) - created,
+        updated=total - created,
         pillars_created=created_pillars,
-        total=len(values),
+        total=total,
     )
 
 

@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     max_upload_bytes: int = 50 * 1024 * 1024
     max_import_rows: int = 100_000
     max_field_chars: int = 500_000
+    # Uploads parsed at once per process (threads, judgments, labels, persona pairs); one
+    # more is answered 503 with Retry-After, so parallel uploads cannot add up in memory.
+    max_concurrent_imports: int = Field(default=2, ge=1)
     # Comparisons one session may plan (pillars x samples x repetitions grow fast); checked
     # from the closed-form count before a plan is built. Below 2**31: queue positions are int4.
     max_comparisons_per_session: int = Field(default=2_000_000, ge=1, le=2_000_000_000)

@@ -12,12 +12,14 @@ end at ``\n`` only: U+2028 and friends are ordinary characters inside a JSON str
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import csv
 import io
 import json
 import re
-from collections.abc import Iterator, Set
-from typing import Annotated, Any, Literal
+from collections.abc import Iterable, Iterator, Set
+from typing import IO, Annotated, Any, Literal
 
 from fastapi import File, UploadFile
 from pydantic import BaseModel, Field
@@ -141,15 +143,11 @@ _SUFFIXES: dict[FileKind, tuple[str, ...]] = {
 }
 
 
-def read_upload(
-    filename: str | None,
-    data: bytes,
-    errors: list[RowError],
-    kinds: tuple[FileKind, ...] = ("csv", "jsonl"),
-) -> tuple[FileKind, str] | None:
-    """(kind, text) of an upload: the kind from the file name's suffix (without a name, the
-    first of ``kinds``), the text decoded by :func:`decode_text`. None when it cannot be
-    read, with the reason added to ``errors`` as a line-1 file error."""
+def file_kind(
+    filename: str | None, errors: list[RowError], kinds: tuple[FileKind, ...] = ("csv", "jsonl")
+) -> FileKind | None:
+    """The kind from the file name's suffix (without a name, the first of ``kinds``); None
+    with a line-1 file error when it is none of them."""
     kind: FileKind | None = kinds[0]
     if filename is not None:
         name = filename.lower()
@@ -159,6 +157,20 @@ def read_upload(
         errors.append(
             RowError(line=1, field="file", message=f"unsupported file type: upload {wanted}")
         )
+    return kind
+
+
+def read_upload(
+    filename: str | None,
+    data: bytes,
+    errors: list[RowError],
+    kinds: tuple[FileKind, ...] = ("csv", "jsonl"),
+) -> tuple[FileKind, str] | None:
+    """(kind, text) of an upload: the kind by :func:`file_kind`, the text decoded by
+    :func:`decode_text`. None when it cannot be read, with the reason added to ``errors``
+    as a line-1 file error."""
+    kind = file_kind(filename, errors, kinds)
+    if kind is None:
         return None
     try:
         return kind, decode_text(data)
@@ -167,14 +179,64 @@ def read_upload(
         return None
 
 
+_CHUNK = 1 << 20
+
+
+def check_utf8(file: IO[bytes]) -> str | None:
+    """Why a binary file is not UTF-8 text (:func:`decode_text`'s message), or None; reads
+    it in 1 MiB chunks, so a large file costs no memory, and rewinds it."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    file.seek(0)
+    try:
+        while True:
+            chunk = file.read(_CHUNK)
+            held = len(decoder.getstate()[0])  # bytes of a character cut by the last chunk
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as e:
+                return (
+                    f"the file is not UTF-8 text (invalid byte at offset {offset - held + e.start}); "
+                    "save it as UTF-8 and upload again"
+                )
+            if not chunk:
+                return None
+            offset += len(chunk)
+    finally:
+        file.seek(0)
+
+
+@contextlib.contextmanager
+def text_lines(file: IO[bytes], kind: FileKind) -> Iterator[Iterable[str]]:
+    """The lines of a UTF-8 (BOM or not) binary file, read as they are used: JSONL lines
+    end at ``\n`` only; CSV lines as the csv module wants them (``newline=""``). The file
+    stays open (it is read twice: validation, then storing)."""
+    file.seek(0)
+    wrapper = io.TextIOWrapper(
+        file,  # type: ignore[arg-type]
+        encoding="utf-8-sig",
+        newline="\n" if kind == "jsonl" else "",
+    )
+    try:
+        yield wrapper
+    finally:
+        wrapper.detach()  # closing the wrapper would close the upload
+
+
 def jsonl_objects(
-    text: str, errors: list[RowError], *, max_rows: int, max_chars: int | None = None
+    text: str | Iterable[str],
+    errors: list[RowError],
+    *,
+    max_rows: int,
+    max_chars: int | None = None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (line number, object) for each non-blank line; bad lines become errors."""
+    """Yield (line number, object) for each non-blank line of a text or of lines read as
+    they come (:func:`text_lines`); bad lines become errors."""
     count = 0
     # split("\n"), not splitlines(): U+2028, U+0085 and friends may sit inside a string.
-    for line_no, line in enumerate(text.split("\n"), start=1):
-        line = line.removesuffix("\r")
+    lines = text.split("\n") if isinstance(text, str) else text
+    for line_no, line in enumerate(lines, start=1):
+        line = line.removesuffix("\n").removesuffix("\r")
         if len(errors) >= MAX_ERRORS:
             return
         if not line.strip():
@@ -212,7 +274,7 @@ def jsonl_objects(
 
 
 def csv_records(
-    text: str,
+    text: str | Iterable[str],
     errors: list[RowError],
     *,
     required: Set[str],
@@ -223,7 +285,8 @@ def csv_records(
     """Yield (line number, record) for each CSV row after checking the header."""
     csv.field_size_limit(max(max_chars * 4, 131072))
     # strict: an unterminated quote is an error, not a cell swallowing the rest of the file.
-    reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
+    lines = io.StringIO(text, newline="") if isinstance(text, str) else text
+    reader = csv.DictReader(lines, strict=True)
     try:
         header = [h.strip() for h in reader.fieldnames or []]
     except csv.Error as e:
@@ -282,7 +345,7 @@ def csv_records(
 
 def file_rows(
     filename: str | None,
-    data: bytes,
+    data: bytes | IO[bytes],
     errors: list[RowError],
     *,
     required: Set[str],
@@ -294,14 +357,48 @@ def file_rows(
 ) -> tuple[FileKind, Iterator[tuple[int, dict[str, Any]]]] | None:
     """The kind of an upload of one of ``kinds`` and its (line number, row) pairs: JSONL
     objects (lines up to ``jsonl_max_chars``) or CSV records, whose cells are strings for the
-    caller to convert. None when the file cannot be read, the reason added to ``errors``."""
-    upload = read_upload(filename, data, errors, kinds)
-    if upload is None:
+    caller to convert. None when the file cannot be read, the reason added to ``errors``.
+
+    ``data`` is the file's bytes or a binary file (a spooled upload): a file is read line
+    by line as the rows are used, so only the current row is held, and may be read again
+    by calling this again."""
+    if isinstance(data, bytes):
+        upload = read_upload(filename, data, errors, kinds)
+        if upload is None:
+            return None
+        kind, text = upload
+        return kind, _rows(
+            kind, text, errors, required, allowed, max_rows, max_chars, jsonl_max_chars
+        )
+    kind = file_kind(filename, errors, kinds)
+    if kind is None:
         return None
-    kind, text = upload
+    problem = check_utf8(data)
+    if problem is not None:
+        errors.append(RowError(line=1, field="file", message=problem))
+        return None
+
+    def streamed() -> Iterator[tuple[int, dict[str, Any]]]:
+        with text_lines(data, kind) as lines:
+            yield from _rows(
+                kind, lines, errors, required, allowed, max_rows, max_chars, jsonl_max_chars
+            )
+
+    return kind, streamed()
+
+
+def _rows(
+    kind: FileKind,
+    text: str | Iterable[str],
+    errors: list[RowError],
+    required: Set[str],
+    allowed: Set[str],
+    max_rows: int,
+    max_chars: int,
+    jsonl_max_chars: int | None,
+) -> Iterator[tuple[int, dict[str, Any]]]:
     if kind == "jsonl":
-        return kind, jsonl_objects(text, errors, max_rows=max_rows, max_chars=jsonl_max_chars)
-    records = csv_records(
+        return jsonl_objects(text, errors, max_rows=max_rows, max_chars=jsonl_max_chars)
+    return csv_records(
         text, errors, required=required, allowed=allowed, max_rows=max_rows, max_chars=max_chars
     )
-    return kind, records

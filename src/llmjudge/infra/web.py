@@ -3,10 +3,12 @@ environment, the HTMX request check and the pages' answer to a refused action.""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 from fastapi import Depends, HTTPException, Request, UploadFile, status
 from fastapi.responses import Response
@@ -62,6 +64,75 @@ async def read_upload(upload: UploadFile, settings: Settings) -> bytes:
             "(LLMJUDGE_MAX_UPLOAD_BYTES)",
         )
     return data
+
+
+def spooled_upload(upload: UploadFile, settings: Settings) -> IO[bytes]:
+    """The upload's file as the server spooled it (on disk beyond 1 MiB), rewound, without
+    reading it into memory; a file over the configured size is refused (413)."""
+    limit = settings.max_upload_bytes
+    file = upload.file
+    size = upload.size
+    if size is None:
+        size = file.seek(0, io.SEEK_END)
+    if size > limit:
+        raise HTTPException(
+            status.HTTP_413_CONTENT_TOO_LARGE,
+            detail=f"the file is larger than the {limit / 1_048_576:.0f} MiB limit "
+            "(LLMJUDGE_MAX_UPLOAD_BYTES)",
+        )
+    file.seek(0)
+    return file
+
+
+class ImportSlots:
+    """At most ``limit`` uploads parsed and stored at once in this process: each holds its
+    file's rows in memory while it validates, so parallel uploads are refused, not queued
+    (a queue would hold their spooled bodies and sockets just as long)."""
+
+    RETRY_AFTER_S = 5
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_use = 0
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        if self.in_use >= self.limit:
+            raise HTTPException(
+                status.HTTP_503_SERVICE_UNAVAILABLE,
+                detail=f"{self.in_use} imports are running, the most this server takes at once "
+                f"(LLMJUDGE_MAX_CONCURRENT_IMPORTS={self.limit}); "
+                f"try again in {self.RETRY_AFTER_S} s",
+                headers={"Retry-After": str(self.RETRY_AFTER_S)},
+            )
+        self.in_use += 1
+        try:
+            yield
+        finally:
+            self.in_use -= 1
+
+
+def import_slots(app: Any) -> ImportSlots:
+    """The app's limiter, made on first use from its settings."""
+    slots = getattr(app.state, "import_slots", None)
+    if slots is None:
+        slots = app.state.import_slots = ImportSlots(app.state.settings.max_concurrent_imports)
+    return slots
+
+
+async def hold_import_slot(request: Request) -> AsyncIterator[None]:
+    with import_slots(request.app).hold():
+        yield
+
+
+# Every upload route: ``dependencies=[ImportSlot], responses=... | IMPORT_BUSY``.
+ImportSlot = Depends(hold_import_slot)
+IMPORT_BUSY: dict[int | str, dict[str, Any]] = {
+    503: {
+        "description": "As many imports as LLMJUDGE_MAX_CONCURRENT_IMPORTS are running; "
+        "try again after `Retry-After` seconds"
+    }
+}
 
 
 class ImportRejected(HTTPException):

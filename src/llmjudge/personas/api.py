@@ -13,7 +13,7 @@ from sse_starlette import EventSourceResponse
 from llmjudge.auth import CurrentPrincipal
 from llmjudge.catalog import RowError
 from llmjudge.infra.events.sse import sse_response
-from llmjudge.infra.web import DbSession
+from llmjudge.infra.web import IMPORT_BUSY, DbSession, ImportSlot
 from llmjudge.personas import annotators as agreement_service
 from llmjudge.personas import deps, prompt_versions, reports, review, service
 from llmjudge.personas import estimate as estimates
@@ -161,7 +161,10 @@ async def persona_events(persona_id: int, request: Request, db: DbSession) -> Ev
 
 
 @router.post(
-    "/{persona_id}/training-pairs/upload", response_model=PairUploadResult, responses=_ROW_ERRORS
+    "/{persona_id}/training-pairs/upload",
+    response_model=PairUploadResult,
+    responses=_ROW_ERRORS | IMPORT_BUSY,
+    dependencies=[ImportSlot],
 )
 async def upload_pairs(
     persona_id: int,

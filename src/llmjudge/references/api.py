@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request, status
 from fastapi.responses import Response
 
 from llmjudge.infra.rowfiles import ROW_ERRORS, RowFile
-from llmjudge.infra.web import DbSession, ImportRejected, read_upload
+from llmjudge.infra.web import IMPORT_BUSY, DbSession, ImportRejected, ImportSlot, read_upload
 from llmjudge.references import agreement_report, service
 from llmjudge.references.schemas import (
     DeletedOut,
@@ -55,7 +55,8 @@ def _page(
 @router.post(
     "/import",
     response_model=ReferenceImportOut,
-    responses=ROW_ERRORS,
+    responses=ROW_ERRORS | IMPORT_BUSY,
+    dependencies=[ImportSlot],
 )
 async def import_references(request: Request, db: DbSession, file: RowFile) -> ReferenceImportOut:
     """Import reference labels, all or nothing. Each row names its threads by id

@@ -17,7 +17,7 @@ from llmjudge.core.tournaments import converters
 from llmjudge.infra.errors import Invalid
 from llmjudge.infra.events.sse import parse_lanes, sse_response
 from llmjudge.infra.rowfiles import MAX_ERRORS, RowError
-from llmjudge.infra.web import DbSession, ImportRejected, read_upload
+from llmjudge.infra.web import IMPORT_BUSY, DbSession, ImportRejected, ImportSlot, read_upload
 from llmjudge.sessions import control, estimates, reads, service
 from llmjudge.sessions.adaptive import state as adaptive
 from llmjudge.sessions.adaptive.schemas import AdaptiveEstimateOut, AdaptiveOut
@@ -71,7 +71,9 @@ ThreadIds = Annotated[
     status_code=status.HTTP_201_CREATED,
     responses={
         422: {"description": "Row errors: `detail.errors` is a list of {line, field, message}"}
-    },
+    }
+    | IMPORT_BUSY,
+    dependencies=[ImportSlot],
 )
 async def import_judgments(
     request: Request,

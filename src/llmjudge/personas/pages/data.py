@@ -9,7 +9,7 @@ from fastapi.responses import HTMLResponse
 
 from llmjudge.catalog import RowError
 from llmjudge.infra.errors import DOMAIN_ERRORS
-from llmjudge.infra.web import DbSession, refusal, render
+from llmjudge.infra.web import DbSession, ImportSlot, refusal, render
 from llmjudge.personas import pairs as pair_service
 from llmjudge.personas import service
 from llmjudge.personas.pages.common import detail_ctx
@@ -27,7 +27,11 @@ async def data_page(request: Request, persona_id: int, db: DbSession):
     return render(request, "personas/data.html", pairs=pairs, **ctx)
 
 
-@router.post("/personas/{persona_id}/data/upload", response_class=HTMLResponse)
+@router.post(
+    "/personas/{persona_id}/data/upload",
+    response_class=HTMLResponse,
+    dependencies=[ImportSlot],
+)
 async def upload_pairs(
     request: Request, persona_id: int, db: DbSession, file: Annotated[UploadFile, File()]
 ):

@@ -136,10 +136,14 @@ async def test_postgres_restarted_mid_session(tmp_path: Path) -> None:
             rows = await check_books(app, sid)
             r = await client.get(f"/api/sessions/{sid}")
             assert r.status_code == 200 and r.json()["counts"]["completed"] == 216
+            await poll(lambda: _flushed(app), 30, "the accounting rows to be written")
+            calls = await judge_calls_accounted(app, sid)
     finally:
         server.stop()
     assert (out["status"], out["completed"], out["failed"]) == ("completed", 216, 0)
     assert {(r["a"], r["b"]) for r in rows} == set(judge.calls)
+    # Issue 28: the rows of calls made around the outage are kept until written, once each.
+    assert calls == sum(judge.calls.values())
     # A result held through the outage is written once; an item whose lease ran out while
     # it could not be renewed may have been judged twice, but is counted once.
     assert max(judge.calls.values()) <= 2
@@ -264,3 +268,21 @@ async def test_streams_cut_half_way_are_judged_again(
         winner = "A" if r["a"] < r["b"] else "B"
         assert r["raw_response"] == verdict(winner) and r["winner"] == winner
         assert r["attempts"] == 1
+
+
+async def _flushed(app: FastAPI) -> bool:
+    return await app.state.llm.accounting.flush()
+
+
+async def judge_calls_accounted(app: FastAPI, sid: int) -> int:
+    """Accounting rows of the judge calls that reached the provider (cache hits excluded)."""
+    async with app.state.engine.connect() as conn:
+        return (
+            await conn.scalar(
+                text(
+                    "SELECT count(*) FROM llm_calls WHERE session_id = :sid "
+                    "AND purpose = 'judge' AND NOT cache_hit"
+                ),
+                {"sid": sid},
+            )
+        ) or 0

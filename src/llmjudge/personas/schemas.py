@@ -6,7 +6,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 PersonaStatus = Literal["draft", "training", "paused", "trained", "incomplete"]
 IterationStatus = Literal["generating", "judging", "awaiting_review", "optimising", "done"]
@@ -377,7 +377,7 @@ class ReviewQueueOut(BaseModel):
 
 class FeedbackIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    agrees: bool
+    agrees: StrictBool
     notes: str | None = Field(default=None, max_length=5000)
 
 
@@ -389,7 +389,7 @@ class FeedbackOut(BaseModel):
 class BulkFeedbackIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     decision_ids: list[int] = Field(min_length=1, max_length=10_000)
-    agrees: bool
+    agrees: StrictBool
     notes: str | None = Field(default=None, max_length=5000)
 
 

@@ -1,4 +1,4 @@
-"""One dataclass built from another's same-named fields.
+"""One dataclass built from another's same-named fields, and field types shared by schemas.
 
 So a result type is not copied into the next field by field: the core's counterpart of
 pydantic's ``from_attributes``."""
@@ -6,7 +6,9 @@ pydantic's ``from_attributes``."""
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BeforeValidator
 
 T = TypeVar("T")
 
@@ -21,3 +23,14 @@ def build_from(cls: type[T], source: object, /, **values: Any) -> T:
         if f.name not in values and hasattr(source, f.name)
     }
     return cls(**taken, **values)
+
+
+def _not_a_boolean(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("a whole number is needed, not true or false")
+    return value
+
+
+# An integer that refuses JSON true/false (pydantic's lax mode reads them as 1/0) but still
+# reads a form's digits, so pages can share the API's schema.
+WholeNumber = Annotated[int, BeforeValidator(_not_a_boolean)]

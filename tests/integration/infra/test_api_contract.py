@@ -164,3 +164,21 @@ async def test_the_adaptive_state_of_a_plain_session_is_a_declared_409(
     assert r.status_code == 409, r.text
     declared = _declared(spec, "/api/sessions/{session_id}/adaptive", "get")["409"]
     assert declared["content"]["application/json"]["schema"] == ERROR_OUT
+
+
+async def test_a_boolean_is_not_a_count(client: httpx.AsyncClient) -> None:
+    body = {"name": "strict-int", "kind": "openai", "max_retries": False}
+    r = await client.post("/api/providers", json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", "max_retries"]
+    r = await client.post("/api/providers", json=body | {"max_retries": 0})
+    assert r.status_code == 201 and r.json()["max_retries"] == 0
+
+
+async def test_comparing_an_unknown_persona_is_a_declared_404(
+    client: httpx.AsyncClient, spec: dict[str, Any]
+) -> None:
+    r = await client.get("/api/personas/compare", params={"ids": str(ID_MAX)})
+    assert r.status_code == 404, r.text
+    declared = _declared(spec, "/api/personas/compare", "get")["404"]
+    assert declared["content"]["application/json"]["schema"] == ERROR_OUT

@@ -1,4 +1,4 @@
-"""One dataclass built from another's same-named fields, and field types shared by schemas.
+"""One dataclass built from another's same-named fields, and a validator shared by schemas.
 
 So a result type is not copied into the next field by field: the core's counterpart of
 pydantic's ``from_attributes``."""
@@ -6,9 +6,7 @@ pydantic's ``from_attributes``."""
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Annotated, Any, TypeVar
-
-from pydantic import BeforeValidator
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -25,12 +23,9 @@ def build_from(cls: type[T], source: object, /, **values: Any) -> T:
     return cls(**taken, **values)
 
 
-def _not_a_boolean(value: Any) -> Any:
+def not_a_boolean(value: Any) -> Any:
+    """A before-validator for integer fields: pydantic's lax mode reads JSON true/false as
+    1/0; refuse them, while a form's digits still read as a number (pages share schemas)."""
     if isinstance(value, bool):
         raise ValueError("a whole number is needed, not true or false")
     return value
-
-
-# An integer that refuses JSON true/false (pydantic's lax mode reads them as 1/0) but still
-# reads a form's digits, so pages can share the API's schema.
-WholeNumber = Annotated[int, BeforeValidator(_not_a_boolean)]

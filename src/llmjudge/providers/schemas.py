@@ -6,9 +6,9 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from llmjudge.core.fields import WholeNumber
+from llmjudge.core.fields import not_a_boolean
 from llmjudge.providers.models import MAX_CONCURRENCY
 
 MAX_API_KEY_CHARS = 1000
@@ -74,16 +74,21 @@ class ProviderIn(BaseModel):
         default=None, description="unset = the provider's public endpoint"
     )
     api_key: ApiKey | None = Field(default=None, description="write-only; stored encrypted")
-    rpm: WholeNumber | None = Field(default=None, gt=0, description="requests per minute")
-    tpm: WholeNumber | None = Field(default=None, gt=0, description="tokens per minute")
-    max_concurrency: WholeNumber = Field(default=64, ge=1, le=MAX_CONCURRENCY)
+    rpm: int | None = Field(default=None, gt=0, description="requests per minute")
+    tpm: int | None = Field(default=None, gt=0, description="tokens per minute")
+    max_concurrency: int = Field(default=64, ge=1, le=MAX_CONCURRENCY)
     timeout_s: float = Field(default=60.0, gt=0, le=3600)
-    max_retries: WholeNumber = Field(default=4, ge=0, le=20)
+    max_retries: int = Field(default=4, ge=0, le=20)
     settings: dict[str, Any] = Field(
         default_factory=dict,
         description="kind-specific options stored in plain text (simulator parameters, "
         "OpenAI auth_header/query...); never put secrets here",
     )
+
+    @field_validator("rpm", "tpm", "max_concurrency", "timeout_s", "max_retries", mode="before")
+    @classmethod
+    def _numbers_not_booleans(cls, value: Any) -> Any:
+        return not_a_boolean(value)
 
 
 class ProviderPatch(BaseModel):
@@ -97,12 +102,17 @@ class ProviderPatch(BaseModel):
     kind: Kind | None = None
     base_url: BaseUrl | None = None
     api_key: ApiKey | None = None
-    rpm: WholeNumber | None = Field(default=None, gt=0)
-    tpm: WholeNumber | None = Field(default=None, gt=0)
-    max_concurrency: WholeNumber | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
+    rpm: int | None = Field(default=None, gt=0)
+    tpm: int | None = Field(default=None, gt=0)
+    max_concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
     timeout_s: float | None = Field(default=None, gt=0, le=3600)
-    max_retries: WholeNumber | None = Field(default=None, ge=0, le=20)
+    max_retries: int | None = Field(default=None, ge=0, le=20)
     settings: dict[str, Any] | None = None
+
+    @field_validator("rpm", "tpm", "max_concurrency", "timeout_s", "max_retries", mode="before")
+    @classmethod
+    def _numbers_not_booleans(cls, value: Any) -> Any:
+        return not_a_boolean(value)
 
 
 class ProviderOut(BaseModel):
@@ -141,8 +151,20 @@ class ModelIn(BaseModel):
     model: str = Field(min_length=1, max_length=300, description="the provider's model id")
     input_price_per_million: float = Field(default=0.0, ge=0, description="USD")
     output_price_per_million: float = Field(default=0.0, ge=0, description="USD")
-    context_window: WholeNumber | None = Field(default=None, gt=0)
+    context_window: int | None = Field(default=None, gt=0)
     default_temperature: float | None = Field(default=None, ge=0, le=2)
+
+    @field_validator(
+        "provider_id",
+        "input_price_per_million",
+        "output_price_per_million",
+        "context_window",
+        "default_temperature",
+        mode="before",
+    )
+    @classmethod
+    def _numbers_not_booleans(cls, value: Any) -> Any:
+        return not_a_boolean(value)
 
 
 class ModelPatch(BaseModel):
@@ -154,8 +176,20 @@ class ModelPatch(BaseModel):
     model: str | None = Field(default=None, min_length=1, max_length=300)
     input_price_per_million: float | None = Field(default=None, ge=0)
     output_price_per_million: float | None = Field(default=None, ge=0)
-    context_window: WholeNumber | None = Field(default=None, gt=0)
+    context_window: int | None = Field(default=None, gt=0)
     default_temperature: float | None = Field(default=None, ge=0, le=2)
+
+    @field_validator(
+        "provider_id",
+        "input_price_per_million",
+        "output_price_per_million",
+        "context_window",
+        "default_temperature",
+        mode="before",
+    )
+    @classmethod
+    def _numbers_not_booleans(cls, value: Any) -> Any:
+        return not_a_boolean(value)
 
 
 class ModelOut(BaseModel):

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.types import StrictBool  # own line: the import above is edited elsewhere
 
 PersonaStatus = Literal["draft", "training", "paused", "trained", "incomplete"]
 IterationStatus = Literal["generating", "judging", "awaiting_review", "optimising", "done"]

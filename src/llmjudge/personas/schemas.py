@@ -7,7 +7,6 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.types import StrictBool  # own line: the import above is edited elsewhere
 
 PersonaStatus = Literal["draft", "training", "paused", "trained", "incomplete"]
 IterationStatus = Literal["generating", "judging", "awaiting_review", "optimising", "done"]
@@ -378,7 +377,7 @@ class ReviewQueueOut(BaseModel):
 
 class FeedbackIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    agrees: StrictBool
+    agrees: bool = Field(strict=True)  # 0 and 1 are not answers
     notes: str | None = Field(default=None, max_length=5000)
 
 
@@ -390,7 +389,7 @@ class FeedbackOut(BaseModel):
 class BulkFeedbackIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     decision_ids: list[int] = Field(min_length=1, max_length=10_000)
-    agrees: StrictBool
+    agrees: bool = Field(strict=True)  # 0 and 1 are not answers
     notes: str | None = Field(default=None, max_length=5000)
 
 

@@ -28,6 +28,7 @@ from llmjudge.infra.db.engine import make_sessionmaker, process_engines
 from llmjudge.infra.db.migrate import upgrade
 from llmjudge.infra.errors import install_handlers
 from llmjudge.infra.events.hub import EventHub
+from llmjudge.infra.routing import MethodNotAllowed
 from llmjudge.infra.web import error_page
 from llmjudge.personas import api as personas_api
 from llmjudge.personas import gate_api as personas_gate_api
@@ -126,6 +127,8 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     app.state.settings = settings
     # Domain errors: JSON under /api, the error page (or a flash line) elsewhere; one status.
     install_handlers(app, page_answer=error_page)
+    # A wrong method is a 405 listing every method of the path (the routes list fills below).
+    app.add_middleware(MethodNotAllowed, routes=app.router.routes)
     # Every request passes the central access policy (auth/policy.py) before any route.
     auth_middleware.install(app, settings)
     app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")

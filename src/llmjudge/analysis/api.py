@@ -34,7 +34,7 @@ from llmjudge.analysis.schemas import (
     ThreadPerformanceOut,
 )
 from llmjudge.core.analysis.outcomes import Aggregation
-from llmjudge.infra.web import DbSession
+from llmjudge.infra.web import DbSession, Offset
 
 router = APIRouter(prefix="/api/sessions", tags=["analysis"])
 
@@ -211,7 +211,7 @@ async def thread_performance(
 async def position_swap_analysis(
     source: Source,
     pairs_limit: Annotated[int, Query(ge=0, le=5000)] = 500,
-    pairs_offset: Annotated[int, Query(ge=0)] = 0,
+    pairs_offset: Offset = 0,
 ) -> PositionSwapOut:
     """Does the verdict survive swapping the order? Consistency rate, primacy/recency
     counts with a binomial test, Likert stability, interpretation and recommendations, and

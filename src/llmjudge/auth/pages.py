@@ -333,7 +333,9 @@ async def users_update(
     is_active: FormText = "",
 ):
     try:
-        patch = UserPatch(role=role or None, is_active=is_active or None)
+        # The select sends "true"/"false"; UserPatch takes only a JSON boolean.
+        active = {"true": True, "false": False}.get(is_active)
+        patch = UserPatch(role=role or None, is_active=active)
         user = await service.update_user(db=db, user_id=user_id, patch=patch)
     except PAGE_ERRORS as e:
         return await _users(request, db, principal, refused=e)

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import Depends, HTTPException, Path, Request
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from llmjudge.auth.security import PASSWORD_MAX, PASSWORD_MIN
 from llmjudge.core.access import Role
@@ -68,7 +68,7 @@ class UserIn(BaseModel):
 class UserPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
     role: Role | None = None
-    is_active: bool | None = None
+    is_active: StrictBool | None = None
     password: Password | None = None
 
 

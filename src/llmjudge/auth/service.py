@@ -281,7 +281,12 @@ async def create_token(*, db: AsyncSession, actor: Principal, token_in: TokenIn)
     if token_in.user_id is not None and token_in.user_id != actor.user_id:
         if not actor.is_admin:
             raise Forbidden("only admins create tokens for other users")
-        owner = await _get_user(db, token_in.user_id)
+        # A missing owner is a wrong body, not a missing resource: 422, as for other bodies
+        # that name an id (the URL, which 404 is about, names no user here).
+        found = await db.get(User, token_in.user_id)
+        if found is None:
+            raise Invalid(f"user_id {token_in.user_id}: no such user; give an existing user's id")
+        owner = found
     elif actor.user_id is not None:
         owner = await _get_user(db, actor.user_id)
     else:

@@ -17,7 +17,7 @@ from llmjudge.catalog.schemas import (
     ThreadPage,
 )
 from llmjudge.infra.rowfiles import ROW_ERRORS, RowFile
-from llmjudge.infra.web import IMPORT_BUSY, DbSession, ImportRejected, ImportSlot
+from llmjudge.infra.web import IMPORT_BUSY, DbSession, ImportRejected, ImportSlot, Offset, QueryId
 
 router = APIRouter(prefix="/api", tags=["catalog"])
 
@@ -69,10 +69,10 @@ async def import_threads(request: Request, db: DbSession, file: RowFile) -> Impo
 @router.get("/threads", response_model=ThreadPage)
 async def list_threads(
     db: DbSession,
-    pillar_id: int | None = None,
+    pillar_id: QueryId = None,
     q: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
     prompt_key: Annotated[str | None, Query(max_length=300)] = None,
     meta_key: Annotated[str | None, Query(max_length=100)] = None,
     meta_value: Annotated[str | None, Query(max_length=200)] = None,

@@ -1,4 +1,4 @@
-"""One dataclass built from another's same-named fields.
+"""One dataclass built from another's same-named fields, and a validator shared by schemas.
 
 So a result type is not copied into the next field by field: the core's counterpart of
 pydantic's ``from_attributes``."""
@@ -21,3 +21,11 @@ def build_from(cls: type[T], source: object, /, **values: Any) -> T:
         if f.name not in values and hasattr(source, f.name)
     }
     return cls(**taken, **values)
+
+
+def not_a_boolean(value: Any) -> Any:
+    """A before-validator for integer fields: pydantic's lax mode reads JSON true/false as
+    1/0; refuse them, while a form's digits still read as a number (pages share schemas)."""
+    if isinstance(value, bool):
+        raise ValueError("a whole number is needed, not true or false")
+    return value

@@ -122,6 +122,7 @@ CONFLICTS: dict[str, str] = {
     "sessions_cancel": "the session has already finished",
     "sessions_retry_failed": "the session is a draft or cancelled",
     "sessions_estimate": "the session has no plan to estimate",
+    "sessions_adaptive_state": "the session is not adaptive",
     "personas_create": "a persona with this name exists",
     "personas_update": "a persona with this name exists, or it is training",
     "personas_clone": "a persona with this name exists",
@@ -372,6 +373,7 @@ def document_errors(spec: dict[str, Any]) -> dict[str, Any]:
     """What FastAPI cannot see from the handlers, for generated clients (in place):
 
     - uploads as binary (`format: binary`, which OpenAPI 3.0 generators read as a file);
+    - 400 on every operation with a body (FastAPI's answer to one it cannot parse);
     - 404 on every operation with a path parameter (all of them look an id up), 409 where
       `CONFLICTS` says, 422 answers of errors.py (`ErrorOut`) and of imports (`RowErrorsOut`)
       beside FastAPI's validation list;
@@ -399,13 +401,19 @@ def document_errors(spec: dict[str, Any]) -> dict[str, Any]:
             responses = operation["responses"]
             params = operation.get("parameters") or []
             for param in params:
-                _bound_ids(param.get("schema") or {}, param.get("name", ""))
+                # Every integer in a path names a row (an id, an iteration or version number)
+                name = "id" if param.get("in") == "path" else param.get("name", "")
+                _bound_ids(param.get("schema") or {}, name)
             if any(p.get("in") == "path" for p in params):
                 responses.setdefault("404", _json_error("no such item", _ref("ErrorOut")))
             conflict = CONFLICTS.get(operation.get("operationId", ""))
             if conflict:
                 responses.setdefault("409", _json_error(conflict, _ref("ErrorOut")))
             content = (operation.get("requestBody") or {}).get("content", {})
+            if content:  # a body that cannot be parsed (bytes not UTF-8, a broken form)
+                responses.setdefault(
+                    "400", _json_error("the body cannot be parsed", _ref("ErrorOut"))
+                )
             if "422" in responses or content:
                 if content or params:  # FastAPI's own list, even where a route set 422
                     _add_422_schema(responses, _ref("HTTPValidationError"))

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import IO, Annotated, Any
 
-from fastapi import Depends, HTTPException, Request, UploadFile, status
+from fastapi import Depends, HTTPException, Query, Request, UploadFile, status
 from fastapi.responses import Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.core.text.view import render_markdown, word_diff_html
 from llmjudge.infra.config import Settings, get_settings
-from llmjudge.infra.errors import DOMAIN_ERRORS, htmx_error_line, status_of
+from llmjudge.infra.errors import DOMAIN_ERRORS, ID_MAX, htmx_error_line, status_of
 from llmjudge.infra.rowfiles import RowError
 
 
@@ -30,6 +30,12 @@ async def get_db(request: Request) -> AsyncIterator[AsyncSession]:
 
 
 DbSession = Annotated[AsyncSession, Depends(get_db)]
+
+# Integer query parameters, bounded where they are read so that what the OpenAPI document
+# declares is what a request gets: outside the bounds is a 422, never a quiet empty page.
+QueryId = Annotated[int | None, Query(ge=1, le=ID_MAX)]
+Offset = Annotated[int, Query(ge=0, le=ID_MAX)]
+Number = Annotated[int, Query(ge=1, le=ID_MAX)]
 
 templates = Jinja2Templates(directory=str(get_settings().templates_dir))
 

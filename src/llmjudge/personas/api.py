@@ -12,8 +12,9 @@ from sse_starlette import EventSourceResponse
 
 from llmjudge.auth import CurrentPrincipal
 from llmjudge.catalog import RowError
+from llmjudge.infra.errors import ID_MAX
 from llmjudge.infra.events.sse import sse_response
-from llmjudge.infra.web import IMPORT_BUSY, DbSession, ImportSlot
+from llmjudge.infra.web import IMPORT_BUSY, DbSession, ImportSlot, Number, Offset
 from llmjudge.personas import annotators as agreement_service
 from llmjudge.personas import deps, prompt_versions, reports, review, service
 from llmjudge.personas import estimate as estimates
@@ -194,7 +195,7 @@ async def list_pairs(
     db: DbSession,
     split: Annotated[SplitQuery | None, Query(description=SPLIT_QUERY_HELP)] = None,
     limit: Annotated[int, Query(ge=1, le=5000)] = 500,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> list[PairOut]:
     """Pairs in upload order, each with its split, answer and uploaded labels."""
     return await pair_service.list_pairs(
@@ -260,9 +261,7 @@ async def edit_prompt(
 
 
 @router.get("/{persona_id}/prompts/diff", response_model=PromptDiffOut)
-async def diff_prompts(
-    persona_id: int, db: DbSession, a: Annotated[int, Query(ge=1)], b: Annotated[int, Query(ge=1)]
-) -> PromptDiffOut:
+async def diff_prompts(persona_id: int, db: DbSession, a: Number, b: Number) -> PromptDiffOut:
     """Unified diff of version a -> b, and line opcodes for a side-by-side view."""
     return await prompt_versions.diff_versions(db=db, persona_id=persona_id, a=a, b=b)
 
@@ -321,7 +320,9 @@ async def review_queue(
     persona_id: int,
     number: int,
     db: DbSession,
-    decision: Annotated[int | None, Query(description="the decision to show")] = None,
+    decision: Annotated[
+        int | None, Query(ge=1, le=ID_MAX, description="the decision to show")
+    ] = None,
 ) -> ReviewQueueOut:
     """The review page's data: the iteration's decisions in the stable review order, the
     current one (`decision`, else the first undecided, else the first), its neighbours,

@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi.responses import JSONResponse, Response
 
+from llmjudge.infra.errors import ErrorOut
 from llmjudge.infra.web import DbSession
 from llmjudge.personas import evaluate as ev
 from llmjudge.personas import service
@@ -27,7 +28,11 @@ AllowUntrained = Annotated[
 ]
 
 
-@router.get("/compare", response_model=list[PersonaSummary])
+@router.get(
+    "/compare",
+    response_model=list[PersonaSummary],
+    responses={404: {"model": ErrorOut, "description": "a listed persona does not exist"}},
+)
 async def compare(
     db: DbSession, ids: Annotated[list[str], Query(description="e.g. 1,2,3")]
 ) -> list[PersonaSummary]:

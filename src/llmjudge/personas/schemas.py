@@ -411,7 +411,7 @@ class ReviewQueueOut(BaseModel):
 
 class FeedbackIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    agrees: bool
+    agrees: bool = Field(strict=True)  # 0 and 1 are not answers
     notes: str | None = Field(default=None, max_length=5000)
 
 
@@ -423,7 +423,7 @@ class FeedbackOut(BaseModel):
 class BulkFeedbackIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     decision_ids: list[int] = Field(min_length=1, max_length=10_000)
-    agrees: bool
+    agrees: bool = Field(strict=True)  # 0 and 1 are not answers
     notes: str | None = Field(default=None, max_length=5000)
 
 

@@ -13,7 +13,7 @@ from fastapi import APIRouter, status
 
 from llmjudge.auth import CurrentPrincipal
 from llmjudge.core.access import Role
-from llmjudge.infra.web import DbSession
+from llmjudge.infra.web import DbSession, QueryId
 from llmjudge.providers import service
 from llmjudge.providers.deps import LLM
 from llmjudge.providers.schemas import (
@@ -90,7 +90,7 @@ async def test_provider(
 
 
 @router.get("/models", response_model=list[ModelOut])
-async def list_models(db: DbSession, provider_id: int | None = None) -> list[ModelOut]:
+async def list_models(db: DbSession, provider_id: QueryId = None) -> list[ModelOut]:
     """All models (or one provider's), with prices and observed latency."""
     return await service.list_models(db=db, provider_id=provider_id)
 

@@ -6,8 +6,9 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from llmjudge.core.fields import not_a_boolean
 from llmjudge.providers.models import MAX_CONCURRENCY
 
 MAX_API_KEY_CHARS = 1000
@@ -84,6 +85,11 @@ class ProviderIn(BaseModel):
         "OpenAI auth_header/query...); never put secrets here",
     )
 
+    @field_validator("rpm", "tpm", "max_concurrency", "timeout_s", "max_retries", mode="before")
+    @classmethod
+    def _numbers_not_booleans(cls, value: Any) -> Any:
+        return not_a_boolean(value)
+
 
 class ProviderPatch(BaseModel):
     """Only the fields sent change. ``api_key``: a new key, or null / "" to remove it.
@@ -102,6 +108,11 @@ class ProviderPatch(BaseModel):
     timeout_s: float | None = Field(default=None, gt=0, le=3600)
     max_retries: int | None = Field(default=None, ge=0, le=20)
     settings: dict[str, Any] | None = None
+
+    @field_validator("rpm", "tpm", "max_concurrency", "timeout_s", "max_retries", mode="before")
+    @classmethod
+    def _numbers_not_booleans(cls, value: Any) -> Any:
+        return not_a_boolean(value)
 
 
 class ProviderOut(BaseModel):
@@ -143,6 +154,18 @@ class ModelIn(BaseModel):
     context_window: int | None = Field(default=None, gt=0)
     default_temperature: float | None = Field(default=None, ge=0, le=2)
 
+    @field_validator(
+        "provider_id",
+        "input_price_per_million",
+        "output_price_per_million",
+        "context_window",
+        "default_temperature",
+        mode="before",
+    )
+    @classmethod
+    def _numbers_not_booleans(cls, value: Any) -> Any:
+        return not_a_boolean(value)
+
 
 class ModelPatch(BaseModel):
     """Only the fields sent change; null clears ``context_window`` / ``default_temperature``."""
@@ -155,6 +178,18 @@ class ModelPatch(BaseModel):
     output_price_per_million: float | None = Field(default=None, ge=0)
     context_window: int | None = Field(default=None, gt=0)
     default_temperature: float | None = Field(default=None, ge=0, le=2)
+
+    @field_validator(
+        "provider_id",
+        "input_price_per_million",
+        "output_price_per_million",
+        "context_window",
+        "default_temperature",
+        mode="before",
+    )
+    @classmethod
+    def _numbers_not_booleans(cls, value: Any) -> Any:
+        return not_a_boolean(value)
 
 
 class ModelOut(BaseModel):

@@ -9,7 +9,15 @@ from fastapi import APIRouter, Depends, Query, Request, status
 from fastapi.responses import Response
 
 from llmjudge.infra.rowfiles import ROW_ERRORS, RowFile
-from llmjudge.infra.web import IMPORT_BUSY, DbSession, ImportRejected, ImportSlot, read_upload
+from llmjudge.infra.web import (
+    IMPORT_BUSY,
+    DbSession,
+    ImportRejected,
+    ImportSlot,
+    Offset,
+    QueryId,
+    read_upload,
+)
 from llmjudge.references import agreement_report, service
 from llmjudge.references.schemas import (
     DeletedOut,
@@ -26,8 +34,8 @@ Annotator = Annotated[str | None, Query(max_length=200)]
 
 
 def _label_filter(
-    session_id: int | None = None,
-    thread_id: int | None = None,
+    session_id: QueryId = None,
+    thread_id: QueryId = None,
     source: Source | None = None,
     annotator: Annotator = None,
 ) -> service.LabelFilter:
@@ -45,7 +53,7 @@ class _Page(NamedTuple):
 
 def _page(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> _Page:
     # A dependency as well: FastAPI lists a route's own parameters before its dependencies',
     # and the list's page parameters come after its filters.

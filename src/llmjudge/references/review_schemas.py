@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 ID_MAX = 2**31 - 1
 MAX_LABELS_PER_PAIR = 20
@@ -28,7 +28,7 @@ class ReviewSettings(BaseModel):
     sample_size: int | None = Field(
         None, ge=1, le=1_000_000, description="review only a seeded random sample of K pairs"
     )
-    inconsistent_only: bool = Field(
+    inconsistent_only: StrictBool = Field(
         False,
         description="review only pairs whose judge verdicts disagree (its two orders of a "
         "swap pair, or its repetitions)",
@@ -95,7 +95,9 @@ class ReviewLabelIn(BaseModel):
     shown_a: int = ThreadId
     shown_b: int = ThreadId
     label: Literal["A", "B", "TIE"]
-    both_bad: bool = Field(False, description="key 4: neither is acceptable (label must be TIE)")
+    both_bad: StrictBool = Field(
+        False, description="key 4: neither is acceptable (label must be TIE)"
+    )
     note: str = Field("", max_length=NOTE_MAX)
 
     @model_validator(mode="after")

@@ -17,7 +17,14 @@ from llmjudge.core.tournaments import converters
 from llmjudge.infra.errors import Invalid
 from llmjudge.infra.events.sse import parse_lanes, sse_response
 from llmjudge.infra.rowfiles import MAX_ERRORS, RowError
-from llmjudge.infra.web import IMPORT_BUSY, DbSession, ImportRejected, ImportSlot, read_upload
+from llmjudge.infra.web import (
+    IMPORT_BUSY,
+    DbSession,
+    ImportRejected,
+    ImportSlot,
+    Offset,
+    read_upload,
+)
 from llmjudge.sessions import control, estimates, reads, service
 from llmjudge.sessions.adaptive import state as adaptive
 from llmjudge.sessions.adaptive.schemas import AdaptiveEstimateOut, AdaptiveOut
@@ -225,7 +232,7 @@ async def list_sessions(
     db: DbSession,
     status: SessionStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> list[SessionSummary]:
     """Sessions, newest first, with progress."""
     return await reads.list_sessions(db=db, status=status, limit=limit, offset=offset)
@@ -325,7 +332,7 @@ async def list_comparisons(
     db: DbSession,
     status: ComparisonStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
     flag: Annotated[
         Literal["disagree", "swap_flip", "low_confidence", "failed"] | None,
         Query(

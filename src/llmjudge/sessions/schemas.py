@@ -7,7 +7,14 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 
 from llmjudge.catalog import RowError
 from llmjudge.core.judging.formats import VerdictFormat
@@ -138,10 +145,10 @@ class SessionIn(BaseModel):
     samples_per_pillar: int = Field(default=5, ge=1, le=100_000)
     repetitions_per_pair: int = Field(default=1, ge=1, le=100)
     max_threads_per_pillar: int | None = Field(default=None, ge=1)
-    position_swap: bool = True
+    position_swap: StrictBool = True
     sampling: Sampling = "fixed"
     worker_count: int = Field(default=8, ge=1, le=MAX_WORKERS)
-    calculate_elo: bool = True
+    calculate_elo: StrictBool = True
     judge_model_id: int | None = Field(
         default=None, description="unset = the built-in simulated judge"
     )
@@ -149,7 +156,7 @@ class SessionIn(BaseModel):
         default=None, description="several judges instead of judge_model_id alone"
     )
     baseline_pillar_id: int | None = None
-    match_by_prompt_key: bool = False
+    match_by_prompt_key: StrictBool = False
     criteria: list[str] = Field(default_factory=lambda: list(DEFAULT_CRITERIA), max_length=20)
     prompt_template: str | None = Field(
         default=None,
@@ -170,7 +177,7 @@ class SessionIn(BaseModel):
         "fail or tie. Unset = json",
     )
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1, description="unset = random")
-    auto_start: bool = False
+    auto_start: StrictBool = False
     adaptive: AdaptiveIn | None = Field(
         default=None, description="comparison_mode adaptive: its options (defaults if unset)"
     )

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import regex
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from llmjudge.core.judging.verdicts import (
     Format,
@@ -172,7 +172,7 @@ class LabelRule(BaseModel):
     pattern: str = Field(min_length=1, max_length=MAX_PATTERN_LENGTH)
     winner: Winner
     strength: Strength = 1
-    ignore_case: bool = False
+    ignore_case: StrictBool = False
 
     @model_validator(mode="after")
     def _valid_pattern(self) -> LabelRule:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -287,6 +288,28 @@ async def test_new_session_form_defaults_for_prompt_keyed_threads(client, catalo
     chosen = re.search(r'<option value="(\w+)" selected>', html.split('id="criteria_set"')[1])
     assert chosen is not None and chosen.group(1) == "answer_quality"
     assert 'value="counselling"' in html and 'value="custom"' in html
+
+
+async def test_new_session_form_defaults_pass_the_browsers_checks(client, catalog):
+    """A default the field's own min/max/step rule refuses blocks the browser's estimate
+    (adaptive's tolerance 0.01 against min 0.001, step 0.005). HTML's step base is `min`."""
+    html = (await client.get("/sessions/new")).text
+    fields = re.findall(r'<input type="number"[^>]*>', html)
+    assert len(fields) > 5
+    for field in fields:
+        attrs = dict(re.findall(r'(\w+)="([^"]*)"', field))
+        if not attrs.get("value"):
+            continue
+        value = Decimal(attrs["value"])
+        low = Decimal(attrs["min"]) if "min" in attrs else None
+        if low is not None:
+            assert value >= low, field
+        if "max" in attrs:
+            assert value <= Decimal(attrs["max"]), field
+        step = attrs.get("step", "1")
+        if step != "any":
+            steps = (value - (low or Decimal(0))) / Decimal(step)
+            assert steps == steps.to_integral_value(), field
 
 
 async def test_creating_with_a_criteria_set(client, catalog):

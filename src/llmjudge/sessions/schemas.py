@@ -138,7 +138,11 @@ class SessionIn(BaseModel):
     samples_per_pillar: int = Field(default=5, ge=1, le=100_000)
     repetitions_per_pair: int = Field(default=1, ge=1, le=100)
     max_threads_per_pillar: int | None = Field(default=None, ge=1)
-    position_swap: bool = True
+    position_swap: bool = Field(
+        default=True,
+        description="planned modes: judge each pair in both orders; an adaptive session "
+        "orders its pairs by adaptive.position instead",
+    )
     sampling: Sampling = "fixed"
     worker_count: int = Field(default=8, ge=1, le=MAX_WORKERS)
     calculate_elo: bool = True
@@ -223,6 +227,12 @@ class SessionIn(BaseModel):
                 raise ValueError("an adaptive session has no baseline pillar")
             if self.panel is not None:  # rounds are planned for one judge's answers
                 raise ValueError("an adaptive session has one judge: a panel needs a planned mode")
+            if self.match_by_prompt_key:  # rounds pair any two players; see adaptive.unit
+                raise ValueError(
+                    "an adaptive session does not match by prompt key: ranking threads pairs "
+                    "them across prompts, ranking pillars (adaptive.unit = pillars) compares "
+                    "their answers to the same prompt"
+                )
             if self.adaptive.unit == "pillars" and len(self.pillar_ids) < 2:
                 raise ValueError("ranking pillars needs at least two pillars")
         elif self.adaptive is not None:

@@ -137,6 +137,20 @@ def test_single_repetition_has_no_overlap_or_variance() -> None:
     assert alpha.win_rate_variance is None and alpha.meets_variance_goal is None
 
 
+def test_adaptive_asks_again_without_planned_repetitions() -> None:
+    """An adaptive session numbers a pair asked again as a repetition; the goals about
+    planned repetitions do not apply to it (they warned of repetitions nobody asked for)."""
+    planned = thread_performance(OUTCOMES, PILLAR_OF, SIZES, NAMES).pillars
+    asked_again = thread_performance(
+        OUTCOMES, PILLAR_OF, SIZES, NAMES, planned_repetitions=False
+    ).pillars
+    assert planned[0].repetition_overlap == 1.0  # the same outcomes, read as planned
+    for pillar in asked_again:
+        assert pillar.repetition_overlap is None and pillar.win_rate_variance is None
+        assert not any("repetitions" in flag for flag in pillar.flags)
+    assert [p.sample_coverage for p in asked_again] == [p.sample_coverage for p in planned]
+
+
 # --- findings --------------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -125,7 +126,7 @@ async def _estimate(
     threads = await plan_threads(db, data.pillar_ids)
     sizes = pillar_sizes(data.pillar_ids, threads)
     limit = get_settings().max_comparisons_per_session
-    bound = _size_bound(sizes, options)
+    bound = _size_bound(threads, data.pillar_ids, options)
     if data.match_by_prompt_key and planned is None and bound <= limit:
         # Only a built plan counts key-matched pairs; never build one over the limit.
         planned = len(await asyncio.to_thread(build_plan, threads, options))
@@ -219,17 +220,22 @@ def _estimate_out(
     )
 
 
-def _size_bound(sizes: dict[int, int], options: PlanOptions) -> int:
+def _size_bound(threads: Sequence[Any], pillar_ids: Sequence[int], options: PlanOptions) -> int:
+    keys = Counter(
+        (t.pillar_id, t.prompt_key) for t in threads if t.prompt_key is not None
+    )  # only read by a key-matched plan's bound
     try:
-        return plan_size_bound(sizes, options)
+        return plan_size_bound(pillar_sizes(pillar_ids, threads), options, keys)
     except ValueError as exc:
         raise Invalid(str(exc)) from None
 
 
-def check_plan_size(sizes: dict[int, int], options: PlanOptions) -> None:
+def check_plan_size(
+    threads: Sequence[Any], pillar_ids: Sequence[int], options: PlanOptions
+) -> None:
     """Refuse (422) a plan over ``max_comparisons_per_session`` before it is built."""
     limit = get_settings().max_comparisons_per_session
-    bound = _size_bound(sizes, options)
+    bound = _size_bound(threads, pillar_ids, options)
     if bound > limit:
         raise Invalid(over_limit_message(bound, limit))
 
@@ -279,10 +285,17 @@ async def _mode_estimate(
     db: AsyncSession, data: SessionIn, mode: str
 ) -> tuple[int | None, str | None]:
     baseline = None if mode == "free_for_all" else data.baseline_pillar_id
+    # adaptive pairs by its own rule (its unit), never by the form's prompt matching
+    matched = data.match_by_prompt_key and mode != "adaptive"
     try:
         other = SessionIn.model_validate(
             data.model_dump()
-            | {"comparison_mode": mode, "baseline_pillar_id": baseline, "adaptive": None}
+            | {
+                "comparison_mode": mode,
+                "baseline_pillar_id": baseline,
+                "adaptive": None,
+                "match_by_prompt_key": matched,
+            }
         )
         est = await estimate_new(db=db, data=other)
     except (ValidationError, Invalid) as exc:

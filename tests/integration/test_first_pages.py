@@ -16,6 +16,7 @@ import httpx
 import pytest
 from sqlalchemy import select, update
 
+from llmjudge.core.judging.prompts import CRITERIA_SETS, DEFAULT_CRITERIA
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.sessions.models import Comparison
 
@@ -339,6 +340,20 @@ async def test_creating_with_a_criteria_set(client, catalog):
     assert (await client.get(f"/api/sessions/{sid}")).json()["criteria"] == ["tone", "brevity"]
 
 
+async def test_api_default_criteria_follow_the_threads_as_the_form_does(client, catalog):
+    """Unset criteria on prompt-keyed threads (the demo, a benchmark) are answer quality, as
+    the form chooses; set criteria are kept."""
+    base = {"session_name": "API default", "pillar_ids": list(catalog.values())}
+    r = await client.post("/api/sessions", json=base | {"comparison_mode": "round_robin"})
+    assert r.status_code == 201, r.text
+    assert r.json()["criteria"] == list(CRITERIA_SETS["answer_quality"].criteria)
+    est = await client.post("/api/sessions/estimate", json=base)
+    assert est.status_code == 200, est.text
+    mine = base | {"criteria": ["tone"], "comparison_mode": "round_robin"}
+    r = await client.post("/api/sessions", json=mine)
+    assert r.status_code == 201 and r.json()["criteria"] == ["tone"]
+
+
 async def test_form_keeps_match_by_prompt_off_when_a_thread_has_no_key(client, catalog):
     """Runs last in the module: it adds a pillar whose threads have no prompt key."""
     row = json.dumps({"pillar": "gamma", "external_id": "g1", "content": "no key"})
@@ -348,6 +363,11 @@ async def test_form_keeps_match_by_prompt_off_when_a_thread_has_no_key(client, c
     box = re.search(r'<input type="checkbox" name="match_by_prompt_key"[^>]*>', html)
     assert box is not None and "checked" not in box.group(0)
     assert 'id="prompt-default-why"' not in html
+    # ... and the API's unset criteria are the default set for threads without a key
+    pillars = [p["id"] for p in (await client.get("/api/pillars")).json()]
+    body = {"session_name": "Unkeyed", "pillar_ids": pillars, "comparison_mode": "round_robin"}
+    r = await client.post("/api/sessions", json=body)
+    assert r.status_code == 201 and r.json()["criteria"] == list(DEFAULT_CRITERIA)
 
 
 async def test_running_count_says_claimed_ahead_beyond_the_workers(app, client, catalog):

@@ -17,7 +17,9 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import Pillar, Thread
+from llmjudge.catalog.service import prompt_key_coverage
 from llmjudge.core.judging.panels import expected_cascade_cost
+from llmjudge.core.judging.prompts import CRITERIA_SETS
 from llmjudge.core.tournaments.estimate import (
     Estimate,
     ModelCost,
@@ -52,6 +54,7 @@ from llmjudge.sessions.schemas import (
 __all__ = [
     "ADAPTIVE_PANEL",
     "check_plan_size",
+    "with_default_criteria",
     "estimate_modes",
     "estimate_new",
     "estimate_session",
@@ -240,8 +243,21 @@ def check_plan_size(
         raise Invalid(over_limit_message(bound, limit))
 
 
+async def with_default_criteria(db: AsyncSession, data: SessionIn) -> SessionIn:
+    """Unset criteria follow the threads, as the new-tournament form's default does:
+    answers to prompts (every thread has a prompt key: a benchmark, the demo) are judged on
+    answer quality; other threads on the default (counselling) set."""
+    if "criteria" in data.model_fields_set:
+        return data
+    keyed, total = await prompt_key_coverage(db=db, pillar_ids=data.pillar_ids)
+    if not total or keyed < total:
+        return data
+    return data.model_copy(update={"criteria": list(CRITERIA_SETS["answer_quality"].criteria)})
+
+
 async def estimate_new(*, db: AsyncSession, data: SessionIn) -> EstimateOut:
     """What a session would make and cost; nothing is stored."""
+    data = await with_default_criteria(db, data)
     return await _estimate(db, data, data.seed if data.seed is not None else 0)
 
 

@@ -154,7 +154,12 @@ class SessionIn(BaseModel):
     )
     baseline_pillar_id: int | None = None
     match_by_prompt_key: bool = False
-    criteria: list[str] = Field(default_factory=lambda: list(DEFAULT_CRITERIA), max_length=20)
+    criteria: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_CRITERIA),
+        max_length=20,
+        description="what the judge scores; unset = answer quality (MT-Bench style) when "
+        "every thread of the chosen pillars has a prompt key, else the counselling set",
+    )
     prompt_template: str | None = Field(
         default=None,
         max_length=20_000,

@@ -350,6 +350,11 @@ class ComparisonOut(BaseModel):
     started_at: datetime | None
     completed_at: datetime | None
     winner: Literal["A", "B", "TIE"] | None
+    strength: int | None = Field(
+        default=None,
+        description="2 a strong verdict (A>>B), 1 a weak one (A>B); null when the verdict "
+        "format has no strengths",
+    )
     confidence: float | None
     scores_a: dict[str, float] | None
     scores_b: dict[str, float] | None

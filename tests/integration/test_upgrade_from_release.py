@@ -123,8 +123,7 @@ def _csv_rows(text: str) -> list[dict[str, str]] | None:
 def differences(old: Any, new: Any, where: str = "") -> list[str]:
     """JSON paths where the new answer differs from the recorded one (floats to 1e-9),
     except new fields and the deliberate changes of ``CHANGED``."""
-    found = [d for d in _differences(old, new, where) if not _deliberate(d.split(":")[0])]
-    return found
+    return [d for d in _differences(old, new, where) if not _deliberate(d.split(":")[0])]
 
 
 def _differences(old: Any, new: Any, where: str = "") -> list[str]:
@@ -146,7 +145,6 @@ def _differences(old: Any, new: Any, where: str = "") -> list[str]:
     old_rows = _csv_rows(old) if isinstance(old, str) and isinstance(new, str) else None
     new_rows = _csv_rows(new) if old_rows is not None else None
     if old_rows is not None and new_rows is not None:  # an export: old columns kept
-        old_rows = [{k: v for k, v in r.items()} for r in old_rows]
         kept = [{k: r.get(k) for k in (old_rows[0] if old_rows else {})} for r in new_rows]
         return _differences(old_rows, kept, f"{where}(csv)")
     if isinstance(old, str) and isinstance(new, str) and "\n" in old:

@@ -7,6 +7,7 @@ is committed so a fresh install needs no shared data.
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,6 +27,11 @@ MODELS = {
 QUESTIONS = [81, 82, 91, 101, 111, 121, 131, 141, 151, 152]
 
 
+def _short(question: str) -> str:
+    # cut at a word, and say so: a title that stops mid-word reads as run into the next text
+    return textwrap.shorten(question, width=60, placeholder="\u2026")
+
+
 def main() -> int:
     rows = []
     for line in SRC.read_text(encoding="utf-8").splitlines():
@@ -39,7 +45,7 @@ def main() -> int:
             {
                 "pillar": d["model"],
                 "external_id": f"mtbench-{d['question_id']}-{d['model']}",
-                "title": f"Q{d['question_id']} ({d['category']}): {d['turns'][0][:60]}",
+                "title": f"Q{d['question_id']} ({d['category']}): {_short(d['turns'][0])}",
                 "prompt_key": str(d["question_id"]),
                 "content": messages,
                 "metadata": {

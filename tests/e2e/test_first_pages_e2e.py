@@ -94,6 +94,41 @@ async def test_new_session_defaults_for_benchmark_data(
     assert js_errors == []
 
 
+async def test_adaptive_estimate_follows_the_form(
+    page: Page, live_server: LiveServer, js_errors: list[str]
+):
+    """Adaptive's defaults pass the browser's own field checks, so its Summary and mode card
+    show adaptive's numbers; a refused field says so instead of leaving stale numbers."""
+    await ensure_demo(page, live_server)
+    await page.goto("/sessions/new")
+    await page.check("input[name=comparison_mode][value=adaptive]")
+    # adaptive's estimate simulates a few runs: give it time on a busy machine
+    await expect(page.locator("#adaptive-estimate")).to_be_visible(timeout=30_000)
+    await expect(page.locator("#mode-count-adaptive")).to_have_text(
+        re.compile(r"^[\d,]+ comparisons$")
+    )
+    await expect(page.locator("#estimate-stale")).to_have_count(0)
+    # adaptive sets order and pairing itself: the two checkboxes are off, and say why, so
+    # its free-for-all is the form's free-for-all (it said 1,770 beside the card's 300)
+    for box in ("position_swap", "match_by_prompt_key"):
+        await expect(page.locator(f"input[name={box}]")).to_be_disabled()
+    await expect(page.locator("#adaptive-pairing-why")).to_be_visible()
+    card = await page.locator("#mode-count-free_for_all").inner_text()
+    assert card.endswith(" comparisons")
+    free_for_all = page.locator("#adaptive-estimate dt:text('Free-for-all') + dd")
+    await expect(free_for_all).to_contain_text(card)
+    await page.fill("input[name=adaptive_tolerance]", "0.0005")  # below its minimum
+    stale = page.locator("#estimate-stale")
+    await expect(stale).to_contain_text("Not up to date: Tolerance")
+    await page.fill("input[name=adaptive_tolerance]", "0.02")
+    await expect(stale).to_have_count(0, timeout=30_000)
+    await expect(page.locator("#adaptive-estimate")).to_be_visible()
+    await page.check("input[name=comparison_mode][value=round_robin]")
+    await expect(page.locator("input[name=match_by_prompt_key]")).to_be_enabled()
+    await expect(page.locator("#adaptive-pairing-why")).to_be_hidden()
+    assert js_errors == []
+
+
 async def _judged_session(page: Page, server: LiveServer) -> int:
     pillars = await (await page.request.get("/api/pillars", headers=server.api_headers)).json()
     body = {

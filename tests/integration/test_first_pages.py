@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy import select, update
 
+from llmjudge.core.judging.prompts import CRITERIA_SETS, DEFAULT_CRITERIA
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.sessions.models import Comparison
 
@@ -289,6 +291,28 @@ async def test_new_session_form_defaults_for_prompt_keyed_threads(client, catalo
     assert 'value="counselling"' in html and 'value="custom"' in html
 
 
+async def test_new_session_form_defaults_pass_the_browsers_checks(client, catalog):
+    """A default the field's own min/max/step rule refuses blocks the browser's estimate
+    (adaptive's tolerance 0.01 against min 0.001, step 0.005). HTML's step base is `min`."""
+    html = (await client.get("/sessions/new")).text
+    fields = re.findall(r'<input type="number"[^>]*>', html)
+    assert len(fields) > 5
+    for field in fields:
+        attrs = dict(re.findall(r'(\w+)="([^"]*)"', field))
+        if not attrs.get("value"):
+            continue
+        value = Decimal(attrs["value"])
+        low = Decimal(attrs["min"]) if "min" in attrs else None
+        if low is not None:
+            assert value >= low, field
+        if "max" in attrs:
+            assert value <= Decimal(attrs["max"]), field
+        step = attrs.get("step", "1")
+        if step != "any":
+            steps = (value - (low or Decimal(0))) / Decimal(step)
+            assert steps == steps.to_integral_value(), field
+
+
 async def test_creating_with_a_criteria_set(client, catalog):
     base = {"session_name": "Set", "comparison_mode": "round_robin"}
     ids = [str(i) for i in catalog.values()]
@@ -316,6 +340,20 @@ async def test_creating_with_a_criteria_set(client, catalog):
     assert (await client.get(f"/api/sessions/{sid}")).json()["criteria"] == ["tone", "brevity"]
 
 
+async def test_api_default_criteria_follow_the_threads_as_the_form_does(client, catalog):
+    """Unset criteria on prompt-keyed threads (the demo, a benchmark) are answer quality, as
+    the form chooses; set criteria are kept."""
+    base = {"session_name": "API default", "pillar_ids": list(catalog.values())}
+    r = await client.post("/api/sessions", json=base | {"comparison_mode": "round_robin"})
+    assert r.status_code == 201, r.text
+    assert r.json()["criteria"] == list(CRITERIA_SETS["answer_quality"].criteria)
+    est = await client.post("/api/sessions/estimate", json=base)
+    assert est.status_code == 200, est.text
+    mine = base | {"criteria": ["tone"], "comparison_mode": "round_robin"}
+    r = await client.post("/api/sessions", json=mine)
+    assert r.status_code == 201 and r.json()["criteria"] == ["tone"]
+
+
 async def test_form_keeps_match_by_prompt_off_when_a_thread_has_no_key(client, catalog):
     """Runs last in the module: it adds a pillar whose threads have no prompt key."""
     row = json.dumps({"pillar": "gamma", "external_id": "g1", "content": "no key"})
@@ -325,6 +363,11 @@ async def test_form_keeps_match_by_prompt_off_when_a_thread_has_no_key(client, c
     box = re.search(r'<input type="checkbox" name="match_by_prompt_key"[^>]*>', html)
     assert box is not None and "checked" not in box.group(0)
     assert 'id="prompt-default-why"' not in html
+    # ... and the API's unset criteria are the default set for threads without a key
+    pillars = [p["id"] for p in (await client.get("/api/pillars")).json()]
+    body = {"session_name": "Unkeyed", "pillar_ids": pillars, "comparison_mode": "round_robin"}
+    r = await client.post("/api/sessions", json=body)
+    assert r.status_code == 201 and r.json()["criteria"] == list(DEFAULT_CRITERIA)
 
 
 async def test_running_count_says_claimed_ahead_beyond_the_workers(app, client, catalog):

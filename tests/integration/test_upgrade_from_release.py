@@ -9,17 +9,23 @@ reference labels, a persona mid-training and a persona with two annotators' labe
 database at 0012, migrated to head by this code, and every recorded path is read again:
 the answers must be the same, field for field (floats to 1e-9), old field names included.
 
-Two documented changes are allowed for (issue #28, item 6): deprecated aliases answered next
-to the fields they repeat (``DEPRECATED_ALIASES``, README "Deprecated names"; each must equal
-its field), and migration 0014's wording (``REWORDED``: the selection split's F1 is
-"selection F1" in stored texts and new messages alike). Persona 2's status is put back into
-the first release's wording ("holdout F1") before the upgrade, as an old persona kept it.
+Allowed differences, each documented:
+- a field or export column that is new (old clients ignore it); a deprecated alias
+  (``DEPRECATED_ALIASES``, README "Deprecated names") must equal the field it repeats;
+- migration 0014's wording (``REWORDED``: the selection split's F1 is "selection F1" in
+  stored texts and new messages alike). Persona 2's status is put back into the first
+  release's wording ("holdout F1") before the upgrade, as an old persona kept it;
+- a value this release changes on purpose, listed in ``CHANGED`` with the reason (a
+  message reworded, a figure computed better). Stored data is never in that list.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -100,15 +106,55 @@ async def reviewer(upgraded_app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
         yield c
 
 
+# (JSON path pattern, why): values this release changes on purpose. Matched with
+# re.fullmatch against the path a difference is reported at.
+CHANGED: list[tuple[str, str]] = [
+    (
+        r"\.body\.findings\[\d+\]\.message",
+        "#27: findings quote the thread's title (a cut title ran into the sentence) and say "
+        "'percentage points above <pillar>'s average thread' for '<n> points above the <m>% "
+        "average of <pillar>'",
+    ),
+    (
+        r"\.body\.(pillars|coverage\.pillars)\[\d+\]\.(repetition_overlap|meets_overlap_goal|"
+        r"win_rate_variance|meets_variance_goal|flags(\[\d+\])?)( \(\d+ items, now \d+\))?",
+        "#27: an adaptive session's pairs asked again are not planned repetitions; no "
+        "repetition goal applies to them",
+    ),
+]
+
+
+def _deliberate(where: str) -> bool:
+    return any(re.fullmatch(pattern, where) for pattern, _ in CHANGED)
+
+
+def _csv_rows(text: str) -> list[dict[str, str]] | None:
+    """An export's CSV rows by column (after its '# ...' lines), or None if not an export."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, ln in enumerate(lines) if not ln.startswith("#")), len(lines))
+    if start == 0 or start == len(lines) or "," not in lines[start]:
+        return None
+    return list(csv.DictReader(io.StringIO("".join(lines[start:]))))
+
+
 def differences(old: Any, new: Any, where: str = "") -> list[str]:
-    """JSON paths where the new answer differs from the recorded one (floats to 1e-9)."""
+    """JSON paths where the new answer differs from the recorded one (floats to 1e-9),
+    except new fields and the deliberate changes of ``CHANGED``."""
+    return [d for d in _differences(old, new, where) if not _deliberate(d.split(":")[0])]
+
+
+def _differences(old: Any, new: Any, where: str = "") -> list[str]:
     if isinstance(old, dict) and isinstance(new, dict):
         out = [f"{where}.{k} (missing)" for k in old if k not in new]
-        out += [f"{where}.{k} (new)" for k in new if k not in old and not _alias(k, old, new)]
+        out += [
+            f"{where}.{k} (an alias unlike its field)"
+            for k in new
+            if k not in old and k in DEPRECATED_ALIASES and not _alias(k, old, new)
+        ]
         for k in old.keys() & new.keys():
             if k == "exported_at":  # the one value that differs between any two reads
                 continue
-            out += differences(old[k], new[k], f"{where}.{k}")
+            out += _differences(old[k], new[k], f"{where}.{k}")
         return out
     if isinstance(old, list) and isinstance(new, list):
         if len(old) != len(new):
@@ -116,8 +162,13 @@ def differences(old: Any, new: Any, where: str = "") -> list[str]:
         return [
             d
             for i, (a, b) in enumerate(zip(old, new, strict=True))
-            for d in differences(a, b, f"{where}[{i}]")
+            for d in _differences(a, b, f"{where}[{i}]")
         ]
+    old_rows = _csv_rows(old) if isinstance(old, str) and isinstance(new, str) else None
+    new_rows = _csv_rows(new) if old_rows is not None else None
+    if old_rows is not None and new_rows is not None:  # an export: old columns kept
+        kept = [{k: r.get(k) for k in (old_rows[0] if old_rows else {})} for r in new_rows]
+        return _differences(old_rows, kept, f"{where}(csv)")
     if isinstance(old, str) and isinstance(new, str) and "\n" in old:
         strip = [ln for ln in old.splitlines() if not ln.startswith("# exported_at")]
         now = [ln for ln in new.splitlines() if not ln.startswith("# exported_at")]

@@ -330,7 +330,11 @@ async def thread_performance_out(
 ) -> ThreadPerformanceOut:
     def compute(d: SessionData) -> ThreadPerformance:
         return thread_performance(
-            aggregate(d.table, aggregation), d.thread_pillar, d.pillar_sizes, d.pillar_names
+            aggregate(d.table, aggregation),
+            d.thread_pillar,
+            d.pillar_sizes,
+            d.pillar_names,
+            planned_repetitions=session.comparison_mode != "adaptive",
         )
 
     data, perf = await cached_figure(

@@ -108,12 +108,22 @@ def report(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# The API's messages name its query parameters; on the command line they are flags.
+_FLAGS = {"allow_untrained=true": "--allow-untrained"}
+
+
+def _as_cli(message: str) -> str:
+    for parameter, flag in _FLAGS.items():
+        message = message.replace(parameter, flag)
+    return message
+
+
 def _detail(response: httpx.Response) -> str:
     try:
         detail = response.json().get("detail", response.text)
     except ValueError:
         detail = response.text
-    return detail if isinstance(detail, str) else json.dumps(detail)[:2000]
+    return _as_cli(detail) if isinstance(detail, str) else json.dumps(detail)[:2000]
 
 
 async def gate_over_http(
@@ -183,7 +193,7 @@ async def gate_in_process(
             )
         return out.model_dump(mode="json")
     except (Conflict, Invalid, NotFound) as e:
-        raise GateError(str(e)) from None
+        raise GateError(_as_cli(str(e))) from None
     except ProviderError as e:
         raise GateError(f"the judge model failed: {e.cause}") from None
     finally:
@@ -244,7 +254,8 @@ def junit_xml(result: Mapping[str, Any], items: Sequence[EvaluateItem]) -> str:
         "passed",
         "summary",
     ):
-        ET.SubElement(props, "property", name=key, value=_xml_text(str(result.get(key))))
+        if result.get(key) is not None:  # an undefined figure is left out, never "None"
+            ET.SubElement(props, "property", name=key, value=_xml_text(str(result[key])))
     classname = "llmjudge.gate." + re.sub(r"[^A-Za-z0-9_]+", "_", str(result.get("persona_name")))
     for verdict in verdicts:
         index = int(verdict["index"])

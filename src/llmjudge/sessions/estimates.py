@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +17,9 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import Pillar, Thread
+from llmjudge.catalog.service import prompt_key_coverage
 from llmjudge.core.judging.panels import expected_cascade_cost
+from llmjudge.core.judging.prompts import CRITERIA_SETS
 from llmjudge.core.tournaments.estimate import (
     Estimate,
     ModelCost,
@@ -51,6 +54,7 @@ from llmjudge.sessions.schemas import (
 __all__ = [
     "ADAPTIVE_PANEL",
     "check_plan_size",
+    "with_default_criteria",
     "estimate_modes",
     "estimate_new",
     "estimate_session",
@@ -125,7 +129,7 @@ async def _estimate(
     threads = await plan_threads(db, data.pillar_ids)
     sizes = pillar_sizes(data.pillar_ids, threads)
     limit = get_settings().max_comparisons_per_session
-    bound = _size_bound(sizes, options)
+    bound = _size_bound(threads, data.pillar_ids, options)
     if data.match_by_prompt_key and planned is None and bound <= limit:
         # Only a built plan counts key-matched pairs; never build one over the limit.
         planned = len(await asyncio.to_thread(build_plan, threads, options))
@@ -219,23 +223,41 @@ def _estimate_out(
     )
 
 
-def _size_bound(sizes: dict[int, int], options: PlanOptions) -> int:
+def _size_bound(threads: Sequence[Any], pillar_ids: Sequence[int], options: PlanOptions) -> int:
+    keys = Counter(
+        (t.pillar_id, t.prompt_key) for t in threads if t.prompt_key is not None
+    )  # only read by a key-matched plan's bound
     try:
-        return plan_size_bound(sizes, options)
+        return plan_size_bound(pillar_sizes(pillar_ids, threads), options, keys)
     except ValueError as exc:
         raise Invalid(str(exc)) from None
 
 
-def check_plan_size(sizes: dict[int, int], options: PlanOptions) -> None:
+def check_plan_size(
+    threads: Sequence[Any], pillar_ids: Sequence[int], options: PlanOptions
+) -> None:
     """Refuse (422) a plan over ``max_comparisons_per_session`` before it is built."""
     limit = get_settings().max_comparisons_per_session
-    bound = _size_bound(sizes, options)
+    bound = _size_bound(threads, pillar_ids, options)
     if bound > limit:
         raise Invalid(over_limit_message(bound, limit))
 
 
+async def with_default_criteria(db: AsyncSession, data: SessionIn) -> SessionIn:
+    """Unset criteria follow the threads, as the new-tournament form's default does:
+    answers to prompts (every thread has a prompt key: a benchmark, the demo) are judged on
+    answer quality; other threads on the default (counselling) set."""
+    if "criteria" in data.model_fields_set:
+        return data
+    keyed, total = await prompt_key_coverage(db=db, pillar_ids=data.pillar_ids)
+    if not total or keyed < total:
+        return data
+    return data.model_copy(update={"criteria": list(CRITERIA_SETS["answer_quality"].criteria)})
+
+
 async def estimate_new(*, db: AsyncSession, data: SessionIn) -> EstimateOut:
     """What a session would make and cost; nothing is stored."""
+    data = await with_default_criteria(db, data)
     return await _estimate(db, data, data.seed if data.seed is not None else 0)
 
 
@@ -279,10 +301,17 @@ async def _mode_estimate(
     db: AsyncSession, data: SessionIn, mode: str
 ) -> tuple[int | None, str | None]:
     baseline = None if mode == "free_for_all" else data.baseline_pillar_id
+    # adaptive pairs by its own rule (its unit), never by the form's prompt matching
+    matched = data.match_by_prompt_key and mode != "adaptive"
     try:
         other = SessionIn.model_validate(
             data.model_dump()
-            | {"comparison_mode": mode, "baseline_pillar_id": baseline, "adaptive": None}
+            | {
+                "comparison_mode": mode,
+                "baseline_pillar_id": baseline,
+                "adaptive": None,
+                "match_by_prompt_key": matched,
+            }
         )
         est = await estimate_new(db=db, data=other)
     except (ValidationError, Invalid) as exc:

@@ -145,7 +145,11 @@ class SessionIn(BaseModel):
     samples_per_pillar: int = Field(default=5, ge=1, le=100_000)
     repetitions_per_pair: int = Field(default=1, ge=1, le=100)
     max_threads_per_pillar: int | None = Field(default=None, ge=1)
-    position_swap: StrictBool = True
+    position_swap: StrictBool = Field(
+        default=True,
+        description="planned modes: judge each pair in both orders; an adaptive session "
+        "orders its pairs by adaptive.position instead",
+    )
     sampling: Sampling = "fixed"
     worker_count: int = Field(default=8, ge=1, le=MAX_WORKERS)
     calculate_elo: StrictBool = True
@@ -157,7 +161,12 @@ class SessionIn(BaseModel):
     )
     baseline_pillar_id: int | None = None
     match_by_prompt_key: StrictBool = False
-    criteria: list[str] = Field(default_factory=lambda: list(DEFAULT_CRITERIA), max_length=20)
+    criteria: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_CRITERIA),
+        max_length=20,
+        description="what the judge scores; unset = answer quality (MT-Bench style) when "
+        "every thread of the chosen pillars has a prompt key, else the counselling set",
+    )
     prompt_template: str | None = Field(
         default=None,
         max_length=20_000,
@@ -230,6 +239,12 @@ class SessionIn(BaseModel):
                 raise ValueError("an adaptive session has no baseline pillar")
             if self.panel is not None:  # rounds are planned for one judge's answers
                 raise ValueError("an adaptive session has one judge: a panel needs a planned mode")
+            if self.match_by_prompt_key:  # rounds pair any two players; see adaptive.unit
+                raise ValueError(
+                    "an adaptive session does not match by prompt key: ranking threads pairs "
+                    "them across prompts, ranking pillars (adaptive.unit = pillars) compares "
+                    "their answers to the same prompt"
+                )
             if self.adaptive.unit == "pillars" and len(self.pillar_ids) < 2:
                 raise ValueError("ranking pillars needs at least two pillars")
         elif self.adaptive is not None:
@@ -342,6 +357,11 @@ class ComparisonOut(BaseModel):
     started_at: datetime | None
     completed_at: datetime | None
     winner: Literal["A", "B", "TIE"] | None
+    strength: int | None = Field(
+        default=None,
+        description="2 a strong verdict (A>>B), 1 a weak one (A>B); null when the verdict "
+        "format has no strengths",
+    )
     confidence: float | None
     scores_a: dict[str, float] | None
     scores_b: dict[str, float] | None

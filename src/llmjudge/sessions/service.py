@@ -31,7 +31,7 @@ from llmjudge.sessions.control import (
     set_running,
 )
 from llmjudge.sessions.costs import cost_per_call, model_cost, panel_models
-from llmjudge.sessions.estimates import ADAPTIVE_PANEL, check_plan_size, pillar_sizes
+from llmjudge.sessions.estimates import ADAPTIVE_PANEL, check_plan_size, with_default_criteria
 from llmjudge.sessions.models import JudgeSession
 from llmjudge.sessions.panels.report import learn_weights
 from llmjudge.sessions.plans import (
@@ -60,6 +60,7 @@ async def create_session(
     """Validate, build the plan, store the session and its comparisons in one transaction;
     start it at once with ``auto_start`` (after `check_connection`, given ``llm``; for a
     panel, every member's)."""
+    data = await with_default_criteria(db, data)
     panel = None
     if data.panel is not None:
         members = await panel_models(db, data.panel)
@@ -78,7 +79,7 @@ async def create_session(
         return await _create_adaptive(db, data, m, p, seed, hub)
     threads = await plan_threads(db, data.pillar_ids)
     options = plan_options(data, seed)
-    check_plan_size(pillar_sizes(data.pillar_ids, threads), options)
+    check_plan_size(threads, data.pillar_ids, options)
     # Building a large plan is CPU work: off the event loop.
     plan = await asyncio.to_thread(build_plan, threads, options)
     s = _draft(

@@ -96,6 +96,40 @@ async def test_a_plan_over_the_limit_is_refused_before_it_is_built(
     assert (await client.post("/api/sessions", json=body)).status_code == 201
 
 
+async def test_a_key_matched_plan_is_sized_by_its_shared_keys(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two pillars answering the same 20 prompts, round robin in both orders: 40
+    comparisons; the unmatched plan's 800 must not be what the limit is checked against."""
+    await fast_simulator(client)
+    rows = [
+        {"pillar": f"keyed{p}", "external_id": f"keyed{p}-{i}", "prompt_key": f"q{i}",
+         "content": f"Answer {i} of {p}."}
+        for p in (0, 1) for i in range(20)
+    ]  # fmt: skip
+    body = "\n".join(json.dumps(r) for r in rows).encode()
+    r = await client.post("/api/threads/import", files={"file": ("k.jsonl", body)})
+    assert r.status_code == 200, r.text
+    pillars = [
+        p["id"] for p in (await client.get("/api/pillars")).json() if p["name"].startswith("keyed")
+    ]
+    monkeypatch.setattr(get_settings(), "max_comparisons_per_session", 100)
+    plan = {
+        "session_name": "keyed",
+        "pillar_ids": pillars,
+        "comparison_mode": "round_robin",
+        "position_swap": True,
+        "match_by_prompt_key": True,
+    }
+    est = (await client.post("/api/sessions/estimate", json=plan)).json()
+    assert est["total_comparisons"] == 40 and est["over_limit"] is False
+    r = await client.post("/api/sessions", json=plan)
+    assert r.status_code == 201, r.text
+    assert r.json()["counts"]["total"] == 40
+    r = await client.post("/api/sessions", json=plan | {"match_by_prompt_key": False})
+    assert r.status_code == 422 and "at most 100" in r.text
+
+
 async def test_hostile_catalog_input_through_the_api(client: httpx.AsyncClient) -> None:
     a = (await client.post("/api/pillars", json={"name": "Math"})).json()
     b = (await client.post("/api/pillars", json={"name": "Other"})).json()

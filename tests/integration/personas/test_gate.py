@@ -10,7 +10,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -29,6 +31,7 @@ from llmjudge.personas.gate_cli import (
     GateError,
     exit_code,
     gate_over_http,
+    junit_xml,
     read_items,
 )
 from llmjudge.personas.models import (
@@ -444,6 +447,72 @@ async def test_cli_outputs_for_ci(settings: Any, good: dict[str, Any], tmp_path:
         env, "--persona", "Gatekeeper", "--input", path, "--min-pass-rate", "0.5"
     )
     assert code == EXIT_ERROR and out == "" and "llmjudge gate: error:" in err
+
+
+async def test_cli_names_its_own_flag(
+    settings: Any, client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    """An untrained persona's refusal names the command's flag, not the API's parameter."""
+    r = await client.post("/api/personas/from-template/factual-qa", json={"name": "Draft CLI"})
+    assert r.status_code == 201, r.text
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLMJUDGE_")}
+    env.update(
+        LLMJUDGE_DATABASE_URL=settings.database_url, LLMJUDGE_DATA_DIR=str(tmp_path / "data")
+    )
+    batch = str(_jsonl(tmp_path / "batch.jsonl", _batch(4)))
+    code, _, err = await _cli(
+        env, "--persona", "Draft CLI", "--input", batch, "--min-pass-rate", "0.5"
+    )
+    assert code == EXIT_ERROR and "--allow-untrained" in err, err
+    assert "allow_untrained=true" not in err
+
+
+def test_cli_over_http_prints_no_request_log(tmp_path: Path) -> None:
+    """`--url` mode: httpx's INFO line per request is not mixed into the gate's output."""
+
+    class Personas(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            body = b"[]"
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Personas)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        batch = str(_jsonl(tmp_path / "batch.jsonl", _batch(2)))
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        done = subprocess.run(
+            [sys.executable, "-m", "llmjudge.cli", "gate", "--url", url, "--token", "t",
+             "--persona", "Nobody", "--input", batch, "--min-pass-rate", "0.5"],
+            cwd=REPO, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+    assert done.returncode == EXIT_ERROR and "no persona named 'Nobody'" in done.stderr
+    assert "HTTP Request" not in done.stderr, done.stderr
+
+
+def test_junit_leaves_undefined_figures_out() -> None:
+    result = {
+        "persona_id": 3, "persona_name": "Gatekeeper", "prompt_version": None,
+        "observed_pass_rate": 0.5, "corrected_pass_rate": None, "ci_low": None,
+        "ci_high": None, "min_pass_rate": 0.5, "passed": False, "summary": "undefined",
+        "verdicts": [],
+    }  # fmt: skip
+    props = {
+        p.get("name"): p.get("value")
+        for p in ElementTree.fromstring(junit_xml(result, [])).iter("property")
+    }
+    assert props == {
+        "persona_id": "3", "observed_pass_rate": "0.5", "min_pass_rate": "0.5",
+        "passed": "False", "summary": "undefined",
+    }  # fmt: skip
 
 
 def test_calibration_rates_counts_by_human_label() -> None:

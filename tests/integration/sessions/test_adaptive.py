@@ -350,6 +350,7 @@ async def test_estimate_labels_itself_and_shows_the_half_price_saving(
         ({"bogus": 1}, {}, "bogus"),
         ({}, {"comparison_mode": "free_for_all"}, "adaptive options need"),
         ({"unit": "pillars"}, {"pillar_ids": [1]}, "at least two pillars"),
+        ({}, {"match_by_prompt_key": True}, "does not match by prompt key"),
     ],
 )
 async def test_api_validation(

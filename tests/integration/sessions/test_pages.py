@@ -643,6 +643,7 @@ async def test_results_figures_of_a_completed_session(
     assert "chart-histogram" in dist.text and "pg1" in dist.text
     position = await client.get(f"/sessions/{sid}/partials/results/position", headers=HX)
     assert "100%" in position.text and 'id="swap-pairs"' in position.text  # always consistent
+    assert "<strong>Robust to answer order</strong>" in position.text  # not a bare grade
     overview = await client.get(f"/sessions/{sid}/results")
     assert 'id="export-csv"' in overview.text and f"/api/sessions/{sid}/export?format=csv" in (
         overview.text

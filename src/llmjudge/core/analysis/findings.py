@@ -66,7 +66,8 @@ def surprise_findings(
     level: float = 0.95,
 ) -> list[Finding]:
     """Findings of every kind, strongest first within a kind, at most `limit` per kind.
-    `thread_names`: thread id -> how a message names it (its title); "thread <id>" else."""
+    `thread_names`: thread id -> how a message names it (its title, quoted); "Thread <id>"
+    else."""
     table = as_table(outcomes)
     if len(table) == 0:
         return []
@@ -82,7 +83,9 @@ def surprise_findings(
     names = thread_names or {}
 
     def thread(t: int) -> str:
-        return names.get(t) or f"Thread {t}"  # no title: the thread left the catalog
+        # quoted: a title is free text, often cut with an ellipsis, and the sentence goes on
+        title = names.get(t)
+        return f"\u201c{title}\u201d" if title else f"Thread {t}"  # none: it left the catalog
 
     stats = PlayerStats.of(table)
     pillars = map_ids(table.players, thread_pillar)
@@ -129,8 +132,9 @@ def _pillar_deviations(
                 message=(
                     f"{thread_name(thread)} wins {win_rate[i]:.0%} of its {stats.matches[i]}"
                     f" matches ({level:.0%} interval {low[i]:.0%}–{high[i]:.0%}),"
-                    f" {abs(deviation[i]) * 100:.0f} points {'above' if above else 'below'}"
-                    f" the {pillar_mean[i]:.0%} average of {name(pillar)}."
+                    f" {abs(deviation[i]) * 100:.0f} percentage points"
+                    f" {'above' if above else 'below'} {name(pillar)}'s average thread"
+                    f" ({pillar_mean[i]:.0%})."
                 ),
                 thread_id=thread,
                 pillar_id=pillar,

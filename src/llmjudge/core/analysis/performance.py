@@ -118,7 +118,12 @@ def thread_performance(
     thread_pillar: Mapping[int, int],
     pillar_sizes: Mapping[int, int],
     pillar_names: Mapping[int, str] | None = None,
+    *,
+    planned_repetitions: bool = True,
 ) -> ThreadPerformance:
+    """``planned_repetitions``: the session planned its repetitions (pillar sample, round
+    robin, free for all), so overlap and variance across them mean something. An adaptive
+    session's repetition number only counts a pair asked again: no goal applies to it."""
     table = as_table(outcomes)
     names = pillar_names or {}
     stats = PlayerStats.of(table)
@@ -179,7 +184,7 @@ def thread_performance(
     return ThreadPerformance(
         threads=threads,
         coverage=coverage,
-        pillars=_pillar_coverage(table, pillars, pillar_sizes, names),
+        pillars=_pillar_coverage(table, pillars, pillar_sizes, names, planned_repetitions),
     )
 
 
@@ -208,9 +213,11 @@ def _pillar_coverage(
     pillars: np.ndarray,
     pillar_sizes: Mapping[int, int],
     names: Mapping[int, str],
+    planned_repetitions: bool,
 ) -> list[PillarCoverage]:
     n = table.n_players
-    reps, rep_index = np.unique(table.repetition, return_inverse=True)
+    repetition = table.repetition if planned_repetitions else np.zeros_like(table.repetition)
+    reps, rep_index = np.unique(repetition, return_inverse=True)
     # distinct repetitions each thread appears in
     thread_reps = np.unique(np.concatenate([table.a, table.b]) * reps.size + np.tile(rep_index, 2))
     reps_per_thread = np.bincount(thread_reps // max(reps.size, 1), minlength=n)

@@ -43,6 +43,15 @@ LEVELS: tuple[tuple[float, Level], ...] = (
     (0.4, "fair"),
     (0.0, "poor"),
 )
+# The headline a page shows for a level. A grade word alone misleads here: "Fair" reads as
+# "unbiased" beside a judge whose verdict flips with the order half the time.
+HEADLINES: dict[Level, str] = {
+    "excellent": "Robust to answer order",
+    "good": "Mostly robust to answer order",
+    "fair": "Sensitive to answer order",
+    "poor": "Decided by answer order",
+    "insufficient": "Not measured",
+}
 STABLE_DELTA = 1.0  # a Likert score that moves by at most one point is stable
 
 

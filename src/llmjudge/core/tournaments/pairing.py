@@ -199,12 +199,44 @@ def count_plan(sizes: Mapping[int, int], options: PlanOptions) -> int:
     return _base_count(sizes, options) * _passes(options)
 
 
-def plan_size_bound(sizes: Mapping[int, int], options: PlanOptions) -> int:
+def plan_size_bound(
+    sizes: Mapping[int, int],
+    options: PlanOptions,
+    key_counts: Mapping[tuple[int, str], int] | None = None,
+) -> int:
     """An upper bound of ``build_plan``'s size, closed form even for key-matched plans
-    (matching by prompt key only removes pairs from the unmatched plan)."""
-    if options.match_by_prompt_key:
+    (matching by prompt key only removes pairs from the unmatched plan).
+
+    ``key_counts``: threads per (pillar, prompt key). With them a key-matched round robin or
+    free for all is bounded by its pairs on shared keys (before the per-pillar cap, which
+    only removes pairs): two pillars of 1,392 answers to 1,392 prompts make 2,784 with a
+    swap, where the unmatched bound says 3,875,328."""
+    matched = options.match_by_prompt_key
+    if matched:
         options = dataclasses.replace(options, match_by_prompt_key=False)
-    return count_plan(sizes, options)
+    bound = count_plan(sizes, options)
+    if matched and key_counts is not None and options.mode != "pillar_sample":
+        bound = min(bound, _key_matched_count(key_counts, options) * _passes(options))
+    return bound
+
+
+def _key_matched_count(key_counts: Mapping[tuple[int, str], int], options: PlanOptions) -> int:
+    """Pairs on shared keys in one pass, as ``_key_matched_pairs`` makes them uncapped."""
+    per_key: dict[str, dict[int, int]] = defaultdict(dict)
+    for (pillar, key), count in key_counts.items():
+        per_key[key][pillar] = count
+    total = 0
+    baseline = options.baseline_pillar_id
+    for by_pillar in per_key.values():
+        n = sum(by_pillar.values())
+        if options.mode == "free_for_all":
+            total += n * (n - 1) // 2
+        elif baseline is not None:
+            own = by_pillar.get(baseline, 0)
+            total += own * (n - own)
+        else:
+            total += (n * n - sum(c * c for c in by_pillar.values())) // 2
+    return total
 
 
 def _passes(options: PlanOptions) -> int:

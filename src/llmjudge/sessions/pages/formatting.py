@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from llmjudge.analysis import LeaderboardRow
+from llmjudge.core.analysis.position import HEADLINES
 from llmjudge.core.judging.prompts import criterion_label
 from llmjudge.infra.web import templates
 from llmjudge.sessions.reads import thread_name
@@ -118,3 +119,4 @@ templates.env.filters["percent"] = percent
 templates.env.filters["number"] = number
 templates.env.filters["duration"] = duration_text
 templates.env.globals["criterion_label"] = criterion_label
+templates.env.globals["consistency_headline"] = HEADLINES

@@ -3,6 +3,8 @@ become finished sessions on MT-Bench-style threads (models are pillars)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 
@@ -84,6 +86,15 @@ async def test_arena_hard_file(client: httpx.AsyncClient, threads: None, db: Asy
         {"s": out["session_id"]},
     )
     assert sorted(stored) == expected and 2 in expected
+    # ... and visible where users read verdicts: the comparisons API and the export
+    sid = out["session_id"]
+    listed = (await client.get(f"/api/sessions/{sid}/comparisons?limit=100")).json()
+    done = [c for c in listed["items"] if c["status"] == "completed"]
+    assert sorted(c["strength"] or 0 for c in done) == expected
+    export = (await client.get(f"/api/sessions/{sid}/export?format=csv")).text
+    body = export[export.index("\ncomparison_id,") + 1 :]  # after the "# ..." header block
+    exported = [r for r in csv.DictReader(io.StringIO(body)) if r["status"] == "completed"]
+    assert sorted(int(r["strength"] or 0) for r in exported) == expected
 
 
 async def test_unknown_threads_and_bad_lines_are_row_errors(

@@ -137,6 +137,20 @@ def test_single_repetition_has_no_overlap_or_variance() -> None:
     assert alpha.win_rate_variance is None and alpha.meets_variance_goal is None
 
 
+def test_adaptive_asks_again_without_planned_repetitions() -> None:
+    """An adaptive session numbers a pair asked again as a repetition; the goals about
+    planned repetitions do not apply to it (they warned of repetitions nobody asked for)."""
+    planned = thread_performance(OUTCOMES, PILLAR_OF, SIZES, NAMES).pillars
+    asked_again = thread_performance(
+        OUTCOMES, PILLAR_OF, SIZES, NAMES, planned_repetitions=False
+    ).pillars
+    assert planned[0].repetition_overlap == 1.0  # the same outcomes, read as planned
+    for pillar in asked_again:
+        assert pillar.repetition_overlap is None and pillar.win_rate_variance is None
+        assert not any("repetitions" in flag for flag in pillar.flags)
+    assert [p.sample_coverage for p in asked_again] == [p.sample_coverage for p in planned]
+
+
 # --- findings --------------------------------------------------------------------------
 
 
@@ -173,15 +187,15 @@ def test_findings_against_pillar_averages_and_rankings() -> None:
     }
     assert over.numbers["win_rate_low"] > 0.5  # the interval excludes the pillar average
     assert over.message == (
-        "Q1 answer wins 100% of its 6 matches (95% interval 61%–100%), 50 points above the"
-        " 50% average of alpha."
+        "\u201cQ1 answer\u201d wins 100% of its 6 matches (95% interval 61%–100%), 50"
+        " percentage points above alpha's average thread (50%)."
     )
-    assert findings[1].message.startswith("Q5 answer is the most consistent")
+    assert findings[1].message.startswith("\u201cQ5 answer\u201d is the most consistent")
     upset = findings[2]
     assert (upset.numbers["opponents_met"], upset.numbers["opponents_beaten"]) == (3.0, 3.0)
     assert upset.numbers["sign_test_p"] == pytest.approx(1 / 8)  # 3 of 3 by chance
     assert upset.message == (
-        "Q1 answer of alpha beat 3 of the 3 threads it met from higher-ranked beta"
+        "\u201cQ1 answer\u201d of alpha beat 3 of the 3 threads it met from higher-ranked beta"
         " (one-sided sign test p = 0.12)."
     )
     pillar = findings[3]
@@ -201,7 +215,7 @@ def test_findings_name_threads_by_title_or_say_they_left() -> None:
     titled = surprise_findings(
         OUTCOMES, PILLAR_OF, NAMES, pillar_scores={10: 0.0, 20: 1.0}, thread_names={1: "Q1"}
     )
-    assert all(f.message.startswith("Q1 ") for f in titled if f.thread_id == 1)
+    assert all(f.message.startswith("\u201cQ1\u201d ") for f in titled if f.thread_id == 1)
 
 
 def test_most_consistent_skips_scores_pinned_at_a_bound() -> None:

@@ -1,4 +1,5 @@
-"""Issue #27 items 10 and 11 in a real browser, at 1280 and 390 px: the leaderboard's titles
+"""Issue #27 items 10 and 11 in a real browser, at 1280 and 390 px, each page also passing
+axe (no critical or serious violation): the leaderboard's titles
 take two lines at most and its bars follow the table; the adaptive live page, the pillar
 matrix and the session header fit a phone (the matrix at a legible size, scrolling in its own
 box; the Live / Results links clear of the line below); the confusion matrix has no empty
@@ -13,6 +14,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import Browser, Page
 
 from tests.e2e.conftest import ARTIFACTS, TIMEOUT_MS, LiveServer
@@ -22,6 +24,7 @@ pytestmark = pytest.mark.e2e
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}
 SETTLE_TIMEOUT_S = 120.0
+BLOCKING = ("critical", "serious")
 PANEL_NAMES = ("simulated-judge", "ux27-judge-b", "ux27-judge-c")
 
 
@@ -182,7 +185,9 @@ async def test_result_pages_fit_and_read_at_desktop_and_phone_widths(
         "panel-live": f"/sessions/{panel}",
         "panel-overview": f"/sessions/{panel}/results",
         "sessions": "/sessions",
+        "import": "/import",
     }
+    axe = Axe()
     problems: list[str] = []
     for width_name, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
         context = await browser.new_context(
@@ -200,6 +205,12 @@ async def test_result_pages_fit_and_read_at_desktop_and_phone_widths(
                     path=str(ARTIFACTS / f"ux27-{name}-{width_name}.png"), full_page=True
                 )
                 where = f"{name} ({width_name})"
+                found_axe = await axe.run(tab)
+                problems += [
+                    f"{where}: axe {v['impact']}: {v['id']} at {[n.get('target') for n in v['nodes'][:3]]}"
+                    for v in found_axe.response["violations"]
+                    if v.get("impact") in BLOCKING
+                ]
                 scroll = await tab.evaluate("document.scrollingElement.scrollWidth")
                 if scroll > viewport["width"]:
                     problems.append(f"{where}: {scroll} px wide in a {viewport['width']} px window")

@@ -8,7 +8,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from llmjudge.catalog import list_pillars
 from llmjudge.demo import load_demo
 from llmjudge.infra.web import DbSession, render
-from llmjudge.sessions import list_sessions
+from llmjudge.sessions import list_sessions, session_panels
 
 router = APIRouter(include_in_schema=False)
 
@@ -17,7 +17,8 @@ router = APIRouter(include_in_schema=False)
 async def home(request: Request, db: DbSession):
     pillars = await list_pillars(db=db)
     recent = await list_sessions(db=db, limit=5) if pillars else []
-    return render(request, "home.html", pillars=pillars, sessions=recent)
+    panels = await session_panels(db=db, session_ids=[s.id for s in recent])
+    return render(request, "home.html", pillars=pillars, sessions=recent, panels=panels)
 
 
 @router.get("/docs", response_class=HTMLResponse)

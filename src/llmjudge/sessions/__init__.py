@@ -9,7 +9,7 @@ __all__, __getattr__ = public(
             "Comparison",
             "JudgeSession",
         ),
-        "llmjudge.sessions.reads": ("list_sessions",),
+        "llmjudge.sessions.reads": ("list_sessions", "session_panels"),
         "llmjudge.sessions.schemas": (
             "SessionIn",
             "SessionOut",

@@ -47,6 +47,7 @@ __all__ = [
     "list_comparisons",
     "list_sessions",
     "model_out",
+    "session_panels",
     "session_row",
     "thread_comparisons",
     "thread_labels",
@@ -109,6 +110,21 @@ async def list_sessions(
         SessionSummary(**_summary_fields(s, model_out(m, p) if m is not None else None))
         for s, m, p in rows
     ]
+
+
+async def session_panels(
+    *, db: AsyncSession, session_ids: Sequence[int]
+) -> dict[int, dict[str, Any]]:
+    """The stored panel (members with labels, rule) of each of these sessions judged by a
+    panel; the session lists name every member, not the first one alone."""
+    if not session_ids:
+        return {}
+    rows = await db.execute(
+        select(JudgeSession.id, JudgeSession.panel).where(
+            JudgeSession.id.in_(list(session_ids)), JudgeSession.panel.is_not(None)
+        )
+    )
+    return {sid: panel for sid, panel in rows.all() if panel}
 
 
 async def get_session(*, db: AsyncSession, session_id: int) -> SessionOut:

@@ -18,7 +18,14 @@ router = APIRouter(include_in_schema=False)
 async def sessions_page(request: Request, db: DbSession):
     sessions = await reads.list_sessions(db=db, limit=200)
     pillars = await list_pillars(db=db)
-    return render(request, "sessions/list.html", sessions=sessions, has_pillars=bool(pillars))
+    panels = await reads.session_panels(db=db, session_ids=[s.id for s in sessions])
+    return render(
+        request,
+        "sessions/list.html",
+        sessions=sessions,
+        panels=panels,
+        has_pillars=bool(pillars),
+    )
 
 
 @router.get("/sessions/partials/rows", response_class=HTMLResponse)
@@ -27,4 +34,5 @@ async def session_rows(
 ):
     """The sessions table (home page and list page poll it while a session runs)."""
     sessions = await reads.list_sessions(db=db, limit=limit)
-    return render(request, "sessions/_rows.html", sessions=sessions, limit=limit)
+    panels = await reads.session_panels(db=db, session_ids=[s.id for s in sessions])
+    return render(request, "sessions/_rows.html", sessions=sessions, panels=panels, limit=limit)

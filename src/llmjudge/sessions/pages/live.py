@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
@@ -19,6 +20,7 @@ from llmjudge.infra.web import DbSession, is_htmx, refusal, render
 from llmjudge.sessions import control, reads
 from llmjudge.sessions.adaptive import state as adaptive
 from llmjudge.sessions.deps import get_tester, parse_ids
+from llmjudge.sessions.models import AdaptiveRound
 from llmjudge.sessions.pages.common import hub
 from llmjudge.sessions.pages.formatting import eta_seconds
 from llmjudge.sessions.schemas import SessionOut
@@ -49,7 +51,22 @@ async def _progress_context(db: AsyncSession, session_id: int) -> dict[str, Any]
         "done": done,
         "eta": eta_seconds(done, s.total, s.started_at, now) if s.status == "running" else None,
         "elapsed": elapsed,
+        **await _adaptive_progress(db, s),
     }
+
+
+async def _adaptive_progress(db: AsyncSession, s: SessionOut) -> dict[str, Any]:
+    """An adaptive session's total is what its rounds have queued so far: it grows each round,
+    so the panel names the round and the cap (the budget in comparisons) it can grow to."""
+    if s.comparison_mode != "adaptive":
+        return {"adaptive_round": None, "adaptive_cap": None}
+    rounds = await db.scalar(
+        select(func.count())
+        .select_from(AdaptiveRound)
+        .where(AdaptiveRound.session_id == s.id, AdaptiveRound.size > 0)
+    )
+    cap = (s.options.get("adaptive") or {}).get("budget_comparisons")
+    return {"adaptive_round": rounds or 0, "adaptive_cap": cap}
 
 
 @router.get("/sessions/{session_id}", response_class=HTMLResponse)

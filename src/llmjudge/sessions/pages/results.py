@@ -24,6 +24,7 @@ from llmjudge import analysis
 from llmjudge.analysis import (
     AnalysisCache,
     AnalysisSession,
+    LeaderboardRow,
     RatingOptions,
     RatingQuery,
     ThreadLeaderboardOut,
@@ -161,7 +162,8 @@ async def _tab_context(
     if tab == "leaderboard" and "board" in ctx:
         desc = (sort in SORT_FIRST_DESC) if direction is None else direction == "desc"
         rows = sort_rows(ctx["board"].entries, sort, desc)
-        ctx |= {"rows": rows[:TABLE_ROWS], "sort": sort, "desc": desc}
+        chart = _leaderboard_chart(rows, ctx["board"], sort, desc)
+        ctx |= {"rows": rows[:TABLE_ROWS], "sort": sort, "desc": desc, "chart": chart}
     return ctx
 
 
@@ -266,23 +268,50 @@ async def _overview(f: _Figures) -> dict[str, Any]:
     }
 
 
-async def _leaderboard_tab(f: _Figures) -> dict[str, Any]:
-    board = await _leaderboard(f)
-    top = board.entries[:CHART_TOP]
-    method = board.method
+# What the table's order is called in the chart's title.
+_SORT_WORDS: dict[str, str] = {
+    "rank": "rank",
+    "thread": "thread",
+    "pillar": "pillar",
+    "bt": "Bradley-Terry score",
+    "elo": "Elo",
+    "record": "record",
+    "win_rate": "win rate",
+    "confidence": "average confidence",
+    "score": "average score",
+}
+
+
+def _leaderboard_chart(
+    rows: Sequence[LeaderboardRow], board: ThreadLeaderboardOut, sort: SortKey, desc: bool
+) -> Markup:
+    """The table's first rows, in the table's order, each labelled with its rank. Bars drawn
+    in rank order alone looked unsorted: a thread with a wide interval can hold rank 1 with a
+    lower score than rank 2's, and a table sorted by another column disagreed with the chart."""
+    top, method = rows[:CHART_TOP], board.method
     has = any(e.bt_ci_low is not None for e in top)
-    chart = _bt_chart(
+    if sort == "rank":
+        order = "rank, " + ("worst first" if desc else "best first") + "; within a rank by score"
+    else:
+        order = _SORT_WORDS[sort] + (", descending" if desc else ", ascending")
+    return _bt_chart(
         [
-            _thread_label(e.thread_title, e.thread_external_id, e.thread_id, e.pillar.name)
+            f"#{e.rank} "
+            + _thread_label(e.thread_title, e.thread_external_id, e.thread_id, e.pillar.name)
             for e in top
         ],
         [e.bt_score for e in top],
         [(e.bt_ci_low, e.bt_ci_high) for e in top],
-        f"Top {len(top)} threads: Bradley-Terry score − {method.base:.0f}"
-        f" ({_interval_words(method.level, has)}), {method.comparisons:,} verdicts",
+        f"First {len(top)} rows of the table (by {order}): Bradley-Terry score"
+        f" − {method.base:.0f} ({_interval_words(method.level, has)}),"
+        f" {method.comparisons:,} verdicts",
         width=880,
         base=method.base,
     )
+
+
+async def _leaderboard_tab(f: _Figures) -> dict[str, Any]:
+    board = await _leaderboard(f)
     names = {
         e.thread_id: thread_name(e.thread_title, e.thread_external_id, e.thread_id)
         for e in board.entries
@@ -293,7 +322,6 @@ async def _leaderboard_tab(f: _Figures) -> dict[str, Any]:
         chosen.append(f.options.baseline_thread)
     return {
         "board": board,
-        "chart": chart,
         "avg_score": avg_score,
         "baseline_names": names,
         "baseline_choices": [(t, names[t]) for t in chosen],

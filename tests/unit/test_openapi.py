@@ -71,6 +71,14 @@ def test_error_answers_are_declared_with_schemas(spec: dict[str, Any]) -> None:
         if "{" in path:
             assert op["responses"]["404"]["content"]["application/json"]["schema"] == error
     assert spec["components"]["schemas"]["ErrorOut"]["required"] == ["detail"]
+    # every declared error answer says what its body holds (the gate's 409 and 502 did not)
+    bare = [
+        (method, path, code)
+        for path, method, op in _operations(spec)
+        for code, answer in op["responses"].items()
+        if code[0] in "45" and not answer.get("content")
+    ]
+    assert bare == []
     row = spec["components"]["schemas"]["RowError"]
     assert set(row["properties"]) == {"line", "field", "message"}
 

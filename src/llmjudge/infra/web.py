@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.core.text.view import render_markdown, word_diff_html
 from llmjudge.infra.config import Settings, get_settings
-from llmjudge.infra.errors import DOMAIN_ERRORS, ID_MAX, htmx_error_line, status_of
+from llmjudge.infra.errors import DOMAIN_ERRORS, ID_MAX, ErrorOut, htmx_error_line, status_of
 from llmjudge.infra.rowfiles import RowError
 
 
@@ -135,8 +135,9 @@ async def hold_import_slot(request: Request) -> AsyncIterator[None]:
 ImportSlot = Depends(hold_import_slot)
 IMPORT_BUSY: dict[int | str, dict[str, Any]] = {
     503: {
+        "model": ErrorOut,
         "description": "As many imports as LLMJUDGE_MAX_CONCURRENT_IMPORTS are running; "
-        "try again after `Retry-After` seconds"
+        "try again after `Retry-After` seconds",
     }
 }
 

@@ -71,13 +71,13 @@ async def calibration(persona_id: int, db: DbSession) -> ev.CalibrationOut:
     "/{persona_id}/evaluate",
     response_model=ev.EvaluateOut,
     responses={
-        409: {"description": "the persona is not trained (see allow_untrained)"},
+        409: {"model": ErrorOut, "description": "the persona is not trained (see allow_untrained)"},
         412: {
             "model": ev.EvaluateOut,
             "description": "with strict=true only: the gate failed; the body is the 200 one",
         },
         422: {"description": "malformed batch (any strict value); no verdict"},
-        502: {"description": "the judge model failed; no verdict"},
+        502: {"model": ErrorOut, "description": "the judge model failed; no verdict"},
     },
 )
 async def evaluate(
@@ -134,7 +134,9 @@ async def evaluate(
     "/{persona_id}/sessions",
     response_model=SessionOut,
     status_code=status.HTTP_201_CREATED,
-    responses={409: {"description": "the persona is not trained (see allow_untrained)"}},
+    responses={
+        409: {"model": ErrorOut, "description": "the persona is not trained (see allow_untrained)"}
+    },
 )
 async def create_session(
     persona_id: int,

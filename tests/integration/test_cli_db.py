@@ -10,8 +10,10 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from alembic.script import ScriptDirectory
 
 from llmjudge.infra.db.embedded import EmbeddedPostgres
+from llmjudge.infra.db.migrate import alembic_config
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +58,8 @@ def test_db_commands_join_the_running_embedded_server(tmp_path: Path):
             assert postmaster_identity(server.pgdata) == before
             assert asyncio.run(select_one(server.dsn())) == 1
             assert "Stopping embedded PostgreSQL" not in done.stderr
-        assert "database revision: 0013" in done.stdout
+        head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+        assert f"database revision: {head}; code head: {head}" in done.stdout
     finally:
         server.stop()
 

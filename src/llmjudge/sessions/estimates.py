@@ -16,8 +16,7 @@ from pydantic import ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from llmjudge.catalog import Pillar, Thread
-from llmjudge.catalog.service import prompt_key_coverage
+from llmjudge.catalog import Pillar, Thread, prompt_key_coverage
 from llmjudge.core.judging.panels import expected_cascade_cost
 from llmjudge.core.judging.prompts import CRITERIA_SETS
 from llmjudge.core.tournaments.estimate import (

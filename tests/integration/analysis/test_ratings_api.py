@@ -549,7 +549,7 @@ async def test_findings_name_threads_by_title(
     for f in found["findings"]:
         if f["thread_id"] is not None:
             title = found["thread_labels"][str(f["thread_id"])]["title"]
-            assert f["message"].startswith(title)
+            assert f["message"].startswith(f"\u201c{title}\u201d")  # quoted, as it may be cut
             assert "Thread " not in f["message"]
         if f["kind"] in ("overperformer", "underperformer", "pillar_upset"):
             assert "interval" in f["message"]

@@ -32,7 +32,11 @@ from llmjudge.core import charts
 from llmjudge.infra.db.engine import Sessionmaker
 from llmjudge.infra.errors import Conflict, Invalid
 from llmjudge.infra.web import DbSession, refusal, render
-from llmjudge.references import session_agreement, session_annotators
+from llmjudge.references import (
+    session_agreement,
+    session_annotators,
+    session_label_sources,
+)
 from llmjudge.sessions import reads
 from llmjudge.sessions.pages.formatting import (
     SORT_FIRST_DESC,
@@ -451,16 +455,28 @@ async def _panel(f: _Figures) -> dict[str, Any]:
 async def _agreement(
     request: Request, sessionmaker: Sessionmaker, session_id: int
 ) -> dict[str, Any]:
-    """The judge against reference labels, as ``/api/sessions/{id}/agreement`` gives it."""
-    reference = request.query_params.get("reference") or "gold"
+    """The judge against reference labels, as ``/api/sessions/{id}/agreement`` gives it.
+    Without a chosen reference the tab opens on the labels that exist: gold when there
+    are any, else people's (the API keeps its documented default, gold)."""
+    chosen = request.query_params.get("reference")
     group_by = (request.query_params.get("group_by") or "").strip()[:100] or None
     async with sessionmaker() as db:
+        if not chosen:
+            sources = await session_label_sources(db=db, session_id=session_id)
+            chosen = "human" if "human" in sources and "gold" not in sources else "gold"
         report = await session_agreement(
-            db=db, session_id=session_id, reference=reference[:220], group_by=group_by
+            db=db, session_id=session_id, reference=chosen[:220], group_by=group_by
         )
         annotators = await session_annotators(db=db, session_id=session_id)
+        shown = [t for d in report.disagreements for t in (d.thread_a_id, d.thread_b_id)]
+        names = await reads.thread_labels(db=db, ids=shown)
     query = {"reference": report.reference, "group_by": report.group_by or ""}
-    return {"agreement": report, "annotators": annotators, "tab_qs": urlencode(query)}
+    return {
+        "agreement": report,
+        "annotators": annotators,
+        "thread_names": names,
+        "tab_qs": urlencode(query),
+    }
 
 
 _TAB_BUILDERS: dict[str, Callable[[_Figures], Awaitable[dict[str, Any]]]] = {

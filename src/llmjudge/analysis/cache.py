@@ -1,14 +1,21 @@
 """The figures' cache: loaded sessions and computed figures, keyed by the session's
 completed count (nothing changes between two completions, and pages poll while a session
-runs). CPU work runs in `asyncio.to_thread`, so the event loop never waits on a bootstrap."""
+runs). CPU work runs in `asyncio.to_thread`, so the event loop never waits on a bootstrap.
+
+A finished session cannot change: its cached figures are served without loading its
+comparisons again (only two loaded sessions are kept, and a load is the slow part of a
+cached tab at a million comparisons). A figure keeps a light copy of its session's data
+(thread names, pillars; no comparisons) for the labels its callers read."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import replace
 from typing import Any, TypeVar
 
+import numpy as np
 from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -18,6 +25,9 @@ from llmjudge.analysis.schemas import AnalysisSession
 __all__ = ["AnalysisCache", "cached_figure", "get_cache", "session_data"]
 
 T = TypeVar("T")
+
+# A session in one of these states gets no more completed comparisons.
+FINISHED = frozenset({"completed", "failed", "cancelled"})
 
 
 class AnalysisCache:
@@ -73,6 +83,13 @@ class AnalysisCache:
         # A waiter that goes away (client disconnect) must not cancel the shared work.
         return await asyncio.shield(task)
 
+    def finished_figure(self, key: Hashable, version: int) -> asyncio.Task[Any] | None:
+        """The cached figure of exactly this version, or None; its task may still run."""
+        task = self._figures.get((key, version))
+        if task is not None:
+            self._figures.move_to_end((key, version))
+        return task
+
     async def figure(self, key: Hashable, version: int, make: Callable[[], Awaitable[T]]) -> T:
         return await self._get(self._figures, self._max_figures, key, version, make)
 
@@ -91,6 +108,12 @@ async def session_data(
     return await cache.session(session.id, session.completed, load)
 
 
+def _names_only(data: SessionData) -> SessionData:
+    """The session's data without its comparisons, style features or metadata: what a
+    cached figure's callers read (thread and pillar names), not what pins memory."""
+    return replace(data, table=data.table.take(np.arange(0)), style_features={}, thread_meta={})
+
+
 async def cached_figure(
     cache: AnalysisCache,
     sessionmaker: async_sessionmaker[AsyncSession],
@@ -98,14 +121,21 @@ async def cached_figure(
     key: tuple[Hashable, ...],
     compute: Callable[[SessionData], T],
 ) -> tuple[SessionData, T]:
+    """(the session's names, the figure). The SessionData returned holds no comparisons."""
+    figure_key = (*key, session.id)
+    if session.status in FINISHED:
+        hit = cache.finished_figure(figure_key, session.completed)
+        if hit is not None:
+            result: tuple[SessionData, T] = await asyncio.shield(hit)
+            return result
     data = await session_data(cache, sessionmaker, session)
 
-    async def run() -> T:
+    async def run() -> tuple[SessionData, T]:
         async with cache.computing:
-            return await asyncio.to_thread(compute, data)
+            return _names_only(data), await asyncio.to_thread(compute, data)
 
     # versioned by the data actually used, never by a newer count it may lag behind
-    return data, await cache.figure((*key, session.id), data.version, run)
+    return await cache.figure(figure_key, data.version, run)
 
 
 def get_cache(request: Request) -> AnalysisCache:

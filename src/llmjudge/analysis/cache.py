@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from llmjudge.analysis.loading import SessionData, load_session_data
 from llmjudge.analysis.schemas import AnalysisSession
 
-__all__ = ["AnalysisCache", "cached_figure", "get_cache", "session_data"]
+__all__ = ["FINISHED", "AnalysisCache", "cached_figure", "get_cache", "session_data"]
 
 T = TypeVar("T")
 
@@ -49,6 +49,9 @@ class AnalysisCache:
         self._running: dict[Hashable, asyncio.Task[Any]] = {}
         self._max_figures, self._max_sessions = max_figures, max_sessions
         self.computed = 0  # figures and loads started (tests read it)
+        # Background work (a finished session's other tabs) and what was already asked for.
+        self.background: set[asyncio.Task[Any]] = set()
+        self._prefetched: OrderedDict[Hashable, None] = OrderedDict()
 
     async def _get(
         self,
@@ -82,6 +85,27 @@ class AnalysisCache:
             task.add_done_callback(finished)
         # A waiter that goes away (client disconnect) must not cancel the shared work.
         return await asyncio.shield(task)
+
+    def prefetch(self, key: Hashable, work: Callable[[], Iterable[Awaitable[Any]]]) -> bool:
+        """Start ``work`` in the background once per ``key`` (False: already started). Its
+        failures are dropped: whoever asks for that figure later gets it computed again."""
+        if key in self._prefetched:
+            return False
+        self._prefetched[key] = None
+        while len(self._prefetched) > self._max_figures:
+            self._prefetched.popitem(last=False)
+
+        async def run() -> None:
+            for step in work():
+                try:
+                    await step
+                except Exception:  # noqa: BLE001  # refused or failed: the tab will say why
+                    pass
+
+        task = asyncio.ensure_future(run())
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+        return True
 
     def finished_figure(self, key: Hashable, version: int) -> asyncio.Task[Any] | None:
         """The cached figure of exactly this version, or None; its task may still run."""

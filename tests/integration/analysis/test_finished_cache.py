@@ -4,6 +4,7 @@ the tabs show a loading indicator only once a load has taken 300 ms (issue 27, i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from datetime import UTC, datetime
@@ -80,6 +81,25 @@ def cache_of(app: Any) -> AnalysisCache:
     cache = app.state.analysis_cache
     assert isinstance(cache, AnalysisCache)
     return cache
+
+
+async def test_a_finished_sessions_other_tabs_are_computed_ahead(
+    app: Any, client: httpx.AsyncClient, finished: list[int]
+) -> None:
+    sid = finished[-1]
+    r = await client.get(f"/sessions/{sid}/partials/results/overview", headers=HX)
+    assert r.status_code == 200
+    cache = cache_of(app)
+    assert cache.background, "nothing was started for the other tabs"
+    await asyncio.wait_for(asyncio.gather(*cache.background), 300)
+    started = cache.computed
+    for tab in ("style", "categories", "matrix", "performance"):
+        r = await client.get(f"/sessions/{sid}/partials/results/{tab}", headers=HX)
+        assert r.status_code == 200 and 'id="tab-error"' not in r.text, tab
+        assert cache.computed == started, f"{tab} was not computed ahead"
+    # once per session and options: showing another tab starts nothing new
+    await client.get(f"/sessions/{sid}/partials/results/style", headers=HX)
+    assert not cache.background
 
 
 async def test_a_finished_sessions_tabs_load_once(

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge import analysis
 from llmjudge.analysis import (
+    FINISHED,
     AnalysisCache,
     AnalysisSession,
     RatingOptions,
@@ -70,6 +71,8 @@ SWAP_PAIRS_SHOWN = 20
 SWAP_PAIRS_SCANNED = 500  # as the API's default page, so both share one cached figure
 
 BASELINE_CHOICES = 50  # threads offered as the anchor on the leaderboard form
+# The tabs drawn from the analysis cache, computed ahead for a finished session.
+PREFETCHED = tuple(t for t in TAB_NAMES if t != "agreement")
 CATEGORY_KEY = "category"  # MT-Bench's; any thread metadata key can be picked
 Cache = AnalysisCache
 
@@ -159,6 +162,7 @@ async def _tab_context(
             options = analysis.rating_options(**extra.rating)
             figures = _Figures(analysis.get_cache(request), sessionmaker, session, options, extra)
             ctx |= await _TAB_BUILDERS[tab](figures)
+            _prefetch(figures, tab)
     except (Invalid, Conflict) as exc:  # the analysis refuses: say why, keep the page
         found = refusal(exc)
         ctx["tab_error"], ctx["tab_status"] = found.message, found.status
@@ -477,6 +481,19 @@ async def _agreement(
         "thread_names": names,
         "tab_qs": urlencode(query),
     }
+
+
+def _prefetch(f: _Figures, shown: str) -> None:
+    """A finished session cannot change: once one tab is shown, its other tabs' figures
+    are computed in the background, one after the other in tab order, so the next click
+    finds them cached (a cold Style control or Categories tab took seconds; issue 27)."""
+    if f.session.status not in FINISHED:
+        return
+    tabs = [t for t in PREFETCHED if t != shown]
+    f.cache.prefetch(
+        ("tabs", f.session.id, f.session.completed, f.options, f.extra.key, f.extra.metadata),
+        lambda: (_TAB_BUILDERS[t](f) for t in tabs),
+    )
 
 
 _TAB_BUILDERS: dict[str, Callable[[_Figures], Awaitable[dict[str, Any]]]] = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterable
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -26,6 +27,8 @@ __all__ = ["FINISHED", "AnalysisCache", "cached_figure", "get_cache", "session_d
 
 T = TypeVar("T")
 
+# Set inside a prefetch: what it starts counts as computed ahead, not for a request.
+_AHEAD: ContextVar[bool] = ContextVar("analysis_ahead", default=False)
 # A session in one of these states gets no more completed comparisons.
 FINISHED = frozenset({"completed", "failed", "cancelled"})
 
@@ -48,7 +51,8 @@ class AnalysisCache:
         self._sessions: OrderedDict[Hashable, asyncio.Task[Any]] = OrderedDict()
         self._running: dict[Hashable, asyncio.Task[Any]] = {}
         self._max_figures, self._max_sessions = max_figures, max_sessions
-        self.computed = 0  # figures and loads started (tests read it)
+        self.computed = 0  # figures and loads started for a request (tests read it)
+        self.computed_ahead = 0  # those started by a prefetch instead
         # Background work (a finished session's other tabs) and what was already asked for.
         self.background: set[asyncio.Task[Any]] = set()
         self._prefetched: OrderedDict[Hashable, None] = OrderedDict()
@@ -68,7 +72,10 @@ class AnalysisCache:
         elif (busy := self._running.get(running)) is not None:
             task = busy
         else:
-            self.computed += 1
+            if _AHEAD.get():
+                self.computed_ahead += 1
+            else:
+                self.computed += 1
             task = asyncio.ensure_future(make())
             store[entry] = self._running[running] = task
             while len(store) > limit:
@@ -96,6 +103,7 @@ class AnalysisCache:
             self._prefetched.popitem(last=False)
 
         async def run() -> None:
+            _AHEAD.set(True)  # this task's own context: the requests' stay as they are
             for step in work():
                 try:
                     await step

@@ -91,7 +91,9 @@ async def test_a_finished_sessions_other_tabs_are_computed_ahead(
     assert r.status_code == 200
     cache = cache_of(app)
     assert cache.background, "nothing was started for the other tabs"
+    ahead = cache.computed_ahead
     await asyncio.wait_for(asyncio.gather(*cache.background), 300)
+    assert cache.computed_ahead > ahead
     started = cache.computed
     for tab in ("style", "categories", "matrix", "performance"):
         r = await client.get(f"/sessions/{sid}/partials/results/{tab}", headers=HX)

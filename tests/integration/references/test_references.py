@@ -335,6 +335,11 @@ async def test_agreement_tab(client: httpx.AsyncClient, threads: dict[str, int])
     assert 'value="annotator:ann"' in part.text and 'id="human-pairwise"' in part.text
     assert 'id="agreement-by-metadata"' in part.text and "math" in part.text
     assert 'id="agreement-disagreements"' in part.text
+    # Gold asked for by name: none, and the tab points at the people's labels it has.
+    gold = await client.get(
+        f"/sessions/{sid}/partials/results/agreement", params={"reference": "gold"}
+    )
+    assert 'id="no-references"' in gold.text and "People have labelled pairs" in gold.text
     bad = await client.get(
         f"/sessions/{sid}/partials/results/agreement", params={"reference": "nobody"}
     )

@@ -54,7 +54,7 @@ class AnalysisCache:
         self.computed = 0  # figures and loads started for a request (tests read it)
         self.computed_ahead = 0  # those started by a prefetch instead
         # Background work (a finished session's other tabs) and what was already asked for.
-        self.background: set[asyncio.Task[Any]] = set()
+        self.background: dict[asyncio.Task[Any], None] = {}
         self._prefetched: OrderedDict[Hashable, None] = OrderedDict()
 
     async def _get(
@@ -111,8 +111,8 @@ class AnalysisCache:
                     pass
 
         task = asyncio.ensure_future(run())
-        self.background.add(task)
-        task.add_done_callback(self.background.discard)
+        self.background[task] = None  # held until done: the loop keeps only weak references
+        task.add_done_callback(lambda done: self.background.pop(done, None))
         return True
 
     def finished_figure(self, key: Hashable, version: int) -> asyncio.Task[Any] | None:

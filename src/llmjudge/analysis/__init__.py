@@ -14,6 +14,7 @@ __all__, __getattr__ = public(
     __name__,
     {
         "llmjudge.analysis.cache": (
+            "FINISHED",
             "AnalysisCache",
             "get_cache",
         ),

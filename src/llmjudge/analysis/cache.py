@@ -1,23 +1,36 @@
 """The figures' cache: loaded sessions and computed figures, keyed by the session's
 completed count (nothing changes between two completions, and pages poll while a session
-runs). CPU work runs in `asyncio.to_thread`, so the event loop never waits on a bootstrap."""
+runs). CPU work runs in `asyncio.to_thread`, so the event loop never waits on a bootstrap.
+
+A finished session cannot change: its cached figures are served without loading its
+comparisons again (only two loaded sessions are kept, and a load is the slow part of a
+cached tab at a million comparisons). A figure keeps a light copy of its session's data
+(thread names, pillars; no comparisons) for the labels its callers read."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from contextvars import ContextVar
+from dataclasses import replace
 from typing import Any, TypeVar
 
+import numpy as np
 from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from llmjudge.analysis.loading import SessionData, load_session_data
 from llmjudge.analysis.schemas import AnalysisSession
 
-__all__ = ["AnalysisCache", "cached_figure", "get_cache", "session_data"]
+__all__ = ["FINISHED", "AnalysisCache", "cached_figure", "get_cache", "session_data"]
 
 T = TypeVar("T")
+
+# Set inside a prefetch: what it starts counts as computed ahead, not for a request.
+_AHEAD: ContextVar[bool] = ContextVar("analysis_ahead", default=False)
+# A session in one of these states gets no more completed comparisons.
+FINISHED = frozenset({"completed", "failed", "cancelled"})
 
 
 class AnalysisCache:
@@ -38,7 +51,11 @@ class AnalysisCache:
         self._sessions: OrderedDict[Hashable, asyncio.Task[Any]] = OrderedDict()
         self._running: dict[Hashable, asyncio.Task[Any]] = {}
         self._max_figures, self._max_sessions = max_figures, max_sessions
-        self.computed = 0  # figures and loads started (tests read it)
+        self.computed = 0  # figures and loads started for a request (tests read it)
+        self.computed_ahead = 0  # those started by a prefetch instead
+        # Background work (a finished session's other tabs) and what was already asked for.
+        self.background: dict[asyncio.Task[Any], None] = {}
+        self._prefetched: OrderedDict[Hashable, None] = OrderedDict()
 
     async def _get(
         self,
@@ -55,7 +72,10 @@ class AnalysisCache:
         elif (busy := self._running.get(running)) is not None:
             task = busy
         else:
-            self.computed += 1
+            if _AHEAD.get():
+                self.computed_ahead += 1
+            else:
+                self.computed += 1
             task = asyncio.ensure_future(make())
             store[entry] = self._running[running] = task
             while len(store) > limit:
@@ -72,6 +92,35 @@ class AnalysisCache:
             task.add_done_callback(finished)
         # A waiter that goes away (client disconnect) must not cancel the shared work.
         return await asyncio.shield(task)
+
+    def prefetch(self, key: Hashable, work: Callable[[], Iterable[Awaitable[Any]]]) -> bool:
+        """Start ``work`` in the background once per ``key`` (False: already started). Its
+        failures are dropped: whoever asks for that figure later gets it computed again."""
+        if key in self._prefetched:
+            return False
+        self._prefetched[key] = None
+        while len(self._prefetched) > self._max_figures:
+            self._prefetched.popitem(last=False)
+
+        async def run() -> None:
+            _AHEAD.set(True)  # this task's own context: the requests' stay as they are
+            for step in work():
+                try:
+                    await step
+                except Exception:  # noqa: BLE001  # refused or failed: the tab will say why
+                    pass
+
+        task = asyncio.ensure_future(run())
+        self.background[task] = None  # held until done: the loop keeps only weak references
+        task.add_done_callback(lambda done: self.background.pop(done, None))
+        return True
+
+    def finished_figure(self, key: Hashable, version: int) -> asyncio.Task[Any] | None:
+        """The cached figure of exactly this version, or None; its task may still run."""
+        task = self._figures.get((key, version))
+        if task is not None:
+            self._figures.move_to_end((key, version))
+        return task
 
     async def figure(self, key: Hashable, version: int, make: Callable[[], Awaitable[T]]) -> T:
         return await self._get(self._figures, self._max_figures, key, version, make)
@@ -91,6 +140,12 @@ async def session_data(
     return await cache.session(session.id, session.completed, load)
 
 
+def _names_only(data: SessionData) -> SessionData:
+    """The session's data without its comparisons, style features or metadata: what a
+    cached figure's callers read (thread and pillar names), not what pins memory."""
+    return replace(data, table=data.table.take(np.arange(0)), style_features={}, thread_meta={})
+
+
 async def cached_figure(
     cache: AnalysisCache,
     sessionmaker: async_sessionmaker[AsyncSession],
@@ -98,14 +153,21 @@ async def cached_figure(
     key: tuple[Hashable, ...],
     compute: Callable[[SessionData], T],
 ) -> tuple[SessionData, T]:
+    """(the session's names, the figure). The SessionData returned holds no comparisons."""
+    figure_key = (*key, session.id)
+    if session.status in FINISHED:
+        hit = cache.finished_figure(figure_key, session.completed)
+        if hit is not None:
+            result: tuple[SessionData, T] = await asyncio.shield(hit)
+            return result
     data = await session_data(cache, sessionmaker, session)
 
-    async def run() -> T:
+    async def run() -> tuple[SessionData, T]:
         async with cache.computing:
-            return await asyncio.to_thread(compute, data)
+            return _names_only(data), await asyncio.to_thread(compute, data)
 
     # versioned by the data actually used, never by a newer count it may lag behind
-    return data, await cache.figure((*key, session.id), data.version, run)
+    return await cache.figure(figure_key, data.version, run)
 
 
 def get_cache(request: Request) -> AnalysisCache:

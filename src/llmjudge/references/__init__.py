@@ -14,6 +14,7 @@ __all__, __getattr__ = public(
         "llmjudge.references.service": (
             "LabelRow",
             "session_annotators",
+            "session_label_sources",
             "store_labels",
             "thread_pillars",
         ),

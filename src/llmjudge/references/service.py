@@ -447,6 +447,20 @@ async def session_annotators(*, db: AsyncSession, session_id: int) -> list[str]:
     return list(rows)
 
 
+async def session_label_sources(*, db: AsyncSession, session_id: int) -> set[str]:
+    """The sources ("gold", "human") of the labels on pairs this session compares."""
+    pairs = session_pairs(session_id)
+    rows = await db.scalars(
+        select(ReferenceLabel.source)
+        .join(
+            pairs,
+            and_(pairs.c.a == ReferenceLabel.thread_a_id, pairs.c.b == ReferenceLabel.thread_b_id),
+        )
+        .distinct()
+    )
+    return set(rows)
+
+
 async def delete_reference(*, db: AsyncSession, reference_id: int) -> None:
     label = await get_or_not_found(db, ReferenceLabel, reference_id, "reference label")
     await db.delete(label)

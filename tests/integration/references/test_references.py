@@ -4,6 +4,7 @@ agreement report of a session whose recorded judgments were imported with their 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx
@@ -306,9 +307,25 @@ async def test_agreement_tab(client: httpx.AsyncClient, threads: dict[str, int])
     assert r.status_code == 201, r.text
     sid = r.json()["session_id"]
     page = await client.get(f"/sessions/{sid}/results", params={"tab": "agreement"})
-    assert page.status_code == 200
-    # No gold labels: the tab says so instead of showing empty figures.
-    assert 'id="no-references"' in page.text and 'id="tab-agreement"' in page.text
+    assert page.status_code == 200 and 'id="tab-agreement"' in page.text
+    # Only people's labels: the tab opens on them, not on the gold labels nobody imported.
+    assert 'id="no-references"' not in page.text and 'id="agreement-figures"' in page.text
+    assert '<option value="human" selected>' in page.text
+    # A disagreement names its threads by title and links the comparison's page, not /api.
+    rows = page.text.split('id="agreement-disagreements"')[1].split("</table>")[0]
+    wrong = pairs[1]
+    # (these threads have no title: their external id, with the pillar beside it)
+    assert f'href="/threads/{wrong[0]}">q1</a> <span class="pillar">left</span>' in rows
+    assert f'href="/threads/{wrong[1]}">q1</a> <span class="pillar">right</span>' in rows
+    assert f">#{wrong[0]}<" not in rows
+    comparison, *_ = re.findall(r'href="(/[^"]*comparisons/\d+)"', rows)
+    assert comparison.startswith(f"/sessions/{sid}/comparisons/") and "/api/" not in rows
+    assert (await client.get(comparison)).status_code == 200
+    # "view pair" opens that very pair in the review, not the queue's next one.
+    pair_url, *_ = re.findall(r'href="([^"]*review[^"]*)"', rows)
+    review = await client.get(pair_url.replace("&amp;", "&"))
+    assert f'data-pair="{wrong[0]}-{wrong[1]}"' in review.text
+    assert 'id="review-viewing"' in review.text
     part = await client.get(
         f"/sessions/{sid}/partials/results/agreement",
         params={"reference": "annotator:bob", "group_by": "category"},
@@ -318,6 +335,11 @@ async def test_agreement_tab(client: httpx.AsyncClient, threads: dict[str, int])
     assert 'value="annotator:ann"' in part.text and 'id="human-pairwise"' in part.text
     assert 'id="agreement-by-metadata"' in part.text and "math" in part.text
     assert 'id="agreement-disagreements"' in part.text
+    # Gold asked for by name: none, and the tab points at the people's labels it has.
+    gold = await client.get(
+        f"/sessions/{sid}/partials/results/agreement", params={"reference": "gold"}
+    )
+    assert 'id="no-references"' in gold.text and "People have labelled pairs" in gold.text
     bad = await client.get(
         f"/sessions/{sid}/partials/results/agreement", params={"reference": "nobody"}
     )

@@ -13,10 +13,12 @@ from llmjudge.analysis import cache as figure_cache
 from llmjudge.analysis.cache import AnalysisCache
 
 
-async def test_distinct_figures_wait_for_a_computing_slot() -> None:
+async def test_distinct_figures_wait_for_a_computing_slot(monkeypatch: Any) -> None:
     cache = AnalysisCache(max_computing=2)
-    session: Any = SimpleNamespace(id=1, completed=5)
+    # a running session (a finished one is served from its figures first)
+    session: Any = SimpleNamespace(id=1, completed=5, status="running")
     data = SimpleNamespace(version=5)
+    monkeypatch.setattr(figure_cache, "_names_only", lambda d: d)  # no real SessionData
 
     async def load() -> Any:
         return data

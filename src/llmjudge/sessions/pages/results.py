@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge import analysis
 from llmjudge.analysis import (
+    FINISHED,
     AnalysisCache,
     AnalysisSession,
     LeaderboardRow,
@@ -33,7 +34,11 @@ from llmjudge.core import charts
 from llmjudge.infra.db.engine import Sessionmaker
 from llmjudge.infra.errors import Conflict, Invalid
 from llmjudge.infra.web import DbSession, refusal, render
-from llmjudge.references import session_agreement, session_annotators
+from llmjudge.references import (
+    session_agreement,
+    session_annotators,
+    session_label_sources,
+)
 from llmjudge.sessions import reads
 from llmjudge.sessions.pages.formatting import (
     SORT_FIRST_DESC,
@@ -67,6 +72,8 @@ SWAP_PAIRS_SHOWN = 20
 SWAP_PAIRS_SCANNED = 500  # as the API's default page, so both share one cached figure
 
 BASELINE_CHOICES = 50  # threads offered as the anchor on the leaderboard form
+# The tabs drawn from the analysis cache, computed ahead for a finished session.
+PREFETCHED = tuple(t for t in TAB_NAMES if t != "agreement")
 CATEGORY_KEY = "category"  # MT-Bench's; any thread metadata key can be picked
 Cache = AnalysisCache
 
@@ -156,6 +163,7 @@ async def _tab_context(
             options = analysis.rating_options(**extra.rating)
             figures = _Figures(analysis.get_cache(request), sessionmaker, session, options, extra)
             ctx |= await _TAB_BUILDERS[tab](figures)
+            _prefetch(figures, tab)
     except (Invalid, Conflict) as exc:  # the analysis refuses: say why, keep the page
         found = refusal(exc)
         ctx["tab_error"], ctx["tab_status"] = found.message, found.status
@@ -479,16 +487,41 @@ async def _panel(f: _Figures) -> dict[str, Any]:
 async def _agreement(
     request: Request, sessionmaker: Sessionmaker, session_id: int
 ) -> dict[str, Any]:
-    """The judge against reference labels, as ``/api/sessions/{id}/agreement`` gives it."""
-    reference = request.query_params.get("reference") or "gold"
+    """The judge against reference labels, as ``/api/sessions/{id}/agreement`` gives it.
+    Without a chosen reference the tab opens on the labels that exist: gold when there
+    are any, else people's (the API keeps its documented default, gold)."""
+    chosen = request.query_params.get("reference")
     group_by = (request.query_params.get("group_by") or "").strip()[:100] or None
     async with sessionmaker() as db:
+        if not chosen:
+            sources = await session_label_sources(db=db, session_id=session_id)
+            chosen = "human" if "human" in sources and "gold" not in sources else "gold"
         report = await session_agreement(
-            db=db, session_id=session_id, reference=reference[:220], group_by=group_by
+            db=db, session_id=session_id, reference=chosen[:220], group_by=group_by
         )
         annotators = await session_annotators(db=db, session_id=session_id)
+        shown = [t for d in report.disagreements for t in (d.thread_a_id, d.thread_b_id)]
+        names = await reads.thread_labels(db=db, ids=shown)
     query = {"reference": report.reference, "group_by": report.group_by or ""}
-    return {"agreement": report, "annotators": annotators, "tab_qs": urlencode(query)}
+    return {
+        "agreement": report,
+        "annotators": annotators,
+        "thread_names": names,
+        "tab_qs": urlencode(query),
+    }
+
+
+def _prefetch(f: _Figures, shown: str) -> None:
+    """A finished session cannot change: once one tab is shown, its other tabs' figures
+    are computed in the background, one after the other in tab order, so the next click
+    finds them cached (a cold Style control or Categories tab took seconds; issue 27)."""
+    if f.session.status not in FINISHED:
+        return
+    tabs = [t for t in PREFETCHED if t != shown]
+    f.cache.prefetch(
+        ("tabs", f.session.id, f.session.completed, f.options, f.extra.key, f.extra.metadata),
+        lambda: (_TAB_BUILDERS[t](f) for t in tabs),
+    )
 
 
 _TAB_BUILDERS: dict[str, Callable[[_Figures], Awaitable[dict[str, Any]]]] = {

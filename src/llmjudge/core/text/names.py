@@ -40,9 +40,20 @@ def describe(c: str) -> str:
     return f"U+{ord(c):04X} ({kind})"
 
 
+_SPACING_CONTROLS = frozenset("\t\n\r\x0b\x0c\x85")
+
+
 def clean_name(value: str, *, what: str = "name") -> str:
     """``value`` with runs of whitespace as one space and the ends trimmed; ValueError naming
     the first code point that does not show, unless it is part of the sequence before it."""
+    # str.split() also splits on the control characters U+001C..U+001F: refuse them here, or
+    # they would quietly become spaces
+    for c in value:
+        if unicodedata.category(c) == "Cc" and c not in _SPACING_CONTROLS:
+            raise ValueError(
+                f"{what} contains {describe(c)}: use visible characters and spaces "
+                "(emoji sequences are fine)"
+            )
     name = " ".join(value.split())
     if not name:
         raise ValueError(f"{what} must not be blank")

@@ -144,6 +144,16 @@ class ProviderSummary(BaseModel):
     model_count: int
 
 
+# A model's numeric fields: JSON's true/false must not pass as 1/0 (schemathesis found it).
+MODEL_NUMBERS = (
+    "provider_id",
+    "input_price_per_million",
+    "output_price_per_million",
+    "context_window",
+    "default_temperature",
+)
+
+
 class ModelIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     provider_id: int
@@ -154,14 +164,7 @@ class ModelIn(BaseModel):
     context_window: int | None = Field(default=None, gt=0)
     default_temperature: float | None = Field(default=None, ge=0, le=2)
 
-    @field_validator(
-        "provider_id",
-        "input_price_per_million",
-        "output_price_per_million",
-        "context_window",
-        "default_temperature",
-        mode="before",
-    )
+    @field_validator(*MODEL_NUMBERS, mode="before")
     @classmethod
     def _numbers_not_booleans(cls, value: Any) -> Any:
         return not_a_boolean(value)
@@ -179,14 +182,7 @@ class ModelPatch(BaseModel):
     context_window: int | None = Field(default=None, gt=0)
     default_temperature: float | None = Field(default=None, ge=0, le=2)
 
-    @field_validator(
-        "provider_id",
-        "input_price_per_million",
-        "output_price_per_million",
-        "context_window",
-        "default_temperature",
-        mode="before",
-    )
+    @field_validator(*MODEL_NUMBERS, mode="before")
     @classmethod
     def _numbers_not_booleans(cls, value: Any) -> Any:
         return not_a_boolean(value)

@@ -40,7 +40,8 @@ def describe(c: str) -> str:
     return f"U+{ord(c):04X} ({kind})"
 
 
-_SPACING_CONTROLS = frozenset("\t\n\r\x0b\x0c\x85")
+# The control characters that are spacing (tab, line breaks, NEL): they become one space.
+SPACING_CONTROLS = frozenset("\t\n\r\x0b\x0c\x85")
 
 
 def clean_name(value: str, *, what: str = "name") -> str:
@@ -49,7 +50,7 @@ def clean_name(value: str, *, what: str = "name") -> str:
     # str.split() also splits on the control characters U+001C..U+001F: refuse them here, or
     # they would quietly become spaces
     for c in value:
-        if unicodedata.category(c) == "Cc" and c not in _SPACING_CONTROLS:
+        if unicodedata.category(c) == "Cc" and c not in SPACING_CONTROLS:
             raise ValueError(
                 f"{what} contains {describe(c)}: use visible characters and spaces "
                 "(emoji sequences are fine)"

@@ -10,14 +10,16 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from llmjudge.catalog.schemas import PillarIn
-from llmjudge.core.text.names import clean_name, is_sequence_part
+from llmjudge.core.text.names import SPACING_CONTROLS, clean_name, is_sequence_part
 
 VISIBLE = st.characters(categories=("L", "M", "N", "P", "S")).filter(str.isprintable)
 JOINERS = st.sampled_from(["\u200c", "\u200d", "\ufe0e", "\ufe0f", "\U000e0100", "\U000e007f"])
 # A visible character, then maybe invisible parts of its sequence.
 CLUSTER = st.tuples(VISIBLE, st.lists(JOINERS, max_size=3)).map(lambda t: t[0] + "".join(t[1]))
 NAME = st.lists(CLUSTER, min_size=1, max_size=8).map("".join)
-REFUSED = st.characters(categories=("Cc", "Cf", "Co")).filter(lambda c: not is_sequence_part(c))
+REFUSED = st.characters(categories=("Cc", "Cf", "Co")).filter(
+    lambda c: not is_sequence_part(c) and c not in SPACING_CONTROLS
+)
 
 
 @pytest.mark.parametrize(
@@ -40,6 +42,11 @@ def test_visible_clusters_are_kept_and_spacing_is_one_spelling(words: list[str],
     name = clean_name(f"{gap}{gap.join(words)}{gap}")
     assert name == " ".join(words)
     assert clean_name(name) == name
+
+
+@pytest.mark.parametrize("gap", sorted(SPACING_CONTROLS))
+def test_spacing_controls_become_one_space(gap: str) -> None:
+    assert clean_name(f"{gap}a{gap}{gap}b{gap}") == "a b"
 
 
 @given(NAME, REFUSED, NAME)

@@ -109,8 +109,11 @@ async def check_stored_prompts(*, db: AsyncSession, parsed: ParsedFile) -> None:
     parsed.errors.sort(key=lambda e: e.line)
 
 
-# Rows per INSERT: bounds what an import holds besides its spooled file.
+# Rows read from the file at a time: bounds what an import holds besides its spooled file.
 STORE_BATCH = 5000
+# Rows per INSERT: SQLAlchemy encodes a statement's parameters on the event loop (about
+# 60 microseconds a thread), so one statement must not hold the loop for long.
+INSERT_ROWS = 500
 
 
 def _thread_values(
@@ -189,7 +192,8 @@ async def store_import(*, db: AsyncSession, parsed: ParsedFile) -> ImportResult:
     rows = parsed.iter_rows()
     total = 0
     while values := await asyncio.to_thread(_thread_values, rows, existing):
-        await db.execute(stmt, values)
+        for start in range(0, len(values), INSERT_ROWS):
+            await db.execute(stmt, values[start : start + INSERT_ROWS])
         total += len(values)
     after = await db.scalar(
         select(func.count()).select_from(Thread).where(Thread.pillar_id.in_(existing.values()))

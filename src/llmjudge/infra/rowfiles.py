@@ -217,6 +217,11 @@ def text_lines(file: IO[bytes], kind: FileKind) -> Iterator[Iterable[str]]:
         encoding="utf-8-sig",
         newline="\n" if kind == "jsonl" else "",
     )
+    # One read per MiB, not per 8 KiB: each read of a file on disk lets go of the GIL and the
+    # parsing thread takes it straight back, thousands of times a second, which starves the
+    # event loop (a large upload stalled /healthz for seconds). A BufferedReader in between
+    # would not help: its read1 of an empty buffer reads just what TextIOWrapper asks for.
+    wrapper._CHUNK_SIZE = _CHUNK  # type: ignore[attr-defined]
     try:
         yield wrapper
     finally:

@@ -36,12 +36,6 @@ def _big_file(n: int) -> bytes:
     return "\n".join(rows).encode()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known regression of the streaming thread import (#28 item 2): /healthz stalls up "
-    "to about 7 s during a 60,000-row upload, not every run; #28 stays open until it is "
-    "fixed and this mark removed",
-)
 async def test_healthz_answers_while_a_large_import_is_parsed(client: httpx.AsyncClient) -> None:
     body = _big_file(60_000)
     t0 = time.perf_counter()

@@ -37,14 +37,14 @@ async def pillars(client: httpx.AsyncClient) -> list[int]:
 
 
 @asynccontextmanager
-async def workers(app: FastAPI, **kw: Any) -> AsyncIterator[Workers]:
+async def workers(app: FastAPI, concurrency: int = 8, **kw: Any) -> AsyncIterator[Workers]:
     w = build_workers(
         engine=app.state.engine,
         sessionmaker=app.state.sessionmaker,
         llm=app.state.llm,
         hub=app.state.events,
         settings=app.state.settings,
-        concurrency=8,
+        concurrency=concurrency,
         **kw,
     )
     await w.start()
@@ -211,6 +211,55 @@ async def test_adaptive_stops_by_rule_within_budget_and_beats_random(
     random_tau, _ = await tau_of(client, rid)
     assert tau >= random_tau, (tau, random_tau)
     assert tau > 0.8
+
+
+async def test_a_seeded_session_chooses_the_same_pairs_whatever_the_worker_timing(
+    app: FastAPI, client: httpx.AsyncClient, pillars: list[int]
+) -> None:
+    """The same request run by 8 fast workers and by 3 slow, jittery ones: the same pairs in
+    the same queue positions, the same rounds, the same stop and the same ranking. The
+    simulator draws fresh noise for each session (its call key names the session), so the
+    judge here is noiseless: the same pair in the same order gets the same verdict, as from a
+    real judge at temperature 0."""
+    runs = []
+    for concurrency, latency_ms in ((8, 0.0), (3, 15.0)):
+        await fast_simulator(
+            client, noise=0.0, latency_ms_mean=latency_ms, latency_ms_jitter=latency_ms
+        )
+        async with workers(app, concurrency=concurrency):
+            sid = await create(
+                client,
+                body(pillars, rule="ranking", tolerance=0.015, budget_comparisons=700),
+            )
+            assert (await wait_status(client, sid))["status"] == "completed"
+        row, rounds_, _ = await stored(app, sid)
+        async with app.state.sessionmaker() as db:
+            queue = (
+                await db.execute(
+                    select(
+                        Comparison.queue_position,
+                        Comparison.thread_a_id,
+                        Comparison.thread_b_id,
+                        Comparison.is_swap,
+                        Comparison.winner,
+                    )
+                    .where(Comparison.session_id == sid)
+                    .order_by(Comparison.queue_position)
+                )
+            ).all()
+        state = (await client.get(f"/api/sessions/{sid}/adaptive")).json()
+        runs.append(
+            {
+                "queue": [tuple(q) for q in queue],
+                "rounds": [(r.round, r.size, r.results, r.stop, r.reason) for r in rounds_],
+                "stop": row.stop_reason,
+                "ranking": [p["id"] for p in state["ranking"]],
+            }
+        )
+    await fast_simulator(client)
+    assert len(runs[0]["rounds"]) >= 3  # several rounds, each planned from results
+    for key in ("rounds", "stop", "queue", "ranking"):
+        assert runs[0][key] == runs[1][key], key
 
 
 async def test_top_k_rule_and_budget_are_exact(

@@ -10,8 +10,11 @@ transaction. Nothing lives in memory between rounds, so a process killed between
 loses nothing: the next process to hold the session's advisory lock plans from what is
 stored, and the (session, round) primary key refuses a round appended twice.
 
-The next round is planned when the current one is three quarters done (``OPEN_SHARE``), so
-the workers never wait for the selector. The budget is counted in judge calls queued
+The next round is planned when the current one is done, from every result so far: what a
+round holds then depends on the seed and the verdicts alone, never on worker timing, so a
+seeded session asked again chooses the same pairs and stops at the same place (planning at
+three quarters of a round, as before, read whichever results had arrived). The cost is the
+round's last calls: the workers wait for the slowest before the next round starts. The budget is counted in judge calls queued
 (``judge_sessions.total``), each paid for whether it succeeds or not, and never exceeded;
 a USD budget becomes calls through the estimated cost per call stored at creation.
 ``stop_reason`` marks a stopped session: the last comparisons finish and the queue
@@ -26,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,7 +70,6 @@ from llmjudge.sessions.schemas import AdaptiveIn
 
 __all__ = [
     "LOCK_CLASS",
-    "OPEN_SHARE",
     "AdaptiveRounds",
     "advance",
     "batch_size",
@@ -79,8 +80,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 LOCK_CLASS = 0x61647074  # "adpt": the advisory lock class of a session's rounds
-# Plan the next round once at most this share of the current one is still open.
-OPEN_SHARE = 0.25
 
 
 def batch_size(cfg: AdaptiveIn, n: int, spent: int, workers: int) -> int:
@@ -247,7 +246,7 @@ async def open_count(db: AsyncSession, session_id: int) -> int:
 async def advance(
     sessionmaker: async_sessionmaker[AsyncSession], session_id: int, hub: EventHub | None = None
 ) -> bool:
-    """Plan the session's next round if its current one is far enough along. Returns
+    """Plan the session's next round once its current one is done. Returns
     False once the session needs no more rounds (stopped, or no longer running)."""
     async with sessionmaker() as db:
         s = await db.get(JudgeSession, session_id)
@@ -263,10 +262,8 @@ async def advance(
             )
         )
         last = rounds[-1] if rounds else None
-        if last is not None and await open_count(db, session_id) > math.floor(
-            OPEN_SHARE * last.size
-        ):
-            return True  # the current round is still busy enough
+        if last is not None and await open_count(db, session_id):
+            return True  # the current round is not done
         cfg, rule = session_config(s)
         field = await load_field(db, cfg.unit, s.pillar_ids)
         outcomes = await load_outcomes(db, session_id, field)

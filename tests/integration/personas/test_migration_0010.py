@@ -6,39 +6,14 @@ from __future__ import annotations
 
 import asyncpg
 import pytest
-from sqlalchemy.engine import Connection
 
-from alembic import command
 from llmjudge.infra.db.embedded import EmbeddedPostgres
-from llmjudge.infra.db.engine import make_engine
-from llmjudge.infra.db.migrate import alembic_config, upgrade
-from tests.conftest import drop_database
-
-
-async def _downgrade(url: str, revision: str) -> None:
-    engine = make_engine(url, pool_size=1)
-    cfg = alembic_config()
-
-    def run(conn: Connection) -> None:
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, revision)
-
-    async with engine.begin() as conn:
-        await conn.run_sync(run)
-    await engine.dispose()
+from tests.integration.migrations import database_at, downgrade, migrate
 
 
 async def test_holdout_pairs_become_the_selection_split(pg: EmbeddedPostgres) -> None:
     name = "personas_migration_0010"
-    admin = await asyncpg.connect(pg.dsn("postgres"))
-    await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    await admin.close()
-    url = pg.url(name)
-    try:
-        engine = make_engine(url, pool_size=1)
-        await upgrade(engine, "0009")
-        await engine.dispose()
+    async with database_at(pg, name, "0009") as url:
         conn = await asyncpg.connect(pg.dsn(name))
         pid = await conn.fetchval(
             "INSERT INTO personas (name, task_prompt) VALUES ('old', 'Q: {input}') RETURNING id"
@@ -77,9 +52,7 @@ async def test_holdout_pairs_become_the_selection_split(pg: EmbeddedPostgres) ->
         )
         await conn.close()
 
-        engine = make_engine(url, pool_size=1)
-        await upgrade(engine)
-        await engine.dispose()
+        await migrate(url)
         conn = await asyncpg.connect(pg.dsn(name))
         splits = [
             r["split"] for r in await conn.fetch("SELECT split FROM persona_pairs ORDER BY id")
@@ -98,7 +71,7 @@ async def test_holdout_pairs_become_the_selection_split(pg: EmbeddedPostgres) ->
             await conn.execute("UPDATE persona_pairs SET split = 'holdout'")
         await conn.close()
 
-        await _downgrade(url, "0009")
+        await downgrade(url, "0009")
         conn = await asyncpg.connect(pg.dsn(name))
         splits = [
             r["split"] for r in await conn.fetch("SELECT split FROM persona_pairs ORDER BY id")
@@ -108,5 +81,3 @@ async def test_holdout_pairs_become_the_selection_split(pg: EmbeddedPostgres) ->
             '{"f1": 0.5}'
         )
         await conn.close()
-    finally:
-        await drop_database(pg, name)

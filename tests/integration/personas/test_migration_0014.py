@@ -10,10 +10,7 @@ import json
 import asyncpg
 
 from llmjudge.infra.db.embedded import EmbeddedPostgres
-from llmjudge.infra.db.engine import make_engine
-from llmjudge.infra.db.migrate import upgrade
-from tests.conftest import drop_database
-from tests.integration.personas.test_migration_0010 import _downgrade
+from tests.integration.migrations import database_at, downgrade, migrate
 
 FIRST_RELEASE = "holdout F1 0.833 reached the target 0.80"
 SINCE_0010 = "Needs more labelled pairs ...; held-out F1 0.222 (95% CI 0.031-0.607) on 11 pairs"
@@ -31,15 +28,7 @@ async def _texts(conn: asyncpg.Connection) -> tuple[list[str | None], list[str |
 
 async def test_stored_f1_wording_names_the_selection_split(pg: EmbeddedPostgres) -> None:
     name = "personas_migration_0014"
-    admin = await asyncpg.connect(pg.dsn("postgres"))
-    await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    await admin.close()
-    url = pg.url(name)
-    try:
-        engine = make_engine(url, pool_size=1)
-        await upgrade(engine, "0013")
-        await engine.dispose()
+    async with database_at(pg, name, "0013") as url:
         conn = await asyncpg.connect(pg.dsn(name))
         pid = await conn.fetchval(
             "INSERT INTO personas (name, task_prompt, status, status_reason)"
@@ -66,9 +55,7 @@ async def test_stored_f1_wording_names_the_selection_split(pg: EmbeddedPostgres)
         )
         await conn.close()
 
-        engine = make_engine(url, pool_size=1)
-        await upgrade(engine)
-        await engine.dispose()
+        await migrate(url)
         conn = await asyncpg.connect(pg.dsn(name))
         reasons, notes, message = await _texts(conn)
         assert reasons == ["selection F1 0.833 reached the target 0.80", OTHER]
@@ -84,11 +71,9 @@ async def test_stored_f1_wording_names_the_selection_split(pg: EmbeddedPostgres)
         assert stored == convergence | {"message": message}
         await conn.close()
 
-        await _downgrade(url, "0013")
+        await downgrade(url, "0013")
         conn = await asyncpg.connect(pg.dsn(name))
         reasons, notes, message = await _texts(conn)
         assert reasons == ["held-out F1 0.833 reached the target 0.80", OTHER]
         assert message == SINCE_0010
         await conn.close()
-    finally:
-        await drop_database(pg, name)

@@ -15,8 +15,7 @@ from llmjudge.infra.db.embedded import EmbeddedPostgres
 from llmjudge.infra.db.engine import make_engine
 from llmjudge.infra.db.migrate import upgrade
 from llmjudge.sessions.reads import get_comparison
-from tests.conftest import drop_database
-from tests.integration.personas.test_migration_0010 import _downgrade
+from tests.integration.migrations import database_at, downgrade
 
 _SESSION = (
     "INSERT INTO judge_sessions (name, status, comparison_mode, pillar_ids, panel, options)"
@@ -39,15 +38,7 @@ _VOTES = (
 
 async def test_single_judge_answers_become_member_zero_votes(pg: EmbeddedPostgres) -> None:
     name = "votes_migration_0013"
-    admin = await asyncpg.connect(pg.dsn("postgres"))
-    await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    await admin.close()
-    url = pg.url(name)
-    try:
-        engine = make_engine(url, pool_size=1)
-        await upgrade(engine, "0012")
-        await engine.dispose()
+    async with database_at(pg, name, "0012") as url:
         conn = await asyncpg.connect(pg.dsn(name))
         solo = await conn.fetchval(_SESSION, "one judge", None, '{"judge_label": "gpt"}')
         # the ORM writes a single judge's panel as JSON null, an import leaves it NULL
@@ -159,12 +150,10 @@ async def test_single_judge_answers_become_member_zero_votes(pg: EmbeddedPostgre
             ]
         await engine.dispose()
 
-        await _downgrade(url, "0012")
+        await downgrade(url, "0012")
         conn = await asyncpg.connect(pg.dsn(name))
         assert [tuple(r) for r in await conn.fetch(_VOTES)] == panel_before
         await conn.close()
-    finally:
-        await drop_database(pg, name)
 
 
 def _now() -> datetime:

@@ -18,12 +18,13 @@ from sqlalchemy import ARRAY, FromClause, Integer, and_, any_, cast, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import Pillar, Thread
+from llmjudge.core.agreement import calibration, people
 from llmjudge.core.agreement import judges as core
-from llmjudge.core.agreement import people
 from llmjudge.infra.errors import Invalid, NotFound
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.references.schemas import (
     AnnotatorPairOut,
+    CalibrationOut,
     DisagreementOut,
     FigureOut,
     GroupAgreementOut,
@@ -126,6 +127,7 @@ async def labels_of_pairs(db: AsyncSession, pairs: FromClause) -> list[core.Refe
 @dataclass(frozen=True)
 class _Loaded:
     judgments: list[core.Judgment]
+    stated: list[calibration.ProbabilityJudgment]  # the same, with their confidence
     labels: list[core.ReferenceLabel]
     pillar_of: dict[int, str]  # thread id -> pillar name
     meta_of: dict[int, Any]  # thread id -> value of the chosen metadata key
@@ -197,6 +199,10 @@ def _compute(
         human=_human_out(human),
         disagreements=[_disagreement_out(session_id, d) for d in shown],
         disagreements_total=len(report.disagreements),
+        calibration=CalibrationOut.model_validate(
+            calibration.calibration(loaded.stated, references, rounds=rounds),
+            from_attributes=True,
+        ),
     )
 
 
@@ -222,7 +228,13 @@ async def session_agreement(
         raise NotFound(f"session {session_id} not found")
     rows = (
         await db.execute(
-            select(Comparison.id, Comparison.thread_a_id, Comparison.thread_b_id, Comparison.winner)
+            select(
+                Comparison.id,
+                Comparison.thread_a_id,
+                Comparison.thread_b_id,
+                Comparison.winner,
+                Comparison.confidence,
+            )
             .where(
                 Comparison.session_id == session_id,
                 Comparison.status == "completed",
@@ -235,7 +247,11 @@ async def session_agreement(
         # The pair is canonical (lower id first): a comparison that showed the higher id
         # first is the pair swapped.
         core.Judgment((min(a, b), max(a, b)), cid, winner, swapped=a > b)
-        for cid, a, b, winner in rows
+        for cid, a, b, winner, _ in rows
+    ]
+    stated = [
+        calibration.ProbabilityJudgment(j.pair, j.winner, confidence, swapped=j.swapped)
+        for j, (*_, confidence) in zip(judgments, rows, strict=True)
     ]
     pairs = session_pairs(session_id)
     labels = await labels_of_pairs(db, pairs)
@@ -254,7 +270,7 @@ async def session_agreement(
             pillar_of[row[0]] = row[1]
             if meta is not None and row[2] is not None:
                 meta_of[row[0]] = row[2]
-    loaded = _Loaded(judgments, labels, pillar_of, meta_of)
+    loaded = _Loaded(judgments, stated, labels, pillar_of, meta_of)
     # The bootstrap is CPU work: keep it off the event loop.
     return await asyncio.to_thread(
         _compute, session_id, loaded, reference, group_by, len(rows), rounds

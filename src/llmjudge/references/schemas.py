@@ -165,6 +165,29 @@ class DisagreementOut(BaseModel):
     pair_url: str = Field(description="the two threads side by side (the review page)")
 
 
+class CalibrationBinOut(BaseModel):
+    low: float
+    high: float
+    n: int
+    mean_probability: float | None = Field(description="mean P(A is better) in the bin")
+    observed: FigureOut = Field(description="share of the bin's judgments whose label is A")
+
+
+class CalibrationOut(BaseModel):
+    """The judge's stated confidence as P(A is better), against A/B labels (ties left out)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    judgments: int
+    pairs: int
+    left_out: int = Field(
+        description="judgments of labelled pairs without a confidence, or labelled a tie"
+    )
+    brier: FigureOut = Field(description="mean squared error of P(A); 0 is perfect, 0.25 a coin")
+    log_loss: FigureOut
+    bins: list[CalibrationBinOut] = Field(description="ten equal-width bins of P(A)")
+
+
 class SessionAgreementOut(BaseModel):
     session_id: int
     reference: str
@@ -178,3 +201,4 @@ class SessionAgreementOut(BaseModel):
     human: HumanAgreementOut
     disagreements: list[DisagreementOut]
     disagreements_total: int
+    calibration: CalibrationOut

@@ -4,6 +4,7 @@ agreement report of a session whose recorded judgments were imported with their 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -398,3 +399,46 @@ async def test_judgment_import_label_errors_store_nothing(
         assert needle in error["message"]
     assert await count_labels(db) == 0
     assert await db.scalar(select(func.count()).select_from(JudgeSession)) == sessions_before
+
+
+async def test_agreement_calibrates_the_stated_confidence(
+    client: httpx.AsyncClient, threads: dict[str, int]
+) -> None:
+    """Imported judgments with stated confidences against gold labels: P(A) in the pair's
+    order, Brier score and log loss by hand, bins, what is left out, and the tab's section."""
+    pairs = [(threads[f"left/q{i}"], threads[f"right/q{i}"]) for i in range(3)]
+    # (as written: thread_a, thread_b), verdict, confidence, gold label in that order
+    rows = [
+        {"thread_a": pairs[0][0], "thread_b": pairs[0][1], "verdict": "A", "confidence": 0.9,
+         "label": "A"},  # P(A) 0.9, right
+        {"thread_a": pairs[0][1], "thread_b": pairs[0][0], "verdict": "A", "confidence": 0.8,
+         "label": "B"},  # shown swapped: P(pair's A) 0.2, wrong
+        {"thread_a": pairs[1][0], "thread_b": pairs[1][1], "verdict": "B", "confidence": 0.6,
+         "label": "A"},  # P(A) 0.4
+        {"thread_a": pairs[1][0], "thread_b": pairs[1][1], "verdict": "A", "label": "A"},
+        {"thread_a": pairs[2][0], "thread_b": pairs[2][1], "verdict": "A", "confidence": 0.7,
+         "label": "TIE"},  # a tie label: no binary outcome
+    ]  # fmt: skip
+    r = await client.post(
+        "/api/sessions/import",
+        files={"file": ("c.jsonl", jsonl(*rows))},
+        data={"session_name": "calibration"},
+    )
+    assert r.status_code == 201, r.text
+    sid = r.json()["session_id"]
+    cal = (await client.get(f"/api/sessions/{sid}/agreement")).json()["calibration"]
+    p, y = [0.9, 0.2, 0.4], [1, 1, 1]
+    assert (cal["judgments"], cal["pairs"], cal["left_out"]) == (3, 2, 2)
+    brier = sum((a - b) ** 2 for a, b in zip(p, y, strict=True)) / 3
+    assert cal["brier"]["value"] == pytest.approx(brier) and cal["brier"]["n"] == 3
+    assert cal["log_loss"]["value"] == pytest.approx(-sum(math.log(a) for a in p) / 3)
+    assert cal["brier"]["low"] <= cal["brier"]["value"] <= cal["brier"]["high"]
+    full = [b for b in cal["bins"] if b["n"]]
+    assert [b["mean_probability"] for b in full] == pytest.approx(sorted(p))
+    for b in full:
+        assert b["low"] <= b["mean_probability"] <= b["high"] and b["n"] == 1
+        assert b["observed"]["value"] == 1.0 and b["observed"]["n"] == 1
+    page = await client.get(f"/sessions/{sid}/partials/results/agreement")
+    assert 'id="calibration-figures"' in page.text and 'id="calibration-bins"' in page.text
+    assert "Reliability of the stated confidence" in page.text  # the chart
+    await client.delete("/api/references", params={"session_id": sid})

@@ -35,6 +35,7 @@ from llmjudge.infra.db.engine import Sessionmaker
 from llmjudge.infra.errors import Conflict, Invalid
 from llmjudge.infra.web import DbSession, refusal, render
 from llmjudge.references import (
+    CalibrationOut,
     session_agreement,
     session_annotators,
     session_label_sources,
@@ -505,10 +506,26 @@ async def _agreement(
     query = {"reference": report.reference, "group_by": report.group_by or ""}
     return {
         "agreement": report,
+        "reliability_chart": _reliability_chart(report.calibration),
         "annotators": annotators,
         "thread_names": names,
         "tab_qs": urlencode(query),
     }
+
+
+def _reliability_chart(cal: CalibrationOut) -> Markup:
+    """Observed share of A against the stated P(A), per bin, beside the diagonal a
+    calibrated judge would follow (empty bins leave gaps)."""
+    return charts.line_chart(
+        [round((b.low + b.high) / 2, 2) for b in cal.bins],
+        {
+            "observed share of A": [b.observed.value for b in cal.bins],
+            "calibrated (= stated)": [b.mean_probability for b in cal.bins],
+        },
+        title="Reliability of the stated confidence",
+        x_label="stated P(A is better), bin centre",
+        y_label="share",
+    )
 
 
 def _prefetch(f: _Figures, shown: str) -> None:

@@ -10,7 +10,7 @@ __all__, __getattr__ = public(
             "session_agreement",
         ),
         "llmjudge.references.models": ("ReferenceLabel",),
-        "llmjudge.references.schemas": ("CalibrationOut", "FigureOut"),
+        "llmjudge.references.schemas": ("StatedConfidenceOut", "FigureOut"),
         "llmjudge.references.service": (
             "LabelRow",
             "session_annotators",

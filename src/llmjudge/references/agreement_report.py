@@ -18,19 +18,19 @@ from sqlalchemy import ARRAY, FromClause, Integer, and_, any_, cast, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import Pillar, Thread
-from llmjudge.core.agreement import calibration, people
+from llmjudge.core.agreement import confidence, people
 from llmjudge.core.agreement import judges as core
 from llmjudge.infra.errors import Invalid, NotFound
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.references.schemas import (
     AnnotatorPairOut,
-    CalibrationOut,
     DisagreementOut,
     FigureOut,
     GroupAgreementOut,
     HumanAgreementOut,
     JudgeAgreementOut,
     SessionAgreementOut,
+    StatedConfidenceOut,
 )
 from llmjudge.references.service import session_pairs
 from llmjudge.sessions import Comparison, JudgeSession
@@ -127,7 +127,7 @@ async def labels_of_pairs(db: AsyncSession, pairs: FromClause) -> list[core.Refe
 @dataclass(frozen=True)
 class _Loaded:
     judgments: list[core.Judgment]
-    stated: list[calibration.ProbabilityJudgment]  # the same, with their confidence
+    stated: list[confidence.ProbabilityJudgment]  # the same, with their confidence
     labels: list[core.ReferenceLabel]
     pillar_of: dict[int, str]  # thread id -> pillar name
     meta_of: dict[int, Any]  # thread id -> value of the chosen metadata key
@@ -199,8 +199,8 @@ def _compute(
         human=_human_out(human),
         disagreements=[_disagreement_out(session_id, d) for d in shown],
         disagreements_total=len(report.disagreements),
-        calibration=CalibrationOut.model_validate(
-            calibration.calibration(loaded.stated, references, rounds=rounds),
+        stated_confidence=StatedConfidenceOut.model_validate(
+            confidence.confidence_report(loaded.stated, references, rounds=rounds),
             from_attributes=True,
         ),
     )
@@ -250,8 +250,8 @@ async def session_agreement(
         for cid, a, b, winner, _ in rows
     ]
     stated = [
-        calibration.ProbabilityJudgment(j.pair, j.winner, confidence, swapped=j.swapped)
-        for j, (*_, confidence) in zip(judgments, rows, strict=True)
+        confidence.ProbabilityJudgment(j.pair, j.winner, stated_c, swapped=j.swapped)
+        for j, (*_, stated_c) in zip(judgments, rows, strict=True)
     ]
     pairs = session_pairs(session_id)
     labels = await labels_of_pairs(db, pairs)

@@ -165,7 +165,7 @@ class DisagreementOut(BaseModel):
     pair_url: str = Field(description="the two threads side by side (the review page)")
 
 
-class CalibrationBinOut(BaseModel):
+class ConfidenceBinOut(BaseModel):
     low: float
     high: float
     n: int
@@ -173,7 +173,7 @@ class CalibrationBinOut(BaseModel):
     observed: FigureOut = Field(description="share of the bin's judgments whose label is A")
 
 
-class CalibrationOut(BaseModel):
+class StatedConfidenceOut(BaseModel):
     """The judge's stated confidence as P(A is better), against A/B labels (ties left out)."""
 
     model_config = ConfigDict(from_attributes=True)
@@ -185,7 +185,7 @@ class CalibrationOut(BaseModel):
     )
     brier: FigureOut = Field(description="mean squared error of P(A); 0 is perfect, 0.25 a coin")
     log_loss: FigureOut
-    bins: list[CalibrationBinOut] = Field(description="ten equal-width bins of P(A)")
+    bins: list[ConfidenceBinOut] = Field(description="ten equal-width bins of P(A)")
 
 
 class SessionAgreementOut(BaseModel):
@@ -201,4 +201,4 @@ class SessionAgreementOut(BaseModel):
     human: HumanAgreementOut
     disagreements: list[DisagreementOut]
     disagreements_total: int
-    calibration: CalibrationOut
+    stated_confidence: StatedConfidenceOut

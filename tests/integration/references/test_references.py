@@ -401,7 +401,7 @@ async def test_judgment_import_label_errors_store_nothing(
     assert await db.scalar(select(func.count()).select_from(JudgeSession)) == sessions_before
 
 
-async def test_agreement_calibrates_the_stated_confidence(
+async def test_agreement_scores_the_stated_confidence(
     client: httpx.AsyncClient, threads: dict[str, int]
 ) -> None:
     """Imported judgments with stated confidences against gold labels: P(A) in the pair's
@@ -426,7 +426,7 @@ async def test_agreement_calibrates_the_stated_confidence(
     )
     assert r.status_code == 201, r.text
     sid = r.json()["session_id"]
-    cal = (await client.get(f"/api/sessions/{sid}/agreement")).json()["calibration"]
+    cal = (await client.get(f"/api/sessions/{sid}/agreement")).json()["stated_confidence"]
     p, y = [0.9, 0.2, 0.4], [1, 1, 1]
     assert (cal["judgments"], cal["pairs"], cal["left_out"]) == (3, 2, 2)
     brier = sum((a - b) ** 2 for a, b in zip(p, y, strict=True)) / 3
@@ -439,6 +439,6 @@ async def test_agreement_calibrates_the_stated_confidence(
         assert b["low"] <= b["mean_probability"] <= b["high"] and b["n"] == 1
         assert b["observed"]["value"] == 1.0 and b["observed"]["n"] == 1
     page = await client.get(f"/sessions/{sid}/partials/results/agreement")
-    assert 'id="calibration-figures"' in page.text and 'id="calibration-bins"' in page.text
+    assert 'id="confidence-figures"' in page.text and 'id="confidence-bins"' in page.text
     assert "Reliability of the stated confidence" in page.text  # the chart
     await client.delete("/api/references", params={"session_id": sid})

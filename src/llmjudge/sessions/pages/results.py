@@ -35,7 +35,7 @@ from llmjudge.infra.db.engine import Sessionmaker
 from llmjudge.infra.errors import Conflict, Invalid
 from llmjudge.infra.web import DbSession, refusal, render
 from llmjudge.references import (
-    CalibrationOut,
+    StatedConfidenceOut,
     session_agreement,
     session_annotators,
     session_label_sources,
@@ -506,14 +506,14 @@ async def _agreement(
     query = {"reference": report.reference, "group_by": report.group_by or ""}
     return {
         "agreement": report,
-        "reliability_chart": _reliability_chart(report.calibration),
+        "reliability_chart": _reliability_chart(report.stated_confidence),
         "annotators": annotators,
         "thread_names": names,
         "tab_qs": urlencode(query),
     }
 
 
-def _reliability_chart(cal: CalibrationOut) -> Markup:
+def _reliability_chart(cal: StatedConfidenceOut) -> Markup:
     """Observed share of A against the stated P(A), per bin, beside the diagonal a
     calibrated judge would follow (empty bins leave gaps)."""
     return charts.line_chart(

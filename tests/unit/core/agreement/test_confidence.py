@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss, log_loss
 
-from llmjudge.core.agreement.calibration import (
+from llmjudge.core.agreement.confidence import (
     ProbabilityJudgment,
-    calibration,
+    confidence_report,
     probability_of_a,
 )
 
@@ -34,7 +34,7 @@ def _judgments(rows: list[tuple[int, str, float, bool]]) -> list[ProbabilityJudg
 def test_figures_equal_scikit_learn(rows: list, labels: list[str]) -> None:
     references = {("p", k): labels[k] for k in range(12)}
     judgments = _judgments(rows)
-    out = calibration(judgments, references, rounds=50)
+    out = confidence_report(judgments, references, rounds=50)
     p = np.array([j.probability_of_a for j in judgments])
     y = np.array([references[j.pair] == "A" for j in judgments], dtype=int)
     assert out.judgments == len(rows) and out.left_out == 0
@@ -67,13 +67,13 @@ def test_ties_unlabelled_pairs_and_missing_confidence_are_left_out() -> None:
         ProbabilityJudgment("none", "A", 0.9),  # no reference at all: not counted
         ProbabilityJudgment("a", "A", 0.7),
     ]
-    out = calibration(judgments, {"tie": "TIE", "a": "A"}, rounds=20)
+    out = confidence_report(judgments, {"tie": "TIE", "a": "A"}, rounds=20)
     assert (out.judgments, out.pairs, out.left_out) == (1, 1, 2)
     assert out.brier.value == pytest.approx(0.09)
 
 
 def test_nothing_scored_is_undefined_not_zero() -> None:
-    out = calibration([ProbabilityJudgment("a", "A", None)], {"a": "A"})
+    out = confidence_report([ProbabilityJudgment("a", "A", None)], {"a": "A"})
     assert out.brier.value is None and out.log_loss.value is None and out.judgments == 0
     assert all(b.n == 0 and b.mean_probability is None for b in out.bins)
 
@@ -83,11 +83,11 @@ def test_a_well_calibrated_judge_matches_its_bins_and_an_overconfident_one_does_
     p = rng.random(4000)
     y = rng.random(4000) < p  # calibrated: A is better with probability p
     refs = {k: ("A" if y[k] else "B") for k in range(p.size)}
-    good = calibration([ProbabilityJudgment(k, "A", p[k]) for k in range(p.size)], refs)
+    good = confidence_report([ProbabilityJudgment(k, "A", p[k]) for k in range(p.size)], refs)
     for b in good.bins:
         assert b.observed.low <= b.mean_probability <= b.observed.high
     sharp = np.where(p > 0.5, 0.99, 0.01)  # the same verdicts, stated as near certain
-    bad = calibration([ProbabilityJudgment(k, "A", sharp[k]) for k in range(p.size)], refs)
+    bad = confidence_report([ProbabilityJudgment(k, "A", sharp[k]) for k in range(p.size)], refs)
     assert bad.log_loss.low > good.log_loss.high
     top = bad.bins[-1]
     assert top.observed.high < top.mean_probability

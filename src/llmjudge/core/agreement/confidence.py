@@ -1,4 +1,4 @@
-"""Calibration of a judge's probabilities against reference labels (pure, numpy).
+"""Calibration of a judge's stated confidence against reference labels (pure, numpy).
 
 A judgment's probability is P(A is better) for the pair as written: a stated confidence
 ``c`` in a verdict A is ``c``, in B ``1 - c``, in a tie 0.5. The outcome is whether the
@@ -34,10 +34,10 @@ from llmjudge.core.agreement.labels import (
 
 __all__ = [
     "BINS",
-    "Calibration",
-    "CalibrationBin",
+    "ConfidenceReport",
+    "ConfidenceBin",
     "ProbabilityJudgment",
-    "calibration",
+    "confidence_report",
     "probability_of_a",
 ]
 
@@ -69,7 +69,7 @@ class ProbabilityJudgment:
 
 
 @dataclass(frozen=True)
-class CalibrationBin:
+class ConfidenceBin:
     low: float
     high: float
     n: int
@@ -78,10 +78,10 @@ class CalibrationBin:
 
 
 @dataclass(frozen=True)
-class Calibration:
+class ConfidenceReport:
     brier: Estimate
     log_loss: Estimate
-    bins: tuple[CalibrationBin, ...]
+    bins: tuple[ConfidenceBin, ...]
     judgments: int  # scored: a probability, and a reference A or B
     pairs: int
     left_out: int  # judgments of labelled pairs without a probability or with a tie label
@@ -94,14 +94,14 @@ def _losses(p: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return brier, log
 
 
-def calibration(
+def confidence_report(
     judgments: Iterable[ProbabilityJudgment],
     references: Mapping[Hashable, Label],
     *,
     bins: int = BINS,
     rounds: int = DEFAULT_ROUNDS,
     seed: int = 0,
-) -> Calibration:
+) -> ConfidenceReport:
     """The judge's probabilities against the labels; see the module docstring."""
     probs: list[float] = []
     outcomes: list[float] = []
@@ -143,7 +143,7 @@ def calibration(
     sums = np.bincount(which, weights=p, minlength=bins)
     hits = np.bincount(which, weights=y, minlength=bins)
     table = tuple(
-        CalibrationBin(
+        ConfidenceBin(
             low=float(edges[k]),
             high=float(edges[k + 1]),
             n=int(counts[k]),
@@ -152,7 +152,7 @@ def calibration(
         )
         for k in range(bins)
     )
-    return Calibration(
+    return ConfidenceReport(
         brier=brier_est,
         log_loss=log_est,
         bins=table,

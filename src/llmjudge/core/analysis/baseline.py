@@ -1,0 +1,208 @@
+"""Win rates against a baseline pillar, raw and length-controlled (pure, numpy).
+
+Input: one row per judgment of a pillar's answer against the baseline's answer to the same
+prompt, as arrays: the pillar (``0..pillars-1``), the prompt (``0..prompts-1``), the
+preference ``y`` in [0, 1] that the pillar's answer is better (1 a win, 0.5 a tie, or a
+probability) and the two answers' lengths.
+
+- **Win rate**: the mean over prompts of the pillar's mean preference on that prompt
+  (repetitions and both orders of a prompt count as one prompt), with a percentile
+  bootstrap interval over prompts.
+- **Length-controlled win rate** (after Dubois et al. 2024, "Length-Controlled AlpacaEval"):
+  first a difficulty ``gamma_x`` per prompt, shared by all pillars, from the logistic model
+  ``logit P = theta_m + gamma_x`` over every pillar's rows; then per pillar the logistic
+  model ``logit P = theta_m + phi_m tanh(d / s) + psi_m gamma_x`` with ``d`` the length
+  difference (pillar minus baseline) and ``s`` its standard deviation over all rows (one
+  scale, so the pillars' length effects compare). The length effect is learnt from how the
+  preference moves with ``d`` across a pillar's prompts: a pillar whose answers are longer
+  on every prompt by about the same amount leaves it poorly identified, and the penalty
+  then keeps the correction small. Each fit is penalised maximum likelihood: an L2 penalty ``RIDGE`` on every
+  coefficient but the intercept (the paper regularises its GLM too; ours is a fixed weak
+  penalty, not its cross-validated one). The controlled win rate is the mean over the
+  pillar's prompts of ``expit(theta_m + psi_m gamma_x)``: what the judge would prefer were
+  both answers equally long. ``phi_m`` is the length effect, in logits per unit of
+  ``tanh``. Its interval is a bootstrap over prompts that refits both steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+
+__all__ = ["RIDGE", "BaselineRow", "baseline_win_rates"]
+
+RIDGE = 0.1  # L2 penalty per coefficient (not the intercepts)
+_NEWTON_STEPS = 50
+
+
+@dataclass(frozen=True)
+class BaselineRow:
+    """One pillar against the baseline. Rates are shares in [0, 1]; None when undefined."""
+
+    pillar: int
+    judgments: int
+    prompts: int
+    win_rate: float | None
+    win_rate_low: float | None
+    win_rate_high: float | None
+    lc_win_rate: float | None
+    lc_win_rate_low: float | None
+    lc_win_rate_high: float | None
+    length_effect: float | None  # phi_m, logits at tanh = 1
+    mean_length: float | None  # of the pillar's answers in these rows
+    baseline_mean_length: float | None
+
+
+def _logistic_fit(x: np.ndarray, y: np.ndarray, penalty: np.ndarray) -> np.ndarray:
+    """Penalised logistic regression with fractional outcomes by Newton's method."""
+    beta = np.zeros(x.shape[1])
+    for _ in range(_NEWTON_STEPS):
+        p = expit(x @ beta)
+        grad = x.T @ (y - p) - penalty * beta
+        w = p * (1.0 - p)
+        hess = (x * w[:, None]).T @ x + np.diag(penalty) + 1e-9 * np.eye(x.shape[1])
+        step = np.linalg.solve(hess, grad)
+        beta += step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    return beta
+
+
+def _difficulty(
+    pillar: np.ndarray, prompt: np.ndarray, y: np.ndarray, pillars: int, prompts: int
+) -> np.ndarray:
+    """gamma per prompt from ``logit P = theta_m + gamma_x`` (penalised, centred). The
+    model is two-way additive, so block coordinate Newton steps (every theta, then every
+    gamma, each a one-dimensional problem) reach the optimum without a dense Hessian."""
+    theta = np.zeros(pillars)
+    gamma = np.zeros(prompts)
+    for _ in range(200):
+        largest = 0.0
+        for values, index, size, penalty in (
+            (theta, pillar, pillars, 1e-6),
+            (gamma, prompt, prompts, RIDGE),
+        ):
+            p = expit(theta[pillar] + gamma[prompt])
+            grad = np.bincount(index, weights=y - p, minlength=size) - penalty * values
+            hess = np.bincount(index, weights=p * (1.0 - p), minlength=size) + penalty
+            step = np.clip(grad / hess, -5.0, 5.0)  # damped where the data nearly separate
+            values += step
+            largest = max(largest, float(np.max(np.abs(step), initial=0.0)))
+        if largest < 1e-8:
+            break
+    return gamma - gamma.mean()
+
+
+def _lc(
+    y: np.ndarray, length: np.ndarray, gamma_x: np.ndarray, prompt: np.ndarray
+) -> tuple[float, float]:
+    """(controlled win rate, phi) of one pillar's rows; ``length`` is tanh(d / s)."""
+    x = np.column_stack([np.ones(y.size), length, gamma_x])
+    theta, phi, psi = _logistic_fit(x, y, np.array([0.0, RIDGE, RIDGE]))
+    controlled = expit(theta + psi * gamma_x)
+    # mean over prompts, each prompt once
+    per_prompt = np.bincount(prompt, weights=controlled) / np.maximum(np.bincount(prompt), 1)
+    seen = np.bincount(prompt) > 0
+    return float(per_prompt[seen].mean()), float(phi)
+
+
+def _rates(
+    pillar: np.ndarray,
+    prompt: np.ndarray,
+    y: np.ndarray,
+    diff: np.ndarray,
+    pillars: int,
+    prompts: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(win rate, controlled win rate, phi) per pillar; NaN where the pillar has no rows."""
+    win = np.full(pillars, np.nan)
+    lc = np.full(pillars, np.nan)
+    phi = np.full(pillars, np.nan)
+    if y.size == 0:
+        return win, lc, phi
+    gamma = _difficulty(pillar, prompt, y, pillars, prompts)
+    sd = diff.std()
+    length = np.tanh(diff / sd) if sd > 0 else np.zeros_like(diff)
+    for m in range(pillars):
+        mine = pillar == m
+        if not mine.any():
+            continue
+        px = prompt[mine]
+        counts = np.bincount(px, minlength=prompts)
+        sums = np.bincount(px, weights=y[mine], minlength=prompts)
+        seen = counts > 0
+        win[m] = float((sums[seen] / counts[seen]).mean())
+        lc[m], phi[m] = _lc(y[mine], length[mine], gamma[px], px)
+    return win, lc, phi
+
+
+def baseline_win_rates(
+    pillar: np.ndarray,
+    prompt: np.ndarray,
+    preference: np.ndarray,
+    length: np.ndarray,
+    baseline_length: np.ndarray,
+    *,
+    pillars: int,
+    rounds: int = 200,
+    level: float = 0.95,
+    seed: int = 0,
+) -> list[BaselineRow]:
+    """Each pillar's raw and length-controlled win rate against the baseline, with
+    bootstrap intervals over prompts; see the module docstring."""
+    pillar = np.asarray(pillar, dtype=np.int64)
+    prompt_codes, prompt = np.unique(np.asarray(prompt), return_inverse=True)
+    y = np.asarray(preference, dtype=float)
+    if y.size and (np.nanmin(y) < 0 or np.nanmax(y) > 1):
+        raise ValueError("preferences must lie in [0, 1]")
+    length = np.asarray(length, dtype=float)
+    base = np.asarray(baseline_length, dtype=float)
+    diff = length - base
+    prompts = prompt_codes.size
+    win, lc, phi = _rates(pillar, prompt, y, diff, pillars, prompts)
+    boot_win = np.full((rounds, pillars), np.nan)
+    boot_lc = np.full((rounds, pillars), np.nan)
+    rng = np.random.default_rng(seed)
+    by_prompt = [np.flatnonzero(prompt == x) for x in range(prompts)]
+    for r in range(rounds if prompts else 0):
+        picked = rng.integers(0, prompts, prompts)
+        rows = np.concatenate([by_prompt[x] for x in picked])
+        # each drawn prompt is a new prompt (a prompt drawn twice counts twice)
+        new_prompt = np.repeat(np.arange(prompts), [by_prompt[x].size for x in picked])
+        boot_win[r], boot_lc[r], _ = _rates(
+            pillar[rows], new_prompt, y[rows], diff[rows], pillars, prompts
+        )
+    tail = 50.0 * (1.0 - level)
+    out = []
+    for m in range(pillars):
+        mine = pillar == m
+        n_prompts = int(np.unique(prompt[mine]).size)
+
+        def interval(samples: np.ndarray) -> tuple[float | None, float | None]:
+            s = samples[~np.isnan(samples)]
+            if s.size == 0:
+                return None, None
+            low, high = np.percentile(s, [tail, 100.0 - tail])
+            return float(low), float(high)
+
+        wl, wh = interval(boot_win[:, m])
+        ll, lh = interval(boot_lc[:, m])
+        out.append(
+            BaselineRow(
+                pillar=m,
+                judgments=int(mine.sum()),
+                prompts=n_prompts,
+                win_rate=None if np.isnan(win[m]) else float(win[m]),
+                win_rate_low=wl,
+                win_rate_high=wh,
+                lc_win_rate=None if np.isnan(lc[m]) else float(lc[m]),
+                lc_win_rate_low=ll,
+                lc_win_rate_high=lh,
+                length_effect=None if np.isnan(phi[m]) else float(phi[m]),
+                mean_length=float(length[mine].mean()) if mine.any() else None,
+                baseline_mean_length=float(base[mine].mean()) if mine.any() else None,
+            )
+        )
+    return out

@@ -16,6 +16,7 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from llmjudge.analysis import exports, figures
+from llmjudge.analysis.baseline import BaselineOut, baseline_report
 from llmjudge.analysis.cache import AnalysisCache, get_cache
 from llmjudge.analysis.loading import get_analysis_session
 from llmjudge.analysis.options import Rating
@@ -34,7 +35,7 @@ from llmjudge.analysis.schemas import (
     ThreadPerformanceOut,
 )
 from llmjudge.core.analysis.outcomes import Aggregation
-from llmjudge.infra.web import DbSession, Offset
+from llmjudge.infra.web import ID_MAX, DbSession, Offset
 
 router = APIRouter(prefix="/api/sessions", tags=["analysis"])
 
@@ -300,3 +301,19 @@ async def export(
         media_type="application/json",
         headers={"Content-Disposition": f'attachment; filename="{stem}.json"'},
     )
+
+
+@router.get("/{session_id}/baseline", response_model=BaselineOut)
+async def baseline(
+    session: Session,
+    db: DbSession,
+    pillar_id: Annotated[
+        int, Query(ge=1, le=ID_MAX, description="the baseline pillar, one of the session's")
+    ],
+) -> BaselineOut:
+    """Each pillar's win rate against a baseline pillar over the prompts they share (a tie
+    counts half), with a bootstrap interval over prompts, and its length-controlled win
+    rate (Dubois et al. 2024: a per-prompt difficulty shared by all pillars and a tanh
+    length term per pillar, the length term then set to zero), its length effect and
+    average answer lengths. Only comparisons whose two threads share a prompt key count."""
+    return await baseline_report(db=db, session=session, baseline_pillar_id=pillar_id)

@@ -121,6 +121,20 @@ CHANGED: list[tuple[str, str]] = [
         "#27: an adaptive session's pairs asked again are not planned repetitions; no "
         "repetition goal applies to them",
     ),
+    (
+        # every figure refitted with the prior, and the rows that reorder with them
+        r"\.body(\.leaderboard)?\.(entries|pillar_aggregates)\[\d+\]\..+"
+        r"|\.body(\.leaderboard)?\.(quality|pillar_quality)\..+"
+        r"|\.body\.style\..+|\.body\.categories\.categories\[\d+\]\.pillars\[\d+\]\..+"
+        r"|\.body\(csv\)\[\d+\]\.(rank|thread_id|thread_external_id|thread_title|pillar_id|"
+        r"pillar_name|elo_score|bt_score|bt_ci_low|bt_ci_high|matches_played|wins|losses|ties|"
+        r"win_rate|avg_confidence|likert_\w+)",
+        "#27 item 7: the Bradley-Terry prior is two drawn games against an average player "
+        "(precision 0.5, sd 246 Elo points) instead of 0.01 (sd 1,700 points), so "
+        "near-separable results stop diverging; every Bradley-Terry figure (leaderboards, "
+        "pillar rankings, style control, categories; not the adaptive design, whose stopping "
+        "rule is calibrated on 0.01) moves, and the rows they order move with them",
+    ),
 ]
 
 

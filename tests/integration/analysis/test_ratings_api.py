@@ -567,7 +567,7 @@ async def test_results_page_tabs_use_the_same_options(
     text = page.text
     assert "Davidson" in text and "ν =" in text
     assert "count as 3 wins" in text
-    assert "BT (90% interval)" in text and "Elo (order-dependent)" in text
+    assert "Score, Elo points (90% interval)" in text and "Elo (order-dependent)" in text
     assert "Tournament quality" in text and 'id="rating-options"' in text
     # sort links carry the options
     assert "ties=davidson" in text

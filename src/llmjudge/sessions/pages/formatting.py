@@ -1,6 +1,6 @@
 """Formatting for the tournament templates: durations and the ETA, percentages, numbers,
-Likert dots, thread names, and the leaderboard's column sorting. Pure: no I/O. Importing
-it registers the template filters.
+intervals, Elo points, Likert dots, thread names, and the leaderboard's column sorting.
+Pure: no I/O. Importing it registers the template filters and globals.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from typing import Any, Literal
 from llmjudge.analysis import LeaderboardRow
 from llmjudge.core.analysis.position import HEADLINES
 from llmjudge.core.judging.prompts import criterion_label
+from llmjudge.core.ratings.bradley_terry import DEFAULT_PRIOR
+from llmjudge.core.ratings.elo import ELO_BASE, ELO_SCALE
 from llmjudge.infra.web import templates
 from llmjudge.sessions.reads import thread_name
 
@@ -22,10 +24,14 @@ __all__ = [
     "SortKey",
     "avg_score",
     "duration_text",
+    "elo_points",
     "eta_seconds",
+    "interval",
     "likert_dots",
     "number",
     "percent",
+    "points_meaning",
+    "prior_text",
     "sort_rows",
     "thread_name",
 ]
@@ -114,9 +120,43 @@ def number(value: float | None, fmt: str = "{:.0f}") -> str:
     return fmt.format(value)
 
 
+def interval(low: float | None, high: float | None, fmt: str = "{:.0f}") -> str:
+    """An interval as "-513 to -272": a dash between two numbers that may be negative
+    read as "-513--272" (issue 27). "–" when either end is missing."""
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return "–"
+    return f"{fmt.format(low)} to {fmt.format(high)}"
+
+
+def elo_points(theta: float, base: float = ELO_BASE) -> float:
+    """A centred log-strength (natural logit) in Elo points: the leaderboard's scale, so a
+    page shows one scale (issue 27)."""
+    return base + ELO_SCALE * theta
+
+
+def points_meaning(points: float = 100.0) -> str:
+    """What a gap of `points` Elo points means, computed from the scale."""
+    rate = 1.0 / (1.0 + math.exp(-points / ELO_SCALE))
+    return f"{points:.0f} points = {rate:.0%} expected win rate"
+
+
+def prior_text(what: str = "threads", prior: float = DEFAULT_PRIOR) -> str:
+    """The Bradley-Terry prior in the page's words (bradley_terry's docstring says why):
+    each drawn game against the mean adds 1/4 to the prior's precision."""
+    return (
+        f"a weak prior worth {4 * prior:g} drawn games against an average one (normal, with a"
+        f" standard deviation of {ELO_SCALE / math.sqrt(prior):.0f} points) keeps unbeaten"
+        f" {what} finite"
+    )
+
+
 templates.env.filters["likert_dots"] = likert_dots
 templates.env.filters["percent"] = percent
 templates.env.filters["number"] = number
 templates.env.filters["duration"] = duration_text
+templates.env.filters["elo_points"] = elo_points
+templates.env.globals["interval"] = interval
+templates.env.globals["points_meaning"] = points_meaning
+templates.env.globals["prior_text"] = prior_text
 templates.env.globals["criterion_label"] = criterion_label
 templates.env.globals["consistency_headline"] = HEADLINES

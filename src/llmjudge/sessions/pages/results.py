@@ -263,7 +263,7 @@ async def _overview(f: _Figures) -> dict[str, Any]:
         [p.name for p in pillars],
         [p.bt_score for p in pillars],  # type: ignore[misc]
         [(p.bt_ci_low, p.bt_ci_high) for p in pillars],
-        f"Pillar ranking: Bradley-Terry score − {method.base:.0f}"
+        f"Pillar ranking: Bradley-Terry score in Elo points − {method.base:.0f}"
         f" ({_interval_words(method.level, has)}), {method.comparisons:,} verdicts",
         base=method.base,
     )
@@ -311,8 +311,8 @@ def _leaderboard_chart(
         ],
         [e.bt_score for e in top],
         [(e.bt_ci_low, e.bt_ci_high) for e in top],
-        f"First {len(top)} rows of the table (by {order}): Bradley-Terry score"
-        f" − {method.base:.0f} ({_interval_words(method.level, has)}),"
+        f"First {len(top)} rows of the table (by {order}): Bradley-Terry score in Elo"
+        f" points − {method.base:.0f} ({_interval_words(method.level, has)}),"
         f" {method.comparisons:,} verdicts",
         width=880,
         base=method.base,
@@ -339,7 +339,7 @@ async def _leaderboard_tab(f: _Figures) -> dict[str, Any]:
 
 async def _distribution(f: _Figures) -> dict[str, Any]:
     dist = await analysis.score_distribution_out(**f.source, aggregation="all", score=None, bins=10)
-    label = "Elo" if dist.score == "elo" else "Bradley-Terry score"
+    label = "Elo" if dist.score == "elo" else "Bradley-Terry score (Elo points)"
     chart = charts.histogram_chart(
         {p.name: p.histogram for p in dist.pillars},
         dist.bin_edges,

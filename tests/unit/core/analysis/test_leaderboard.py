@@ -9,9 +9,12 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.optimize import brentq
+from scipy.special import expit
 
 from llmjudge.core.analysis.leaderboard import leaderboard, pillar_matrix, score_distribution
 from llmjudge.core.analysis.outcomes import Outcome, OutcomeTable, aggregate, as_table
+from llmjudge.core.ratings.bradley_terry import DEFAULT_PRIOR
 from llmjudge.core.ratings.elo import ELO_SCALE, elo
 from llmjudge.core.ratings.estimators import bradley_terry
 from llmjudge.core.ratings.report import rating_report
@@ -206,9 +209,12 @@ def test_leaderboard_pillar_aggregates() -> None:
     assert by_id[10].name == "alpha" and by_id[10].thread_count == 2
     assert by_id[10].avg_elo == pytest.approx((elo_of[1] + elo_of[2]) / 2)
     assert by_id[20].avg_bt == pytest.approx((bt_of[3] + bt_of[4]) / 2)
-    # cross-pillar verdicts: alpha won 3 (ids 1, 2, 3) and lost 2 (ids 4, 7)
+    # cross-pillar verdicts: alpha won 3 (ids 1, 2, 3) and lost 2 (ids 4, 7); the maximum
+    # likelihood gap log(3/2), shrunk by the prior: 3 - 5 * sigmoid(gap) = prior * gap / 2
     gap = (by_id[10].bt_score - by_id[20].bt_score) / ELO_SCALE
-    assert gap == pytest.approx(math.log(3 / 2), abs=0.01)
+    expected = brentq(lambda g: 3 - 5 * expit(g) - DEFAULT_PRIOR * g / 2, 0.0, math.log(3 / 2))
+    assert gap == pytest.approx(expected, abs=1e-4)
+    assert 0 < gap < math.log(3 / 2)
     assert [p.pillar_id for p in board.pillar_aggregates] == [10, 20]
     assert by_id[10].bt_ci_low is None and by_id[10].bt_rank == 1
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.optimize import minimize
+from scipy.optimize import brentq, minimize
+from scipy.special import expit
 from scipy.stats import kendalltau
 
 from llmjudge.core.analysis.outcomes import Outcome, OutcomeTable
@@ -236,9 +237,11 @@ def test_pillar_ratings_use_cross_pillar_outcomes_only() -> None:
     with_intra = pillar_bradley_terry(cross + intra, pillar_of, bootstrap_rounds=0).ratings
     assert [r.player_id for r in pillars] == [10, 20]
     assert [r.score for r in pillars] == pytest.approx([r.score for r in with_intra])
-    # pillar 10 scored 2.5 of 4: the fitted gap matches log(2.5 / 1.5) up to the tiny prior
+    # pillar 10 scored 2.5 of 4: the maximum likelihood gap log(2.5 / 1.5), shrunk by the
+    # prior: 2.5 - 4 * sigmoid(gap) = prior * gap / 2
     gap = (pillars[0].score - pillars[1].score) / ELO_SCALE
-    assert gap == pytest.approx(math.log(2.5 / 1.5), abs=0.01)
+    expected = brentq(lambda g: 2.5 - 4 * expit(g) - DEFAULT_PRIOR * g / 2, 0, math.log(2.5 / 1.5))
+    assert gap == pytest.approx(expected, abs=1e-4)
 
 
 def test_empty_input_gives_empty_ratings() -> None:

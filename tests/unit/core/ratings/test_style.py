@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.linear_model import LogisticRegression
 
+from llmjudge.core.ratings.bradley_terry import DEFAULT_PRIOR
 from llmjudge.core.ratings.style import (
     STYLE_FEATURES,
     answer_features,
@@ -149,7 +150,7 @@ def test_sandwich_matches_an_independent_dense_computation() -> None:
     x[np.arange(a.size), b] -= 1.0
     x[:, 6:] = z
     p = 1.0 / (1.0 + np.exp(-(x @ np.concatenate([theta, beta]))))
-    hess = x.T @ (x * (p * (1 - p))[:, None]) + np.diag([0.01] * 6 + [1e-9] * 4)
+    hess = x.T @ (x * (p * (1 - p))[:, None]) + np.diag([DEFAULT_PRIOR] * 6 + [1e-9] * 4)
     scores = np.zeros((cluster.max() + 1, x.shape[1]))
     np.add.at(scores, cluster, x * (s - p)[:, None])
     inv = np.linalg.inv(hess)

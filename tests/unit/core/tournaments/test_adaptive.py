@@ -27,6 +27,7 @@ from llmjudge.core.tournaments.adaptive import (
     stability_widths,
     state_at,
 )
+from llmjudge.core.tournaments.adaptive.state import DEFAULT_PRIOR as DESIGN_PRIOR
 from llmjudge.core.tournaments.simulation import (
     JudgeModel,
     estimate_comparisons,
@@ -69,10 +70,12 @@ def test_fit_matches_the_ratings_fit_and_the_hessian_inverse() -> None:
     state = fit_state(n, a, b, s)
     pairs = PairIndex.build(a, b, s, n)
     wins, games = pairs.totals()
-    np.testing.assert_allclose(state.theta, fit_bradley_terry(pairs, wins, games), atol=1e-8)
+    np.testing.assert_allclose(
+        state.theta, fit_bradley_terry(pairs, wins, games, prior=DESIGN_PRIOR), atol=1e-8
+    )
     assert state.games.sum() == 2 * 200
     # the covariance is the inverse of the penalised Hessian, built here the slow way
-    hess = np.eye(n) * 0.01
+    hess = np.eye(n) * DESIGN_PRIOR
     for i, j in zip(a.tolist(), b.tolist(), strict=True):
         p = 1 / (1 + np.exp(state.theta[j] - state.theta[i]))
         w = p * (1 - p)

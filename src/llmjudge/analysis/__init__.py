@@ -6,6 +6,7 @@ what writes comparisons (plans, imports) lives in the sessions domain.
 - figures: each figure of a session; cache: cached per completed count; options: the
   rating options of a query
 - exports: CSV and JSON downloads, streamed
+- baseline: win rates against a baseline pillar, raw and length-controlled
 - api: the `/api/sessions/{id}/<figure>` and `/export` routes"""
 
 from llmjudge.infra.exports import public
@@ -13,6 +14,7 @@ from llmjudge.infra.exports import public
 __all__, __getattr__ = public(
     __name__,
     {
+        "llmjudge.analysis.baseline": ("BaselineOut", "baseline_report", "pillar_names"),
         "llmjudge.analysis.cache": (
             "FINISHED",
             "AnalysisCache",

@@ -20,7 +20,7 @@ from llmjudge.core.analysis.baseline import RIDGE, baseline_win_rates
 from llmjudge.infra.errors import Invalid
 from llmjudge.sessions import Comparison
 
-__all__ = ["BaselineOut", "BaselinePillarOut", "baseline_report"]
+__all__ = ["BaselineOut", "BaselinePillarOut", "baseline_report", "pillar_names"]
 
 BOOTSTRAP_ROUNDS = 200
 _PREFERENCE = {"A": 1.0, "B": 0.0, "TIE": 0.5}
@@ -58,6 +58,12 @@ class BaselineOut(BaseModel):
     ridge: float = Field(description="L2 penalty of the length-controlled fits")
 
 
+async def pillar_names(db: AsyncSession, ids: list[int]) -> dict[int, str]:
+    """The names of these pillars, by id (the baseline choices of a session)."""
+    rows = await db.execute(select(Pillar.id, Pillar.name).where(Pillar.id.in_(ids)))
+    return dict(rows.all())  # type: ignore[arg-type]
+
+
 async def baseline_report(
     *, db: AsyncSession, session: AnalysisSession, baseline_pillar_id: int
 ) -> BaselineOut:
@@ -92,13 +98,7 @@ async def baseline_report(
             )
         )
     ).all()
-    names = dict(
-        (
-            await db.execute(
-                select(Pillar.id, Pillar.name).where(Pillar.id.in_(session.pillar_ids))
-            )
-        ).all()
-    )
+    names = await pillar_names(db, session.pillar_ids)
     await db.close()  # nothing more to read: the fits need no connection
     others = [p for p in session.pillar_ids if p != baseline_pillar_id]
     index = {p: k for k, p in enumerate(others)}

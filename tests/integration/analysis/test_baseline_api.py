@@ -70,3 +70,17 @@ async def test_win_rates_against_a_baseline(client: httpx.AsyncClient) -> None:
     assert (
         await client.get("/api/sessions/999999/baseline", params={"pillar_id": 1})
     ).status_code == 404
+
+    page = await client.get(f"/sessions/{sid}/results", params={"tab": "baseline"})
+    assert page.status_code == 200 and 'id="no-baseline"' in page.text  # choose one first
+    assert f'<option value="{pillars["bl-short"]}">bl-short</option>' in page.text
+    part = await client.get(
+        f"/sessions/{sid}/partials/results/baseline", params={"baseline": pillars["bl-base"]}
+    )
+    assert 'id="baseline-table"' in part.text and "Length-controlled win rate against" in part.text
+    table = part.text.split('id="baseline-table"')[1]
+    row = table.split(">bl-short<")[1].split("</tr>")[0]
+    assert "41.7%" in row and " to " in row  # (2 + 0.5) / 6, with its interval
+    assert "1 comparisons with the baseline answer different prompts" in part.text
+    bad = await client.get(f"/sessions/{sid}/partials/results/baseline", params={"baseline": "x"})
+    assert 'id="tab-error"' in bad.text and "must be a pillar id" in bad.text

@@ -63,6 +63,7 @@ TABS: tuple[tuple[str, str], ...] = (
     ("style", "Style control"),
     ("categories", "Categories"),
     ("agreement", "Agreement"),
+    ("baseline", "Win rates"),
 )
 TAB_NAMES = tuple(name for name, _ in TABS)
 # Shown after the others, for a session judged by a panel only.
@@ -74,7 +75,7 @@ SWAP_PAIRS_SCANNED = 500  # as the API's default page, so both share one cached 
 
 BASELINE_CHOICES = 50  # threads offered as the anchor on the leaderboard form
 # The tabs drawn from the analysis cache, computed ahead for a finished session.
-PREFETCHED = tuple(t for t in TAB_NAMES if t != "agreement")
+PREFETCHED = tuple(t for t in TAB_NAMES if t not in ("agreement", "baseline"))
 CATEGORY_KEY = "category"  # MT-Bench's; any thread metadata key can be picked
 Cache = AnalysisCache
 
@@ -160,6 +161,8 @@ async def _tab_context(
     try:
         if tab == "agreement":  # reads reference labels, not the analysis cache
             ctx |= await _agreement(request, sessionmaker, session_id)
+        elif tab == "baseline":  # a chosen baseline pillar, not the analysis cache
+            ctx |= await _baseline(request, sessionmaker, session)
         else:
             options = analysis.rating_options(**extra.rating)
             figures = _Figures(analysis.get_cache(request), sessionmaker, session, options, extra)
@@ -510,6 +513,41 @@ async def _agreement(
         "annotators": annotators,
         "thread_names": names,
         "tab_qs": urlencode(query),
+    }
+
+
+async def _baseline(
+    request: Request, sessionmaker: Sessionmaker, session: AnalysisSession
+) -> dict[str, Any]:
+    """Win rates against the pillar chosen as ``?baseline=``, as
+    ``/api/sessions/{id}/baseline`` gives them; without one, the choice."""
+    chosen = (request.query_params.get("baseline") or "").strip()
+    async with sessionmaker() as db:
+        names = await analysis.pillar_names(db, session.pillar_ids)
+        report = None
+        if chosen:
+            if not chosen.isdigit() or len(chosen) > 10:
+                raise Invalid(f"baseline must be a pillar id, got {chosen[:40]!r}")
+            report = await analysis.baseline_report(
+                db=db, session=session, baseline_pillar_id=int(chosen)
+            )
+    chart = None
+    if report is not None:
+        shown = [p for p in report.pillars if p.lc_win_rate is not None]
+        chart = charts.bar_chart(
+            [p.pillar_name for p in shown],
+            [p.lc_win_rate for p in shown],  # type: ignore[misc]
+            errors=[
+                (p.lc_win_rate_low or p.lc_win_rate, p.lc_win_rate_high or p.lc_win_rate)
+                for p in shown
+            ],  # type: ignore[misc]
+            title=f"Length-controlled win rate against {report.baseline_pillar_name}",
+        )
+    return {
+        "pillar_choices": sorted(names.items(), key=lambda kv: kv[1]),
+        "baseline": report,
+        "baseline_chart": chart,
+        "tab_qs": urlencode({"baseline": chosen}) if chosen else "",
     }
 
 

@@ -14,6 +14,7 @@ from llmjudge.auth import CurrentPrincipal
 from llmjudge.catalog import RowError
 from llmjudge.infra.errors import ID_MAX
 from llmjudge.infra.events.sse import sse_response
+from llmjudge.infra.rowfiles import rejection
 from llmjudge.infra.web import IMPORT_BUSY, DbSession, ImportSlot, Number, Offset
 from llmjudge.personas import annotators as agreement_service
 from llmjudge.personas import deps, prompt_versions, reports, review, service
@@ -59,10 +60,7 @@ class RowsRejected(HTTPException):
     def __init__(self, errors: list[RowError]) -> None:
         super().__init__(
             status.HTTP_422_UNPROCESSABLE_CONTENT,
-            detail={
-                "message": f"{len(errors)} problem(s) found; nothing was stored",
-                "errors": [e.model_dump() for e in errors],
-            },
+            detail=rejection(errors).detail(),
         )
 
 

@@ -27,7 +27,7 @@ from llmjudge.core.personas.splits import assign_splits as plan_splits
 from llmjudge.infra import web
 from llmjudge.infra.config import Settings
 from llmjudge.infra.errors import Conflict
-from llmjudge.infra.rowfiles import file_rows
+from llmjudge.infra.rowfiles import file_rows, rejection
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import Persona, PersonaPair, PersonaPairLabel
 from llmjudge.personas.schemas import PairOut, PairRow, PairUploadResult
@@ -418,7 +418,7 @@ class RowsRejected(Exception):
     """Rows that cannot be stored; the API answers 422 with the list and stores nothing."""
 
     def __init__(self, errors: list[RowError]) -> None:
-        super().__init__(f"{len(errors)} problem(s) found; nothing was stored")
+        super().__init__(rejection(errors).message)
         self.errors = errors
 
 

@@ -371,6 +371,7 @@ class DecisionOut(BaseModel):
     input_b: str | None
     correct_output: str
     answer: str
+    system: str | None = Field(default=None, description="which system gave the answer, if named")
     judge_label: Label
     judge_reasoning: str
     judge_confidence: float | None

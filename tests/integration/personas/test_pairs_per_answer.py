@@ -116,6 +116,10 @@ async def test_three_systems_by_forty_questions_are_stored_judged_and_labelled(
     assert all(len(splits) == 1 for splits in by_input.values())  # no question leaks
     questions = Counter(next(iter(s)) for s in by_input.values())
     assert questions == {"optimisation": 20, "selection": 10, "calibration": 10}
+    page = await client.get(f"/personas/{pid}/data")
+    shown = pairs[:100]  # the data tab shows the first 100, each answer's system under it
+    assert page.status_code == 200
+    assert page.text.count("by beta") == sum(p["system"] == "beta" for p in shown) > 0
 
     # The same file again is skipped; an exact duplicate is refused, naming both lines.
     r = await client.post(url, files={"file": ("set.csv", _calibration_set())})
@@ -150,6 +154,7 @@ async def test_three_systems_by_forty_questions_are_stored_judged_and_labelled(
     # each decision judged its own pair's answer, in its pair's split
     assert all(d["answer"] == pair_of[d["pair_id"]]["answer"] for d in decisions)
     assert all(d["split"] == pair_of[d["pair_id"]]["split"] for d in decisions)
+    assert all(d["system"] == pair_of[d["pair_id"]]["system"] for d in decisions)
     assert len({(d["input"], d["answer"], pair_of[d["pair_id"]]["system"]) for d in decisions}) == (
         120
     )
@@ -178,6 +183,11 @@ async def test_three_systems_by_forty_questions_are_stored_judged_and_labelled(
         human = [truth(d) for d in rows]
         judge = [d["judge_label"] == "correct" for d in rows]
         assert got["f1"] == pytest.approx(f1_score(human, judge, zero_division=0), abs=1e-12)
+
+    export = (await client.get(f"/api/personas/{pid}/export?format=csv")).text
+    lines = [ln for ln in export.splitlines(keepends=True) if not ln.startswith("#")]
+    exported = list(csv.DictReader(io.StringIO("".join(lines))))
+    assert Counter(row["system"] for row in exported) == dict.fromkeys(SYSTEMS, QUESTIONS)
 
     # A fourth system's answers join their questions' splits.
     r = await client.post(url, files={"file": ("delta.csv", _calibration_set(("delta",)))})

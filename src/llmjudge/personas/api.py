@@ -174,8 +174,11 @@ async def upload_pairs(
 ) -> PairUploadResult:
     """Add training pairs from a CSV, all or nothing. `?preview=true` validates and returns
     the first rows without storing. Rows identical to stored pairs are skipped; new pairs
-    join the three splits (stratified by uploaded label) while stored pairs keep theirs.
-    Optional columns: `answer` (no task model is then called), `human_label`, `annotator`."""
+    join the three splits (stratified by uploaded label, the answers to one input together)
+    while stored pairs keep theirs. Optional columns: `answer` (no task model is then
+    called), `system` (whose answer: one input may have several answers, one pair each),
+    `human_label`, `annotator`. Only an exact repeat (the same input and answer, or input
+    and system) is refused, naming both lines."""
     parsed = await pair_service.parse_pairs_upload(file, request.app.state.settings)
     if parsed.errors:
         raise RowsRejected(parsed.errors)

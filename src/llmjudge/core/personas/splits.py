@@ -129,9 +129,11 @@ def assign_splits(
         # joins its group's split (the most common one, should an old group be divided)
         got = placed[key]
         place(members.pop(key), max(SPLITS, key=lambda s: (got[s], -SPLITS.index(s))))
-    order = sorted(members.values(), key=lambda g: (split_key(min(g)[0], seed), min(g)[0]))
-    for group in order:
-        adding = Counter(label for _, label in group)
+    firsts = {key: min(pid for pid, _ in group) for key, group in members.items()}
+    order = sorted(members, key=lambda k: (split_key(firsts[k], seed), firsts[k]))
+    for key in order:
+        group = members[key]
+        adding = {group[0][1]: 1} if len(group) == 1 else Counter(lab for _, lab in group)
         deficit = dict.fromkeys(SPLITS, 0.0)
         for label, n in adding.items():
             stratum = counts.get(label, dict.fromkeys(SPLITS, 0))
@@ -140,6 +142,6 @@ def assign_splits(
                 deficit[s] += n * (shares[s] * total - stratum[s])
         best = max(deficit.values())
         tied = [s for s in SPLITS if deficit[s] >= best - 1e-12 * len(group)]
-        preferred = hashed_split(min(group)[0], seed, fractions)
+        preferred = hashed_split(firsts[key], seed, fractions)
         place(group, preferred if preferred in tied else tied[0])
     return out

@@ -10,6 +10,7 @@ from fastapi.responses import HTMLResponse
 
 from llmjudge.catalog import service
 from llmjudge.catalog.deps import parse_upload
+from llmjudge.infra.rowfiles import rejection
 from llmjudge.infra.web import DbSession, ImportSlot, is_htmx, render
 
 router = APIRouter(include_in_schema=False)
@@ -35,7 +36,8 @@ async def import_submit(request: Request, db: DbSession, file: Annotated[UploadF
         )
     await service.check_stored_prompts(db=db, parsed=parsed)
     if parsed.errors:
-        return render(request, "catalog/_import_result.html", status_code=422, errors=parsed.errors)
+        rejected = rejection(parsed.errors, "nothing was imported")
+        return render(request, "catalog/_import_result.html", status_code=422, rejected=rejected)
     result = await service.store_import(db=db, parsed=parsed)
     return render(request, "catalog/_import_result.html", result=result)
 

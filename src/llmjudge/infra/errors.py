@@ -73,8 +73,12 @@ class ErrorOut(BaseModel):
 
 
 class RowErrorsDetail(BaseModel):
-    message: str = Field(description="how many problems; nothing was stored")
-    errors: list[RowError] = Field(description="every problem, located by line")
+    message: str = Field(
+        description="how many problems (and, past 200, that only the first 200 are listed); "
+        "nothing was stored"
+    )
+    errors: list[RowError] = Field(description="the problems, located by line: the first 200")
+    total: int = Field(description="how many problems the file has, listed or not")
 
 
 class RowErrorsOut(BaseModel):

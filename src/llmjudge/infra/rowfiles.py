@@ -3,6 +3,8 @@
 Every import (threads, persona training pairs, judgments) validates a whole file before
 storing anything; these readers do the shared part: UTF-8, line numbers, size and row
 limits, malformed lines. Each error names the file line (CSV: the header is line 1).
+They read on past the first problems so that every one is counted; ``rejection`` lists the
+first ``MAX_ERRORS`` and says the total.
 
 What PostgreSQL (or UTF-8) cannot store is refused here, per line, naming the field: NUL
 characters, lone UTF-16 surrogates, JSON nested deeper than ``MAX_JSON_DEPTH``, integers
@@ -18,13 +20,14 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterable, Iterator, Set
+from collections.abc import Iterable, Iterator, Sequence, Set
+from dataclasses import dataclass
 from typing import IO, Annotated, Any, Literal
 
 from fastapi import File, UploadFile
 from pydantic import BaseModel, Field
 
-MAX_ERRORS = 200  # enough to fix a file; more would only flood the page
+MAX_ERRORS = 200  # listed: enough to fix a file; more would only flood the page
 # Deeper than any real conversation or metadata; bounds the cost of every later walk.
 MAX_JSON_DEPTH = 64
 # NUL: PostgreSQL text and jsonb refuse it. Lone surrogates: not characters; UTF-8 refuses.
@@ -108,6 +111,35 @@ class RowError(BaseModel):
     line: int = Field(description="1-based line number in the file (CSV: counting the header)")
     field: str
     message: str
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """What a refused upload answers (API and page alike): how many problems it has, the
+    first ``MAX_ERRORS`` of them, and a message saying when that list is cut."""
+
+    message: str
+    errors: list[RowError]
+    total: int
+
+    def detail(self) -> dict[str, Any]:
+        """The 422 answer's ``detail`` (``RowErrorsDetail``)."""
+        return {
+            "message": self.message,
+            "errors": [e.model_dump() for e in self.errors],
+            "total": self.total,
+        }
+
+
+def rejection(errors: Sequence[RowError], outcome: str = "nothing was stored") -> Rejection:
+    """The rejection of an upload with ``errors`` (all of them: the readers count every
+    problem, and only this cuts the list); ``outcome`` says what happened to the file."""
+    total = len(errors)
+    if total > MAX_ERRORS:
+        message = f"{total:,} problems; the first {MAX_ERRORS} are listed; {outcome}"
+    else:
+        message = f"{total:,} problem(s) found; {outcome}"
+    return Rejection(message=message, errors=list(errors[:MAX_ERRORS]), total=total)
 
 
 # An import route's file field, and its 422 (infra.web.ImportRejected) in the OpenAPI
@@ -242,8 +274,6 @@ def jsonl_objects(
     lines = text.split("\n") if isinstance(text, str) else text
     for line_no, line in enumerate(lines, start=1):
         line = line.removesuffix("\n").removesuffix("\r")
-        if len(errors) >= MAX_ERRORS:
-            return
         if not line.strip():
             continue
         count += 1
@@ -341,8 +371,6 @@ def csv_records(
                 errors.append(RowError(line=line, field=bad[0], message=f"{bad[0]} {bad[1]}"))
                 continue
             yield line, rec
-            if len(errors) >= MAX_ERRORS:
-                return
     except csv.Error as e:
         hint = "; a quoted cell is never closed" if "unexpected end" in str(e) else ""
         errors.append(RowError(line=last_end + 1, field="file", message=f"CSV error: {e}{hint}"))

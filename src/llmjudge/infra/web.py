@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from llmjudge.core.text.view import render_markdown, word_diff_html
 from llmjudge.infra.config import Settings, get_settings
 from llmjudge.infra.errors import DOMAIN_ERRORS, ID_MAX, ErrorOut, htmx_error_line, status_of
-from llmjudge.infra.rowfiles import RowError
+from llmjudge.infra.rowfiles import RowError, rejection
 
 
 async def get_db(request: Request) -> AsyncIterator[AsyncSession]:
@@ -148,10 +148,7 @@ class ImportRejected(HTTPException):
     def __init__(self, errors: list[RowError]) -> None:
         super().__init__(
             status.HTTP_422_UNPROCESSABLE_CONTENT,
-            detail={
-                "message": f"{len(errors)} problem(s) found; nothing was imported",
-                "errors": [e.model_dump() for e in errors],
-            },
+            detail=rejection(errors, "nothing was imported").detail(),
         )
 
 

@@ -14,6 +14,7 @@ from llmjudge.auth import CurrentPrincipal
 from llmjudge.catalog import RowError
 from llmjudge.infra.errors import ID_MAX
 from llmjudge.infra.events.sse import sse_response
+from llmjudge.infra.rowfiles import rejection
 from llmjudge.infra.web import IMPORT_BUSY, DbSession, ImportSlot, Number, Offset
 from llmjudge.personas import annotators as agreement_service
 from llmjudge.personas import deps, prompt_versions, reports, review, service
@@ -59,10 +60,7 @@ class RowsRejected(HTTPException):
     def __init__(self, errors: list[RowError]) -> None:
         super().__init__(
             status.HTTP_422_UNPROCESSABLE_CONTENT,
-            detail={
-                "message": f"{len(errors)} problem(s) found; nothing was stored",
-                "errors": [e.model_dump() for e in errors],
-            },
+            detail=rejection(errors).detail(),
         )
 
 
@@ -176,8 +174,11 @@ async def upload_pairs(
 ) -> PairUploadResult:
     """Add training pairs from a CSV, all or nothing. `?preview=true` validates and returns
     the first rows without storing. Rows identical to stored pairs are skipped; new pairs
-    join the three splits (stratified by uploaded label) while stored pairs keep theirs.
-    Optional columns: `answer` (no task model is then called), `human_label`, `annotator`."""
+    join the three splits (stratified by uploaded label, the answers to one input together)
+    while stored pairs keep theirs. Optional columns: `answer` (no task model is then
+    called), `system` (whose answer: one input may have several answers, one pair each),
+    `human_label`, `annotator`. Only an exact repeat (the same input and answer, or input
+    and system) is refused, naming both lines."""
     parsed = await pair_service.parse_pairs_upload(file, request.app.state.settings)
     if parsed.errors:
         raise RowsRejected(parsed.errors)

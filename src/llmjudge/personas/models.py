@@ -24,6 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
+from llmjudge.core.personas.keys import pair_hash
 from llmjudge.infra.db.base import Base, created_at_column, owned_by, refers_to, updated_at_column
 
 PERSONA_STATUSES = ("draft", "training", "paused", "trained", "incomplete")
@@ -106,12 +107,21 @@ class JudgePromptVersion(Base):
     created_at: Mapped[datetime] = created_at_column()
 
 
+def _pair_hash_of_row(context: Any) -> str:
+    row = context.get_current_parameters()
+    return pair_hash(row["input"], row.get("input_b"), row.get("system"), row.get("answer"))
+
+
 class PersonaPair(Base):
-    """One (input, correct_output) training pair and its side of the held-out split."""
+    """One (input, correct_output) training pair, the answer to judge, and its split.
+
+    One input may appear in several pairs, one per answer (several systems answering the
+    same question); all of them share the input's split."""
 
     __tablename__ = "persona_pairs"
     __table_args__ = (
-        UniqueConstraint("persona_id", "input_hash"),
+        UniqueConstraint("persona_id", "pair_hash"),
+        Index("ix_persona_pairs_persona_id_input_hash", "persona_id", "input_hash"),
         CheckConstraint(f"split IN {SPLITS!r}", name="split"),
     )
 
@@ -123,8 +133,13 @@ class PersonaPair(Base):
     correct_output: Mapped[str] = mapped_column(Text)
     # The output to judge, when the user brings it: then no task model is called.
     answer: Mapped[str | None] = mapped_column(Text)
-    # sha256 of (input, input_b): identifies the pair for reuse and duplicate checks.
+    # Which system gave the answer, when the upload names it (then it identifies the answer).
+    system: Mapped[str | None] = mapped_column(String(200))
+    # sha256 of (input, input_b): the question, shared by its answers (splits group by it).
     input_hash: Mapped[str] = mapped_column(String(64))
+    # keys.pair_hash: the input and whose answer; duplicates are refused by it. Derived from
+    # the row when an insert does not give it, so no writer can store a wrong identity.
+    pair_hash: Mapped[str] = mapped_column(String(64), default=_pair_hash_of_row)
     split: Mapped[str] = mapped_column(String(20))
     created_at: Mapped[datetime] = created_at_column()
 

@@ -20,19 +20,27 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import RowError
-from llmjudge.core.personas.keys import input_hash
+from llmjudge.core.personas.keys import input_hash, pair_hash
 from llmjudge.core.personas.metrics import majority_label
 from llmjudge.core.personas.splits import SplitFractions
 from llmjudge.core.personas.splits import assign_splits as plan_splits
 from llmjudge.infra import web
 from llmjudge.infra.config import Settings
 from llmjudge.infra.errors import Conflict
-from llmjudge.infra.rowfiles import file_rows
+from llmjudge.infra.rowfiles import file_rows, rejection
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import Persona, PersonaPair, PersonaPairLabel
 from llmjudge.personas.schemas import PairOut, PairRow, PairUploadResult
 
-CSV_COLUMNS = {"input", "correct_output", "input_b", "answer", "human_label", "annotator"}
+CSV_COLUMNS = {
+    "input",
+    "correct_output",
+    "input_b",
+    "answer",
+    "system",
+    "human_label",
+    "annotator",
+}
 HUMAN_LABELS = {"correct": "correct", "incorrect": "incorrect", "1": "correct", "0": "incorrect"}
 DEFAULT_ANNOTATOR = "uploaded"
 PREVIEW_ROWS = 10
@@ -47,11 +55,15 @@ class ParsedPairs:
 
 
 def parse_pairs_csv(data: bytes, *, max_rows: int, max_chars: int) -> ParsedPairs:
-    """Validate a CSV of ``input, correct_output[, input_b, answer, human_label, annotator]``
-    without touching the database.
+    """Validate a CSV of ``input, correct_output[, input_b, answer, system, human_label,
+    annotator]`` without touching the database.
 
     All or nothing: the caller stores rows only when ``errors`` is empty. Line numbers count
-    the header as line 1; a duplicate input (with the same ``input_b``) is an error.
+    the header as line 1. A pair is an input (with its ``input_b``) and whose answer: the
+    same input may come with several answers, or several systems' answers (``system``), one pair
+    each; a row repeating one (the same input and answer, or the same input and system) is
+    an error naming both lines, unless it adds another annotator's label. One input has
+    one ``correct_output``.
     """
     out = ParsedPairs()
     read = file_rows(
@@ -66,7 +78,7 @@ def parse_pairs_csv(data: bytes, *, max_rows: int, max_chars: int) -> ParsedPair
     )
     if read is None:
         return out
-    seen: dict[str, tuple[int, int]] = {}
+    seen = _Seen(out.rows)
     for line, rec in read[1]:
         _validate_row(rec, line, out, max_chars, seen)
     if not out.rows and not out.errors:
@@ -91,7 +103,7 @@ def _validate_row(
     line: int,
     out: ParsedPairs,
     max_chars: int,
-    seen: dict[str, tuple[int, int]],
+    seen: _Seen,
 ) -> None:
     # NUL cannot be stored in PostgreSQL text; it never carries meaning in a pair.
     raw = {k: v.replace("\x00", "") for k, v in rec.items() if v not in (None, "")}
@@ -132,32 +144,75 @@ def _validate_row(
             )
             return
         labels[raw.get("annotator", DEFAULT_ANNOTATOR).strip() or DEFAULT_ANNOTATOR] = label
+    system = raw.get("system", "").strip() or None
+    if system is not None and "answer" not in raw:
+        out.errors.append(
+            RowError(
+                line=line,
+                field="answer",
+                message="a system names whose answer the row holds: give the answer too",
+            )
+        )
+        return
     row = PairRow(
         input=raw["input"],
         correct_output=raw["correct_output"],
         input_b=raw.get("input_b"),
         answer=raw.get("answer"),
+        system=system,
         labels=labels,
     )
-    key = input_hash(row.input, row.input_b)
-    if key in seen:
-        first = out.rows[seen[key][1]]
-        same = (first.correct_output, first.answer) == (row.correct_output, row.answer)
-        new_names = set(row.labels) - set(first.labels)
-        if same and row.labels and new_names == set(row.labels):
-            first.labels.update(row.labels)  # another annotator's label of the same pair
-            return
-        out.errors.append(
-            RowError(
-                line=line,
-                field="input",
-                message=f"duplicate input (first seen on line {seen[key][0]})",
-            )
-        )
+    error = seen.add(row, line, len(out.rows))
+    if error == "merged":
         return
-    seen[key] = (line, len(out.rows))
+    if error is not None:
+        out.errors.append(error)
+        return
     out.rows.append(row)
     out.lines.append(line)
+
+
+@dataclass
+class _Seen:
+    """The rows of a file so far: by pair (input and whose answer) and by input."""
+
+    rows: list[PairRow]
+    pairs: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (line, index)
+    truths: dict[str, tuple[int, str]] = field(default_factory=dict)  # input -> (line, truth)
+
+    def add(self, row: PairRow, line: int, index: int) -> RowError | Literal["merged"] | None:
+        """None for a new pair (now seen), "merged" for another annotator's labels of a
+        pair seen before (added to it), else why the row is refused."""
+        ih = input_hash(row.input, row.input_b)
+        first_truth = self.truths.setdefault(ih, (line, row.correct_output))
+        if first_truth[1] != row.correct_output:  # one question, one correct answer
+            return RowError(
+                line=line,
+                field="correct_output",
+                message=f"this input has another correct_output on line {first_truth[0]}",
+            )
+        key = pair_hash(row.input, row.input_b, row.system, row.answer)
+        if key not in self.pairs:
+            self.pairs[key] = (line, index)
+            return None
+        first_line, first_index = self.pairs[key]
+        first = self.rows[first_index]
+        if first.answer != row.answer:  # the same system, another answer
+            return RowError(
+                line=line,
+                field="answer",
+                message=f"system {row.system!r} answers this input on line {first_line} "
+                "with another answer",
+            )
+        if row.labels and not set(row.labels) & set(first.labels):
+            first.labels.update(row.labels)  # another annotator's label of the same pair
+            return "merged"
+        whose = "input, system and answer" if row.system is not None else "input and answer"
+        return RowError(
+            line=line,
+            field="input",
+            message=f"duplicate of line {first_line}: the same {whose}",
+        )
 
 
 def fractions_of(p: Persona) -> SplitFractions:
@@ -189,27 +244,30 @@ def chosen_label(labels: dict[str, bool], annotator: str | None) -> bool | None:
 
 async def assign_splits(db: AsyncSession, p: Persona, *, only: set[int] | None) -> None:
     """Three splits (``splits.assign_splits``: stratified by the human label where one was
-    uploaded) for the pairs in ``only``, keeping the others'; all pairs when None.
+    uploaded, the answers to one input together) for the pairs in ``only``, keeping the
+    others'; all pairs when None.
 
     New pairs take their split while existing pairs keep theirs, so the reviews and metrics
     of earlier iterations stay comparable.
     """
     rows = (
         await db.execute(
-            select(PersonaPair.id, PersonaPair.split)
+            select(PersonaPair.id, PersonaPair.split, PersonaPair.input_hash)
             .where(PersonaPair.persona_id == p.id)
             .order_by(PersonaPair.position)
         )
     ).all()
     labels = await pair_labels(db, p.id)
-    label_of = {pid: majority_label(list(labels.get(pid, {}).values())) for pid, _ in rows}
-    targets = {pid for pid, _ in rows} if only is None else {pid for pid, _ in rows} & only
-    existing = {pid: (split, label_of[pid]) for pid, split in rows if pid not in targets}
+    label_of = {pid: majority_label(list(labels.get(pid, {}).values())) for pid, _, _ in rows}
+    targets = {pid for pid, _, _ in rows} if only is None else {pid for pid, _, _ in rows} & only
+    existing = {pid: (split, label_of[pid]) for pid, split, _ in rows if pid not in targets}
     plan = plan_splits(
         [(pid, label_of[pid]) for pid in targets],
         existing=existing,
         fractions=fractions_of(p),
         seed=p.split_seed,
+        # the answers to one input share its split (splits.py says why)
+        groups={pid: ih for pid, _, ih in rows},
     )
     by_split: dict[str, list[int]] = {}
     for pid, split in plan.items():
@@ -228,9 +286,10 @@ async def store_pairs(
 ) -> PairUploadResult:
     """Store validated rows in one transaction (all or none).
 
-    A row identical to a stored pair is skipped; the same input with another correct output
-    is refused (raises ``RowsRejected``), as changing the truth would silently invalidate
-    earlier reviews.
+    A row identical to a stored pair is skipped (its new annotators' labels are added); a
+    new answer to a stored input is a new pair. The same input with another correct output,
+    or a named system's other answer, is refused (raises ``RowsRejected``), as changing the
+    truth would silently invalidate earlier reviews.
     """
     p = await persona_row(db, persona_id, lock=not preview)
     if p.status == "training" and not preview:
@@ -238,6 +297,7 @@ async def store_pairs(
     stored = (
         await db.execute(
             select(
+                PersonaPair.pair_hash,
                 PersonaPair.input_hash,
                 PersonaPair.id,
                 PersonaPair.correct_output,
@@ -245,37 +305,38 @@ async def store_pairs(
             ).where(PersonaPair.persona_id == persona_id)
         )
     ).all()
-    existing = {key: (pid, out, ans) for key, pid, out, ans in stored}
-    fresh: list[tuple[PairRow, str]] = []
+    existing = {key: (pid, ans) for key, _, pid, _, ans in stored}
+    truths = {ih: correct for _, ih, _, correct, _ in stored}
+    fresh: list[tuple[PairRow, str, str]] = []
     errors: list[RowError] = []
     more_labels: list[tuple[int, PairRow]] = []
     skipped = 0
     for line, row in zip(lines or range(2, len(rows) + 2), rows, strict=True):
-        key = input_hash(row.input, row.input_b)
-        if key in existing:
-            pid, correct, answer = existing[key]
-            if correct == row.correct_output and (row.answer is None or row.answer == answer):
-                skipped += 1
-                if row.labels:
-                    more_labels.append((pid, row))  # new annotators of a stored pair
-            elif correct != row.correct_output:
-                errors.append(
-                    RowError(
-                        line=line,
-                        field="correct_output",
-                        message="this input is already stored with a different correct_output",
-                    )
+        ih = input_hash(row.input, row.input_b)
+        key = pair_hash(row.input, row.input_b, row.system, row.answer)
+        if truths.get(ih, row.correct_output) != row.correct_output:
+            errors.append(
+                RowError(
+                    line=line,
+                    field="correct_output",
+                    message="this input is already stored with a different correct_output",
                 )
-            else:
-                errors.append(
-                    RowError(
-                        line=line,
-                        field="answer",
-                        message="this input is already stored with a different answer",
-                    )
+            )
+        elif key not in existing:
+            fresh.append((row, ih, key))
+        elif existing[key][1] == row.answer:
+            skipped += 1
+            if row.labels:
+                more_labels.append((existing[key][0], row))  # new annotators of a stored pair
+        else:  # the same system, another answer
+            errors.append(
+                RowError(
+                    line=line,
+                    field="answer",
+                    message=f"this input's answer from system {row.system!r} is already "
+                    "stored with a different one",
                 )
-            continue
-        fresh.append((row, key))
+            )
     if errors:
         raise RowsRejected(errors)
     total = len(existing) + len(fresh)
@@ -311,10 +372,12 @@ async def store_pairs(
                 "input_b": row.input_b,
                 "correct_output": row.correct_output,
                 "answer": row.answer,
-                "input_hash": key,
+                "system": row.system,
+                "input_hash": ih,
+                "pair_hash": key,
                 "split": "optimisation",
             }
-            for i, (row, key) in enumerate(fresh, start=1)
+            for i, (row, ih, key) in enumerate(fresh, start=1)
         ]
         new_ids: set[int] = set()
         for chunk in range(0, len(values), 2000):
@@ -325,7 +388,9 @@ async def store_pairs(
                 )
             )
             new_ids.update(ids)
-            more_labels.extend(zip(ids, [r for r, _ in fresh[chunk : chunk + 2000]], strict=True))
+            more_labels.extend(
+                zip(ids, [r for r, _, _ in fresh[chunk : chunk + 2000]], strict=True)
+            )
     label_values = [
         {"persona_id": persona_id, "pair_id": pid, "annotator": who, "label": label}
         for pid, row in more_labels
@@ -353,7 +418,7 @@ class RowsRejected(Exception):
     """Rows that cannot be stored; the API answers 422 with the list and stores nothing."""
 
     def __init__(self, errors: list[RowError]) -> None:
-        super().__init__(f"{len(errors)} problem(s) found; nothing was stored")
+        super().__init__(rejection(errors).message)
         self.errors = errors
 
 

@@ -123,6 +123,7 @@ EXPORT_COLUMNS = (
     "decision_id",
     "prompt_version",
     "answer",
+    "system",
     "judge_label",
     "judge_reasoning",
     "judge_confidence",
@@ -286,6 +287,7 @@ def export_csv(data: dict[str, Any]) -> str:
             "decision_id": d["id"],
             "prompt_version": d["prompt_version"],
             "answer": outputs.get(d["output_id"], ""),
+            "system": pair["system"],
             "judge_label": d["judge_label"],
             "judge_reasoning": d["judge_reasoning"],
             "judge_confidence": d["judge_confidence"],
@@ -300,7 +302,9 @@ def export_csv(data: dict[str, Any]) -> str:
         rows.append(row)
     for pair in data["pairs"]:
         if pair["id"] not in judged:
-            row = {k: pair.get(k) for k in ("input", "input_b", "correct_output", "split")}
+            row = {
+                k: pair.get(k) for k in ("input", "input_b", "correct_output", "system", "split")
+            }
             row["pair_id"] = pair["id"]
             rows.append(row)
     return provenance_lines(data["provenance"]) + write_csv(rows, EXPORT_COLUMNS)

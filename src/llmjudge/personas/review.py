@@ -124,6 +124,7 @@ def _decision_out(d: PersonaDecision, pair: PersonaPair, answer: str) -> Decisio
             "input_b": pair.input_b,
             "correct_output": pair.correct_output,
             "answer": answer,
+            "system": pair.system,
             "to_check": d.prefilled
             and (d.human_agrees is False or (d.judge_confidence or 0.0) < LOW_CONFIDENCE),
         }

@@ -246,6 +246,9 @@ class PairOut(BaseModel):
     input_b: str | None
     correct_output: str
     answer: str | None = Field(default=None, description="the output to judge, if uploaded")
+    system: str | None = Field(
+        default=None, description="which system gave the answer, if the upload names it"
+    )
     split: Split
     labels: dict[str, Label] = Field(
         default_factory=dict, description="uploaded human labels of the answer, by annotator"
@@ -253,13 +256,14 @@ class PairOut(BaseModel):
 
 
 class PairRow(BaseModel):
-    """One uploaded pair (the CSV rows of one input)."""
+    """One uploaded pair (the CSV rows of one input and answer)."""
 
     model_config = ConfigDict(extra="forbid")
     input: str = Field(min_length=1)
     correct_output: str = Field(min_length=1)
     input_b: str | None = None
     answer: str | None = None
+    system: str | None = Field(default=None, max_length=200)
     labels: dict[str, Label] = Field(default_factory=dict)
 
     _not_blank = field_validator("input", "correct_output")(not_blank("must not be blank"))
@@ -367,6 +371,7 @@ class DecisionOut(BaseModel):
     input_b: str | None
     correct_output: str
     answer: str
+    system: str | None = Field(default=None, description="which system gave the answer, if named")
     judge_label: Label
     judge_reasoning: str
     judge_confidence: float | None

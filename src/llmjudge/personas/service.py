@@ -55,7 +55,17 @@ CLONED_SETTINGS = (
     "metrics_annotator",
 )
 # A cloned pair keeps its split side, so held-out pairs stay held out.
-CLONED_PAIR = ("position", "input", "input_b", "correct_output", "answer", "input_hash", "split")
+CLONED_PAIR = (
+    "position",
+    "input",
+    "input_b",
+    "correct_output",
+    "answer",
+    "system",
+    "input_hash",
+    "pair_hash",
+    "split",
+)
 EDITABLE_WHILE_TRAINING = {
     "name",
     "description",

@@ -34,7 +34,7 @@ from llmjudge.core.agreement import judges as core
 from llmjudge.core.text.csvsafe import write_csv
 from llmjudge.infra.db.rows import get_or_not_found
 from llmjudge.infra.errors import Invalid
-from llmjudge.infra.rowfiles import compared_with_itself, file_rows
+from llmjudge.infra.rowfiles import compared_with_itself, file_rows, rejection
 from llmjudge.references.models import ReferenceLabel
 from llmjudge.references.schemas import (
     ReferenceImportOut,
@@ -86,7 +86,7 @@ class ReferencesRejected(Invalid):
     """Row errors in a label import; nothing was stored."""
 
     def __init__(self, errors: list[RowError]) -> None:
-        super().__init__(f"{len(errors)} problem(s) found; nothing was imported")
+        super().__init__(rejection(errors, "nothing was imported").message)
         self.errors = errors
 
 

@@ -16,7 +16,7 @@ from llmjudge.core.judging.formats import VerdictFormat
 from llmjudge.core.tournaments import converters
 from llmjudge.infra.errors import Invalid
 from llmjudge.infra.events.sse import parse_lanes, sse_response
-from llmjudge.infra.rowfiles import MAX_ERRORS, RowError
+from llmjudge.infra.rowfiles import RowError
 from llmjudge.infra.web import (
     IMPORT_BUSY,
     DbSession,
@@ -152,7 +152,7 @@ async def import_judgments(
         errors += [
             RowError(line=p.line, field=p.field, message=p.message) for p in converted.problems
         ]
-        errors = sorted(errors, key=lambda e: e.line)[:MAX_ERRORS]
+        errors = sorted(errors, key=lambda e: e.line)  # the 422 lists the first ones
         return (
             parse_judgment_objects(converted.rows, errors, verdict_format=fmt),
             list(converted.judges),

@@ -10,7 +10,16 @@ from pydantic import ValidationError
 
 from llmjudge.catalog.importing import MAX_METADATA_CHARS, parse_thread_file
 from llmjudge.catalog.schemas import PillarIn, PillarPatch
-from llmjudge.infra.rowfiles import MAX_JSON_DEPTH, RowError, read_upload, unstorable_value
+from llmjudge.infra.rowfiles import (
+    MAX_ERRORS,
+    MAX_JSON_DEPTH,
+    RowError,
+    csv_records,
+    jsonl_objects,
+    read_upload,
+    rejection,
+    unstorable_value,
+)
 from llmjudge.personas.pairs import parse_pairs_csv
 
 
@@ -148,3 +157,26 @@ def test_read_upload_kind_by_suffix_and_errors_on_line_one() -> None:
     assert "upload .csv or .jsonl" in errors[0].message
     assert "not UTF-8" in errors[1].message
     assert errors[2].message.endswith("upload .jsonl")
+
+
+def test_readers_count_every_problem_and_the_rejection_says_the_list_is_cut() -> None:
+    # #27 item 6: "200 problem(s)" was shown for a file of 3,195
+    errors: list[RowError] = []
+    good = list(
+        jsonl_objects("".join(f"bad {i}\n{{}}\n" for i in range(500)), errors, max_rows=10**4)
+    )
+    assert len(good) == 500 and len(errors) == 500
+    assert errors[-1].line == 999
+    csv_errors: list[RowError] = []
+    text = "a\n" + "".join("x,y\n" for _ in range(3195))
+    rows = list(
+        csv_records(text, csv_errors, required={"a"}, allowed={"a"}, max_rows=10**4, max_chars=9)
+    )
+    assert rows == [] and len(csv_errors) == 3195
+    cut = rejection(csv_errors)
+    assert cut.message == "3,195 problems; the first 200 are listed; nothing was stored"
+    assert cut.total == 3195 and cut.errors == csv_errors[:MAX_ERRORS]
+    assert cut.detail()["total"] == 3195 and len(cut.detail()["errors"]) == MAX_ERRORS
+    whole = rejection(csv_errors[:MAX_ERRORS], "nothing was imported")
+    assert whole.message == "200 problem(s) found; nothing was imported"
+    assert whole.errors == csv_errors[:MAX_ERRORS]

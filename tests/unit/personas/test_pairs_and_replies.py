@@ -77,7 +77,7 @@ def test_csv_errors_name_line_and_field() -> None:
     parsed = parse_pairs_csv(data, max_rows=100, max_chars=10)
     assert [(e.line, e.field) for e in parsed.errors] == [
         (3, "correct_output"),
-        (4, "input"),
+        (4, "correct_output"),  # one input, one correct answer
         (5, "input"),
     ]
     assert "line 2" in parsed.errors[1].message
@@ -336,7 +336,7 @@ def test_csv_answers_and_several_annotators() -> None:
             ["q2", "4", "", "correct", "ann"],  # a label needs its answer
             ["q3", "4", "4", "correct", "ann"],
             ["q3", "4", "4", "incorrect", "ann"],  # the same annotator twice
-            ["q3", "4", "5", "correct", "bob"],  # another answer to the same input
+            ["q3", "5", "5", "correct", "bob"],  # another truth for the same input
         ]
     )
     errors = parse_pairs_csv(bad, max_rows=10, max_chars=100).errors
@@ -344,7 +344,55 @@ def test_csv_answers_and_several_annotators() -> None:
         (2, "human_label"),
         (3, "answer"),
         (5, "input"),
-        (6, "input"),
+        (6, "correct_output"),
+    ]
+    assert errors[2].message == "duplicate of line 4: the same input and answer"
+
+
+def test_csv_several_answers_to_one_input_are_several_pairs() -> None:
+    # 3 systems x 40 questions, as a calibration set holds them (#27 item 6)
+    rows = [["input", "correct_output", "answer", "system", "human_label"]]
+    rows += [
+        [f"q{q}", f"ref {q}", f"{system} says {q % 4}", system, "correct" if q % 2 else "0"]
+        for q in range(40)
+        for system in ("alpha", "beta", "gamma")
+    ]
+    parsed = parse_pairs_csv(_csv(rows), max_rows=1000, max_chars=100)
+    assert parsed.errors == []
+    assert len(parsed.rows) == 120
+    assert [(r.input, r.system) for r in parsed.rows[:3]] == [
+        ("q0", "alpha"),
+        ("q0", "beta"),
+        ("q0", "gamma"),
+    ]
+    # Without a system column, the answer's text tells the pairs apart.
+    plain = _csv([["input", "correct_output", "answer"], ["q", "4", "4"], ["q", "4", "5"]])
+    assert [r.answer for r in parse_pairs_csv(plain, max_rows=10, max_chars=100).rows] == [
+        "4",
+        "5",
+    ]
+
+
+def test_csv_exact_duplicates_name_both_lines() -> None:
+    data = _csv(
+        [
+            ["input", "correct_output", "answer", "system"],
+            ["q", "4", "4", "alpha"],
+            ["q", "4", "4", "beta"],  # two systems may give the same answer
+            ["q", "4", "5", ""],
+            ["q", "4", "5", ""],  # the same input and answer again
+            ["q", "4", "6", "alpha"],  # alpha answers q twice
+            ["q", "4", "", "gamma"],  # a system without its answer
+            ["r", "1", "", ""],
+            ["r", "1", "", ""],  # the task model's answer, asked for twice
+        ]
+    )
+    errors = parse_pairs_csv(data, max_rows=10, max_chars=100).errors
+    assert [(e.line, e.field, e.message) for e in errors] == [
+        (5, "input", "duplicate of line 4: the same input and answer"),
+        (6, "answer", "system 'alpha' answers this input on line 2 with another answer"),
+        (7, "answer", "a system names whose answer the row holds: give the answer too"),
+        (9, "input", "duplicate of line 8: the same input and answer"),
     ]
 
 

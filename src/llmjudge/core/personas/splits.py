@@ -19,12 +19,21 @@ start every split stays within one pair of its exact share. New pairs are placed
 order of a seeded hash of their id, so the result does not depend on the order they are
 given in; ties go to the split the pair's hash falls in (``hashed_split``), then to the
 first split in ``SPLITS`` order.
+
+Pairs may form groups (the answers of several systems to one question): a group goes to
+one split whole, since one question in both the selection and the calibration split would
+let the judge's errors on it count twice, and a judge tuned on a question's answers would
+look better on its other answers than on unseen questions. A new pair of a group already
+placed joins it; a new group is placed as one unit where its pairs' deficits, summed over
+their strata, are largest, in the order of its smallest id's hash. Pairs of no group are
+groups of one, which is the placement above.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 
 OPTIMISATION = "optimisation"
@@ -80,19 +89,25 @@ def assign_splits(
     existing: Mapping[int, tuple[str, bool | None]] | None = None,
     fractions: SplitFractions = DEFAULT_FRACTIONS,
     seed: int = 0,
+    groups: Mapping[int, Hashable] | None = None,
 ) -> dict[int, str]:
     """Splits of ``new_pairs`` ((pair id, human label or None) each), given ``existing``.
 
     ``existing`` maps the ids already assigned to (split, the label they were stratified
-    by). Returns the new pairs' splits only; raises on an id given twice or already
-    assigned, and on an unknown split name in ``existing``.
+    by); ``groups`` maps pair ids (new or existing) to the group they belong to (a pair
+    missing from it is a group of its own). Returns the new pairs' splits only; raises on
+    an id given twice or already assigned, and on an unknown split name in ``existing``.
     """
     existing = existing or {}
+    groups = groups or {}
     counts: dict[bool | None, dict[str, int]] = {}
+    placed: dict[Hashable, Counter[str]] = {}  # group -> its existing pairs' splits
     for pid, (split, label) in existing.items():
         if split not in SPLITS:
             raise ValueError(f"pair {pid} has unknown split {split!r}")
         counts.setdefault(label, dict.fromkeys(SPLITS, 0))[split] += 1
+        if pid in groups:
+            placed.setdefault(groups[pid], Counter())[split] += 1
     pairs = list(new_pairs)
     ids = [pid for pid, _ in pairs]
     if len(set(ids)) != len(ids):
@@ -100,15 +115,33 @@ def assign_splits(
     if clash := set(ids) & set(existing):
         raise ValueError(f"pairs already assigned: {sorted(clash)[:5]}")
     shares = dict(zip(SPLITS, fractions.as_tuple(), strict=True))
+    members: dict[Hashable, list[tuple[int, bool | None]]] = {}
+    for pid, label in pairs:
+        members.setdefault(groups.get(pid, ("pair", pid)), []).append((pid, label))
     out: dict[int, str] = {}
-    for pid, label in sorted(pairs, key=lambda p: (split_key(p[0], seed), p[0])):
-        stratum = counts.setdefault(label, dict.fromkeys(SPLITS, 0))
-        total = sum(stratum.values()) + 1
-        deficit = {s: shares[s] * total - stratum[s] for s in SPLITS}
+
+    def place(group: list[tuple[int, bool | None]], choice: str) -> None:
+        for pid, label in group:
+            counts.setdefault(label, dict.fromkeys(SPLITS, 0))[choice] += 1
+            out[pid] = choice
+
+    for key in [k for k in members if k in placed]:
+        # joins its group's split (the most common one, should an old group be divided)
+        got = placed[key]
+        place(members.pop(key), max(SPLITS, key=lambda s: (got[s], -SPLITS.index(s))))
+    firsts = {key: min(pid for pid, _ in group) for key, group in members.items()}
+    order = sorted(members, key=lambda k: (split_key(firsts[k], seed), firsts[k]))
+    for key in order:
+        group = members[key]
+        adding = {group[0][1]: 1} if len(group) == 1 else Counter(lab for _, lab in group)
+        deficit = dict.fromkeys(SPLITS, 0.0)
+        for label, n in adding.items():
+            stratum = counts.get(label, dict.fromkeys(SPLITS, 0))
+            total = sum(stratum.values()) + n
+            for s in SPLITS:
+                deficit[s] += n * (shares[s] * total - stratum[s])
         best = max(deficit.values())
-        tied = [s for s in SPLITS if deficit[s] >= best - 1e-12]
-        preferred = hashed_split(pid, seed, fractions)
-        choice = preferred if preferred in tied else tied[0]
-        stratum[choice] += 1
-        out[pid] = choice
+        tied = [s for s in SPLITS if deficit[s] >= best - 1e-12 * len(group)]
+        preferred = hashed_split(firsts[key], seed, fractions)
+        place(group, preferred if preferred in tied else tied[0])
     return out

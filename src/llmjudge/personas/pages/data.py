@@ -9,6 +9,7 @@ from fastapi.responses import HTMLResponse
 
 from llmjudge.catalog import RowError
 from llmjudge.infra.errors import DOMAIN_ERRORS
+from llmjudge.infra.rowfiles import rejection
 from llmjudge.infra.web import DbSession, ImportSlot, refusal, render
 from llmjudge.personas import pairs as pair_service
 from llmjudge.personas import service
@@ -57,7 +58,9 @@ async def upload_pairs(
             request, "personas/_upload_result.html", status_code=found.status, fatal=found.message
         )
     if errors:
-        return render(request, "personas/_upload_result.html", status_code=422, errors=errors)
+        return render(
+            request, "personas/_upload_result.html", status_code=422, rejected=rejection(errors)
+        )
     pairs = await pair_service.list_pairs(db=db, persona_id=persona_id, limit=PREVIEW_PAIRS)
     persona = await service.get_persona(db=db, persona_id=persona_id)
     return render(

@@ -58,7 +58,7 @@ from llmjudge.core.judging.formats import (
     parse_with_format,
 )
 from llmjudge.core.judging.verdicts import VerdictParseError, parse_verdict
-from llmjudge.infra.rowfiles import MAX_ERRORS, compared_with_itself, jsonl_objects, read_upload
+from llmjudge.infra.rowfiles import compared_with_itself, jsonl_objects, read_upload
 
 __all__ = [
     "JudgmentIn",
@@ -347,7 +347,7 @@ def _criteria_errors(rows: Sequence[ParsedJudgment]) -> list[RowError]:
                 message=f"{len(spelling)} criteria; at most {MAX_CRITERIA} are allowed",
             )
         )
-    return errors[:MAX_ERRORS]
+    return errors
 
 
 # --------------------------------------------------------------------------- resolution
@@ -475,7 +475,7 @@ def resolve_judgments(
         ResolvedJudgment(judgment=r, thread_a=a, thread_b=b, swap_group=g, is_swap=s)
         for (r, a, b), g, s in zip(known, groups, swapped, strict=True)
     ]
-    return resolved, errors[:MAX_ERRORS]
+    return resolved, errors
 
 
 @dataclass(frozen=True)
@@ -500,7 +500,7 @@ def panel_judges(rows: Sequence[ParsedJudgment]) -> tuple[list[str], list[RowErr
         for r in rows
         if r.judge is None
     ]
-    return judges, errors[:MAX_ERRORS]
+    return judges, errors
 
 
 def group_panel(

@@ -26,6 +26,7 @@ from llmjudge.core.judging.panels import (
 )
 from llmjudge.core.tournaments.pairing import PlanArrays
 from llmjudge.infra.errors import Invalid
+from llmjudge.infra.rowfiles import rejection
 from llmjudge.references import LabelRow, store_labels, thread_pillars
 from llmjudge.sessions.imports.parsing import (
     KnownThread,
@@ -54,7 +55,7 @@ class JudgmentsRejected(Invalid):
     """Row errors in an import; nothing was stored."""
 
     def __init__(self, errors: list[RowError]) -> None:
-        super().__init__(f"{len(errors)} problem(s) found; nothing was imported")
+        super().__init__(rejection(errors, "nothing was imported").message)
         self.errors = errors
 
 

@@ -111,3 +111,61 @@ def test_rejects_bad_input() -> None:
         assign_splits([(1, True)], existing={1: ("selection", True)})
     with pytest.raises(ValueError):
         assign_splits([(2, True)], existing={1: ("holdout", True)})
+
+
+# Several answers to one question (#27 item 6): pair id -> its question.
+grouped = st.lists(
+    st.tuples(st.integers(0, 10**6), labels, st.integers(0, 30)), unique_by=lambda p: p[0]
+)
+
+
+@given(grouped, st.integers(0, 100), fractions, st.integers(0, 1000))
+def test_the_answers_to_one_question_share_a_split_as_pairs_are_added(
+    rows: list[tuple[int, bool | None, int]], cut: int, f: SplitFractions, seed: int
+) -> None:
+    groups = {pid: question for pid, _, question in rows}
+    old, added = rows[: cut % (len(rows) + 1)], rows[cut % (len(rows) + 1) :]
+    first = assign_splits([(p, lab) for p, lab, _ in old], fractions=f, seed=seed, groups=groups)
+    existing = {pid: (first[pid], lab) for pid, lab, _ in old}
+    more = assign_splits(
+        [(p, lab) for p, lab, _ in added], existing=existing, fractions=f, seed=seed, groups=groups
+    )
+    assert set(more) == {pid for pid, _, _ in added}
+    together = {**first, **more}
+    by_question: dict[int, set[str]] = {}
+    for pid, _, question in rows:
+        by_question.setdefault(question, set()).add(together[pid])
+    assert all(len(splits) == 1 for splits in by_question.values())
+    for split, share in zip(SPLITS, f.as_tuple(), strict=True):
+        if share == 0.0:
+            assert split not in set(together.values())
+    # independent of the order given
+    again = assign_splits(
+        [(p, lab) for p, lab, _ in reversed(old)], fractions=f, seed=seed, groups=groups
+    )
+    assert again == first
+
+
+@given(pair_lists, fractions, st.integers(0, 1000))
+def test_groups_of_one_are_the_ungrouped_assignment(
+    pairs: list[tuple[int, bool | None]], f: SplitFractions, seed: int
+) -> None:
+    groups = {pid: f"q{pid}" for pid, _ in pairs}
+    assert assign_splits(pairs, fractions=f, seed=seed, groups=groups) == assign_splits(
+        pairs, fractions=f, seed=seed
+    )
+
+
+def test_three_systems_per_question_keep_the_shares_by_question() -> None:
+    # 3 systems x 400 questions, labels varying within a question
+    pairs = [(q * 3 + s, (q + s) % 3 != 0) for q in range(400) for s in range(3)]
+    groups = {pid: pid // 3 for pid, _ in pairs}
+    out = assign_splits(pairs, seed=7, groups=groups)
+    questions = Counter(out[q * 3] for q in range(400))
+    assert all(out[q * 3] == out[q * 3 + s] for q in range(400) for s in range(3))
+    assert questions["optimisation"] == pytest.approx(200, abs=3)
+    assert questions["selection"] == pytest.approx(100, abs=3)
+    for label in (True, False):
+        got = Counter(out[pid] for pid, lab in pairs if lab is label)
+        n = sum(got.values())
+        assert got["calibration"] == pytest.approx(n / 4, abs=6), label

@@ -584,6 +584,7 @@ TAB_TEXT = {
     "style": "Style control",
     "categories": "Categories",
     "agreement": "Agreement with reference labels",
+    "baseline": "Win rates against a baseline",
 }
 
 

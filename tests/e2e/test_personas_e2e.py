@@ -125,7 +125,8 @@ async def test_persona_from_template_to_reviewed_iteration(
     await page.click("#action-start")
     await page.wait_for_url(f"**/personas/{pid}/progress")
     review_link = page.locator("#review-link")
-    await expect(review_link).to_be_visible()
+    # the template's 362 answers and labels take a while, even from the simulator
+    await expect(review_link).to_be_visible(timeout=90_000)
     # Start, Pause and Resume land on this tab: it offers Pause (or Resume) itself
     await expect(page.locator("#progress-pause")).to_be_visible()
     await expect(page.locator("#live-log li").first).not_to_have_text("Waiting for events…")
@@ -170,7 +171,9 @@ async def test_persona_from_template_to_reviewed_iteration(
     while done < total:
         if done == KEYBOARD_FIRST:
             done = await _review_by_api(page, live_server, pid, keep=1)
-            await page.reload()
+            # the bare address opens on the first undecided one (the current address
+            # names the decision shown before)
+            await page.goto(f"/personas/{pid}/review/1")
             await page.evaluate(MARKER_JS)  # the keys below must not reload the page again
             await expect(ready).to_have_count(1)
             await expect(count).to_have_text(f"Reviewed {done} of {total}")
@@ -215,8 +218,8 @@ async def test_persona_from_template_to_reviewed_iteration(
     assert await watcher.locator("#progress-chart svg .point").count() >= 3
     await expect(watcher.locator("#live-log")).to_contain_text("F1")
     # The engineer's new prompt, then iteration 2 judged and waiting (carried-forward reviews).
-    await expect(watcher.locator("#live-log")).to_contain_text("Judge prompt v2")
-    await expect(watcher.locator("#running-line")).to_contain_text("Iteration 2/20")
+    await expect(watcher.locator("#live-log")).to_contain_text("Judge prompt v2", timeout=60_000)
+    await expect(watcher.locator("#running-line")).to_contain_text("Iteration 2/20", timeout=60_000)
     assert await watcher.evaluate(READ_MARKER_JS) == "still-here"
     ARTIFACTS.mkdir(exist_ok=True)
     await watcher.screenshot(

@@ -78,7 +78,6 @@ async def test_a_template_persona_gathers_enough_evidence_without_an_api_key(
     while (status := await _status(client, pid, number))["status"] == "training":
         reviewed.append(await _review_each(client, pid, number))
         number += 1
-    print(key, reviewed, status["status_reason"])
     assert reviewed and reviewed[0] == len(TEMPLATES[key].pairs)
     assert status["status"] in ("trained", "incomplete"), status
     iterations = (await client.get(f"/api/personas/{pid}/iterations")).json()

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Page, expect
 
+from llmjudge.personas.starters import TEMPLATES
 from llmjudge.providers.simulated_personas import normalise
 from tests.e2e.conftest import ARTIFACTS, LiveServer, _record_console, _record_response
 
@@ -27,6 +28,10 @@ GOOD_CSV = (
     "input,correct_output\nWhat is 7 times 6?,42\nHow many legs does an insect have?,6\n"
     "What is the chemical symbol for gold?,Au\n"
 )
+TEMPLATE_PAIRS = len(TEMPLATES["factual-qa"].pairs)
+# Reviewed with the keyboard at the start and at the end of the iteration; the ones between
+# through the API one by one (the template's hundreds of pairs would take minutes of keys).
+KEYBOARD_FIRST = 4
 DROP_JS = """(text) => {
   const dt = new DataTransfer();
   dt.items.add(new File([text], "good.csv", { type: "text/csv" }));
@@ -38,6 +43,21 @@ async def _api(page: Page, server: LiveServer, method: str, path: str, **kw: Any
     response = await page.request.fetch(path, method=method, headers=server.api_headers, **kw)
     assert response.ok, await response.text()
     return await response.json()
+
+
+async def _review_by_api(page: Page, server: LiveServer, pid: int, *, keep: int) -> int:
+    """Review iteration 1's pending decisions one by one as the oracle would, all but
+    ``keep``; returns how many are reviewed in all."""
+    url = f"/api/personas/{pid}/iterations/1/decisions?pending=true"
+    pending = await _api(page, server, "GET", url)
+    for d in pending[: len(pending) - keep]:
+        agrees = (d["judge_label"] == "correct") == (
+            normalise(d["answer"]) == normalise(d["correct_output"])
+        )
+        path = f"/api/personas/{pid}/decisions/{d['id']}/feedback"
+        await _api(page, server, "POST", path, data={"agrees": agrees})
+    decisions = await _api(page, server, "GET", f"/api/personas/{pid}/iterations/1/decisions")
+    return sum(d["human_agrees"] is not None for d in decisions)
 
 
 async def test_persona_from_template_to_reviewed_iteration(
@@ -57,12 +77,16 @@ async def test_persona_from_template_to_reviewed_iteration(
     await page.click('nav a[href="/personas"]')
     await page.click("#new-persona")
     await page.screenshot(path=str(ARTIFACTS / "personas-new.png"), full_page=True, caret="initial")
-    await expect(page.locator("#template-factual-qa")).to_contain_text("34 example pairs")
+    await expect(page.locator("#template-factual-qa")).to_contain_text(
+        f"{TEMPLATE_PAIRS} example pairs"
+    )
     await page.click("#template-factual-qa button[type=submit]")
     await page.wait_for_url(re.compile(r"/personas/\d+$"))
     pid = int(page.url.rsplit("/", 1)[1])
     await expect(page.locator("#persona-status")).to_have_text("draft")
-    await _api(page, live_server, "PATCH", f"/api/personas/{pid}", data={"target_f1": 0.95})
+    # More pairs of each class than the selection split holds: the status must say so.
+    settings = {"target_f1": 0.95, "min_per_class": 100}
+    await _api(page, live_server, "PATCH", f"/api/personas/{pid}", data=settings)
 
     # -- a CSV with an error: listed by line, nothing stored
     await page.click("#tab-data")
@@ -75,16 +99,20 @@ async def test_persona_from_template_to_reviewed_iteration(
     await expect(errors.locator("tbody tr")).to_have_count(1)
     await expect(errors.locator("tbody td").nth(0)).to_have_text("3")
     await expect(errors.locator("tbody td").nth(1)).to_have_text("correct_output")
-    assert (await _api(page, live_server, "GET", f"/api/personas/{pid}"))["pair_count"] == 34
+    assert (await _api(page, live_server, "GET", f"/api/personas/{pid}"))[
+        "pair_count"
+    ] == TEMPLATE_PAIRS
 
     # -- the fixed file, dropped on the drop zone
     transfer = await page.evaluate_handle(DROP_JS, GOOD_CSV)
     await page.dispatch_event("#drop-zone", "drop", {"dataTransfer": transfer})
     await expect(page.locator("#upload-ok")).to_contain_text("Added 2 pair(s); 1 already stored")
-    await expect(page.locator("#pair-count")).to_contain_text("36 pair(s)")
+    await expect(page.locator("#pair-count")).to_contain_text(f"{TEMPLATE_PAIRS + 2} pair(s)")
     await expect(errors).to_have_count(0)
     assert await page.evaluate(READ_MARKER_JS) == "still-here"  # no reload
-    assert (await _api(page, live_server, "GET", f"/api/personas/{pid}"))["pair_count"] == 36
+    assert (await _api(page, live_server, "GET", f"/api/personas/{pid}"))[
+        "pair_count"
+    ] == TEMPLATE_PAIRS + 2
     await page.screenshot(
         path=str(ARTIFACTS / "personas-data.png"), full_page=True, caret="initial"
     )
@@ -97,7 +125,8 @@ async def test_persona_from_template_to_reviewed_iteration(
     await page.click("#action-start")
     await page.wait_for_url(f"**/personas/{pid}/progress")
     review_link = page.locator("#review-link")
-    await expect(review_link).to_be_visible()
+    # the template's 362 answers and labels take a while, even from the simulator
+    await expect(review_link).to_be_visible(timeout=90_000)
     # Start, Pause and Resume land on this tab: it offers Pause (or Resume) itself
     await expect(page.locator("#progress-pause")).to_be_visible()
     await expect(page.locator("#live-log li").first).not_to_have_text("Waiting for events…")
@@ -121,7 +150,7 @@ async def test_persona_from_template_to_reviewed_iteration(
     ready = page.locator("#review-panel[data-ready=true]")
     count = page.locator("#review-count")
     total = int((await count.inner_text()).split()[-1])
-    assert total == 36
+    assert total == TEMPLATE_PAIRS + 2
     first = await panel.get_attribute("data-decision-id")
     await expect(ready).to_have_count(1)
     await page.keyboard.press("n")
@@ -138,7 +167,16 @@ async def test_persona_from_template_to_reviewed_iteration(
     await page.locator("#review-notes").fill("")
     await page.evaluate("document.activeElement.blur()")
 
-    for done in range(total):
+    done = 0
+    while done < total:
+        if done == KEYBOARD_FIRST:
+            done = await _review_by_api(page, live_server, pid, keep=1)
+            # the bare address opens on the first undecided one (the current address
+            # names the decision shown before)
+            await page.goto(f"/personas/{pid}/review/1")
+            await page.evaluate(MARKER_JS)  # the keys below must not reload the page again
+            await expect(ready).to_have_count(1)
+            await expect(count).to_have_text(f"Reviewed {done} of {total}")
         current = await panel.get_attribute("data-decision-id")
         answer = await page.locator("#d-answer").text_content() or ""
         correct = await page.locator("#d-correct").text_content() or ""
@@ -158,6 +196,7 @@ async def test_persona_from_template_to_reviewed_iteration(
             await page.screenshot(
                 path=str(ARTIFACTS / "personas-review.png"), full_page=True, caret="initial"
             )
+        done += 1
     await expect(page.locator("#review-done")).to_be_visible()
     assert await page.evaluate(READ_MARKER_JS) == "still-here"
     decisions = await _api(page, live_server, "GET", f"/api/personas/{pid}/iterations/1/decisions")
@@ -170,7 +209,7 @@ async def test_persona_from_template_to_reviewed_iteration(
     )
     await expect(watcher.locator("#metric-f1-selection .ci")).to_contain_text("n=")
     await expect(watcher.locator("#confusion td")).to_have_count(4)
-    # -- trying to converge on 36 pairs: the selection split holds far fewer than 10 of
+    # -- trying to converge with min_per_class 100: the selection split holds fewer of
     # each class, so the status says it needs more labelled pairs, and how many
     status_line = watcher.locator("#convergence-status")
     await expect(status_line).to_contain_text("Needs more labelled pairs")
@@ -179,8 +218,8 @@ async def test_persona_from_template_to_reviewed_iteration(
     assert await watcher.locator("#progress-chart svg .point").count() >= 3
     await expect(watcher.locator("#live-log")).to_contain_text("F1")
     # The engineer's new prompt, then iteration 2 judged and waiting (carried-forward reviews).
-    await expect(watcher.locator("#live-log")).to_contain_text("Judge prompt v2")
-    await expect(watcher.locator("#running-line")).to_contain_text("Iteration 2/20")
+    await expect(watcher.locator("#live-log")).to_contain_text("Judge prompt v2", timeout=60_000)
+    await expect(watcher.locator("#running-line")).to_contain_text("Iteration 2/20", timeout=60_000)
     assert await watcher.evaluate(READ_MARKER_JS) == "still-here"
     ARTIFACTS.mkdir(exist_ok=True)
     await watcher.screenshot(

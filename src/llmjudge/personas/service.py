@@ -28,7 +28,7 @@ from llmjudge.personas.starters import get_template
 from llmjudge.providers import BUILTIN_SIMULATED_MODELS, LLMModel, ensure_builtin_simulator
 
 # What a persona made from a starter template takes from it (the models are this install's).
-_FROM_TEMPLATE = ("description", "task_prompt", "judge_prompt", "target_f1")
+_FROM_TEMPLATE = ("description", "task_prompt", "judge_prompt", "target_f1", "holdout_fraction")
 # The settings a person chooses when creating a persona, besides its name and judge prompt
 # (the create page's boxes).
 CHOSEN_SETTINGS = (

@@ -32,6 +32,7 @@ EXTRA_CSV = (
     '"What is the boiling point of water at sea level in Celsius?",100\n'
 )
 NOTE = "Numbers must match exactly"
+NEED = 100  # min_per_class above what a template's selection split holds
 
 
 async def _wait(
@@ -484,7 +485,9 @@ async def test_loop_ends_trained_or_incomplete_by_the_held_out_f1(
     client: httpx.AsyncClient, events: list[Any]
 ) -> None:
     pid = (await client.post("/api/personas/from-template/summaries")).json()["id"]
-    await client.patch(f"/api/personas/{pid}", json={"max_iterations": 3, "target_f1": 0.95})
+    # More pairs of each class than the template's selection split holds (a quarter of 360).
+    settings = {"max_iterations": 3, "target_f1": 0.95, "min_per_class": NEED}
+    await client.patch(f"/api/personas/{pid}", json=settings)
     await client.post(f"/api/personas/{pid}/training/start")
     for number in range(1, 4):
         status = await _wait(
@@ -493,8 +496,8 @@ async def test_loop_ends_trained_or_incomplete_by_the_held_out_f1(
         if status["status"] != "training":
             break
         await _review_with_oracle(client, pid, number)
-    # Seeded and deterministic: the template's selection split holds far fewer than 10
-    # pairs of each class, so the persona can never converge, whatever its F1.
+    # The selection split holds fewer than NEED pairs of each class, so the persona can
+    # never converge, whatever its F1.
     status = await _wait(client, pid, lambda s: s["status"] in ("trained", "incomplete"))
     assert status["status"] == "incomplete"
     iterations = (await client.get(f"/api/personas/{pid}/iterations")).json()
@@ -507,8 +510,9 @@ async def test_loop_ends_trained_or_incomplete_by_the_held_out_f1(
     human_pos = sel["confusion"]["tp"] + sel["confusion"]["fn"]
     human_neg = sel["confusion"]["tn"] + sel["confusion"]["fp"]
     assert (conv["positives"], conv["negatives"]) == (human_pos, human_neg)
-    assert conv["more_positives"] == max(0, 10 - human_pos)
-    assert conv["more_negatives"] == max(0, 10 - human_neg)
+    assert human_pos < NEED and human_neg < NEED
+    assert conv["more_positives"] == NEED - human_pos
+    assert conv["more_negatives"] == NEED - human_neg
     assert f"{conv['more_negatives']} more pair" in last["note"]
     # Every figure carries its count and interval.
     for key in ("precision", "recall", "f1", "kappa", "accuracy"):

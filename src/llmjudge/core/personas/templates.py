@@ -21,6 +21,7 @@ from llmjudge.core.text.fences import MARKERS
 from llmjudge.core.text.templates import render
 
 __all__ = [
+    "DEFAULT_HOLDOUT_FRACTION",
     "DEFAULT_TARGET_F1",
     "JUDGE_PLACEHOLDERS",
     "PersonaTemplate",
@@ -32,6 +33,7 @@ __all__ = [
 ]
 
 DEFAULT_TARGET_F1 = 0.8
+DEFAULT_HOLDOUT_FRACTION = 0.25
 JUDGE_PLACEHOLDERS = ("input", "correct_output", "answer")
 
 # Fence labels used by the templates and by the blocks appended for missing placeholders.
@@ -57,6 +59,9 @@ class PersonaTemplate:
     judge_prompt: str
     target_f1: float
     pairs: tuple[TemplatePair, ...]
+    # Share of the pairs held out (half for selection, half for calibration): a template
+    # sets it with its pair count so both held-out splits get enough of each human class.
+    holdout_fraction: float = DEFAULT_HOLDOUT_FRACTION
 
 
 def template_from_dict(data: Mapping[str, Any]) -> PersonaTemplate:
@@ -68,6 +73,7 @@ def template_from_dict(data: Mapping[str, Any]) -> PersonaTemplate:
         task_prompt=str(data["task_prompt"]),
         judge_prompt=str(data["judge_prompt"]),
         target_f1=float(data.get("target_f1", DEFAULT_TARGET_F1)),
+        holdout_fraction=float(data.get("holdout_fraction", DEFAULT_HOLDOUT_FRACTION)),
         pairs=tuple(
             TemplatePair(input=str(p["input"]), correct_output=str(p["correct_output"]))
             for p in data["pairs"]

@@ -48,7 +48,8 @@ CATEGORIES = ("math", "coding", "writing", "roleplay", "reasoning", "stem", "hum
 # The synthetic session: threads, pillars and comparisons made by PostgreSQL itself.
 SYNTHETIC = """
 INSERT INTO pillars (name) SELECT 'bench-p' || p FROM generate_series(0, {pillars} - 1) p;
-INSERT INTO threads (pillar_id, external_id, title, content, content_hash, meta, style_features)
+INSERT INTO threads (pillar_id, external_id, title, content, content_hash, metadata,
+                     style_features)
 SELECT pl.id, 'b-' || g, 'Bench thread ' || g, to_jsonb('answer ' || g), md5('bench' || g),
        jsonb_build_object('category', (ARRAY{categories})[1 + g % {n_categories}],
                           'words', 50 + g % 400),

@@ -23,11 +23,13 @@ search: memory O(threads + comparisons), no threads x threads matrix.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
-from scipy.sparse import csr_array, diags_array
+from scipy.sparse import _sparsetools, csr_array
 from scipy.special import expit
 
 # two virtual drawn games against the mean player, sd sqrt(2) logits (module docstring)
@@ -74,13 +76,34 @@ class PairIndex:
             entry_pair=entry % keys.size,
         )
 
+    @cached_property
+    def _with_diagonal(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(indptr, indices, entry_pair, diagonal slots) of the CSR pattern with the
+        diagonal in its sorted place: each Laplacian is one fill of its values."""
+        n = self.n_players
+        rows = np.repeat(np.arange(n), np.diff(self.indptr))
+        keys = np.concatenate([rows * n + self.indices, np.arange(n) * (n + 1)])
+        order = np.argsort(keys, kind="stable")
+        source = np.concatenate([self.entry_pair, np.full(n, -1)])[order]
+        counts = np.diff(self.indptr) + 1
+        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+        indices = (keys[order] % max(n, 1)).astype(np.int32)
+        return indptr, indices, source, np.flatnonzero(source < 0)
+
     def laplacian(self, h: np.ndarray, prior: float) -> tuple[csr_array, np.ndarray]:
         """(L, diag L): the weighted graph Laplacian with weight h per pair plus prior * I,
-        the Hessian of every pairwise logit model here in theta."""
+        the Hessian of every pairwise logit model here in theta.
+
+        Filled into a pattern built once (an `off + diag` sum rebuilt the matrix every
+        Newton step: most of a small style fit; issue 27). Pairs of weight 0 keep an
+        explicit zero where the sum dropped them: every product is the same to the bit
+        (adding 0 * x to a finite sum changes nothing)."""
         n = self.n_players
         diag = np.bincount(self.lo, h, n) + np.bincount(self.hi, h, n) + prior
-        off = csr_array((-h[self.entry_pair], self.indices, self.indptr), shape=(n, n))
-        return (off + diags_array(diag)).tocsr(), diag
+        indptr, indices, source, slots = self._with_diagonal
+        data = -h[source]
+        data[slots] = diag
+        return csr_array((data, indices, indptr), shape=(n, n)), diag
 
     def totals(self, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(wins of lo, games) per pair; `weights` counts each outcome (bootstrap)."""
@@ -126,22 +149,33 @@ def block_pcg(
 
 
 def _jacobi_cg(
-    diag: np.ndarray, off_diag: csr_array, b: np.ndarray, *, rtol: float, maxiter: int
+    diag: np.ndarray,
+    pairs: PairIndex,
+    off_data: np.ndarray,
+    b: np.ndarray,
+    *,
+    rtol: float,
+    maxiter: int,
 ) -> np.ndarray:
     """scipy.sparse.linalg.cg on (diag(diag) + off_diag) x = b with the Jacobi
-    preconditioner: the same iteration, operation for operation (the same answers to the
-    last bit), without its LinearOperator and input checks, whose overhead was most of a
-    fit of a few players (a pillar ranking's 200 bootstrap fits; issue 27)."""
-    bnrm2 = np.linalg.norm(b)
+    preconditioner, off_diag the CSR matrix of `off_data` in `pairs`' pattern: the same
+    iteration, operation for operation (the same answers to the last bit), without its
+    LinearOperator and input checks, whose overhead was most of a fit of a few players (a
+    pillar ranking's 200 bootstrap fits; issue 27). The product calls the kernel that
+    `csr_array @ vector` calls and the norms are numpy's (sqrt of the dot), without their
+    dispatch, which cost more than the arithmetic below ~100 players."""
+    bnrm2 = math.sqrt(b.dot(b))
     atol = max(0.0, float(rtol) * float(bnrm2))
     if bnrm2 == 0:
         return b
+    n = b.size
+    matvec, indptr, indices = _sparsetools.csr_matvec, pairs.indptr, pairs.indices
     x = np.zeros_like(b)
     r = b.copy()
     rho_prev = 1.0
     p = np.empty_like(r)
     for iteration in range(maxiter):
-        if np.linalg.norm(r) < atol:
+        if math.sqrt(r.dot(r)) < atol:
             break
         z = r / diag
         rho_cur = np.dot(r, z)
@@ -150,7 +184,9 @@ def _jacobi_cg(
             p += z
         else:
             p[:] = z
-        q = diag * p + off_diag @ p
+        product = np.zeros(n)
+        matvec(n, n, indptr, indices, off_data, p, product)
+        q = diag * p + product
         alpha = rho_cur / np.dot(p, q)
         x += alpha * p
         r -= alpha * q
@@ -191,18 +227,14 @@ def fit_bradley_terry(
         return float(np.sum(games * softplus - wins * d) + 0.5 * prior * np.sum(t * t)), d
 
     value, d = objective(theta)
-    off_diag: csr_array | None = None
     for _ in range(max_iter):
         p = expit(d)
         r = wins - games * p
         grad = np.bincount(hi, r, n) - np.bincount(lo, r, n) + prior * theta
         h = games * p * (1.0 - p)
         diag = np.bincount(lo, h, n) + np.bincount(hi, h, n) + prior
-        if off_diag is None:
-            off_diag = csr_array((-h[pairs.entry_pair], pairs.indices, pairs.indptr), (n, n))
-        else:  # the same pattern every iteration: new weights only
-            off_diag.data = -h[pairs.entry_pair]
-        step = _jacobi_cg(diag, off_diag, -grad, rtol=cg_rtol, maxiter=500)
+        # the same pattern every iteration: new weights only
+        step = _jacobi_cg(diag, pairs, -h[pairs.entry_pair], -grad, rtol=cg_rtol, maxiter=500)
         if np.max(np.abs(step), initial=0.0) < tol:
             # inside the quadratic-convergence region; the objective could no longer
             # resolve the change anyway

@@ -56,6 +56,25 @@ class AnalysisCache:
         # Background work (a finished session's other tabs) and what was already asked for.
         self.background: dict[asyncio.Task[Any], None] = {}
         self._prefetched: OrderedDict[Hashable, None] = OrderedDict()
+        # id(figure) -> (figure, its response): held with the figure, so an id is never
+        # reused while its entry lives
+        self._converted: OrderedDict[tuple[int, Hashable], tuple[Any, Any]] = OrderedDict()
+
+    def converted(self, figure: Any, variant: Hashable, make: Callable[[], T]) -> T:
+        """The response model built from a cached `figure` (and `variant`, what else it
+        depends on), built once: at 10,000 threads converting a leaderboard took most of
+        a warm page (issue 27)."""
+        key = (id(figure), variant)
+        entry = self._converted.get(key)
+        if entry is not None and entry[0] is figure:
+            self._converted.move_to_end(key)
+            result: T = entry[1]
+            return result
+        made = make()
+        self._converted[key] = (figure, made)
+        while len(self._converted) > self._max_figures:
+            self._converted.popitem(last=False)
+        return made
 
     async def _get(
         self,

@@ -173,7 +173,11 @@ async def thread_leaderboard(
     data, board = await _leaderboard_figure(
         cache, sessionmaker, session, aggregation, opts, reference_key, reference_ranking
     )
-    return _leaderboard_out(session, data, board)
+    # converted once per figure (10,000 rows); the session's fresh row goes on each time
+    out = cache.converted(
+        board, session.calculate_elo, lambda: _leaderboard_out(session, data, board)
+    )
+    return out.model_copy(update={"session": session})
 
 
 async def style_out(

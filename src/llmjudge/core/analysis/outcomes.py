@@ -12,6 +12,7 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -348,12 +349,14 @@ class PlayerStats:
             likert_count=count,
         )
 
-    @property
+    # Cached: callers index them per player, and recomputing the whole array per lookup
+    # made a 10,000-thread leaderboard quadratic (issue 27).
+    @cached_property
     def win_rate(self) -> np.ndarray:
         """(wins + ties/2) / matches: a tie is half a win, as in the ratings."""
         return (self.wins + 0.5 * self.ties) / np.maximum(self.matches, 1)
 
-    @property
+    @cached_property
     def raw_win_rate(self) -> np.ndarray:
         return self.wins / np.maximum(self.matches, 1)
 

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from sqlalchemy import case, event, update
 
+from llmjudge import analysis
 from llmjudge.analysis.cache import AnalysisCache
 from llmjudge.sessions.models import Comparison, JudgeSession
 
@@ -136,3 +137,25 @@ async def test_a_warm_overview_of_a_finished_session_reads_only_the_session(
     assert not any("FROM threads" in s or "FROM pillars" in s for s in warm), warm
     # the session's status and counters only (an aggregate of its comparisons at most)
     assert all("FROM judge_sessions" in s for s in warm) and len(warm) <= 2, warm
+
+
+async def test_a_cached_figures_response_is_built_once(app: Any, sizes: dict[int, int]) -> None:
+    """A leaderboard or thread performance of 10,000 rows took most of a warm view to
+    convert: a cached figure's response is built once, with the session's fresh row put
+    on at every request."""
+    sid = max(sizes)
+    cache = AnalysisCache()
+    async with app.state.sessionmaker() as db:
+        session = await analysis.get_analysis_session(db=db, session_id=sid)
+    source = {"cache": cache, "sessionmaker": app.state.sessionmaker, "aggregation": "all"}
+    renamed = session.model_copy(update={"name": "renamed"})
+    board = await analysis.thread_leaderboard(**source, session=session, bootstrap_rounds=20)
+    again = await analysis.thread_leaderboard(**source, session=renamed, bootstrap_rounds=20)
+    assert again.entries is board.entries and len(board.entries) == 30
+    assert (board.session.name, again.session.name) == (session.name, "renamed")
+    perf = await analysis.thread_performance_out(**source, session=session)
+    perf_again = await analysis.thread_performance_out(**source, session=renamed)
+    assert perf_again.threads is perf.threads and perf_again.session.name == "renamed"
+    # other options are another figure, converted on their own
+    other = await analysis.thread_leaderboard(**source, session=session, bootstrap_rounds=0)
+    assert other.entries is not board.entries and other.entries[0].bt_ci_low is None

@@ -344,15 +344,20 @@ async def thread_performance_out(
     data, perf = await cached_figure(
         cache, sessionmaker, session, ("performance", aggregation), compute
     )
-    return ThreadPerformanceOut.model_validate(
-        vars(perf)
-        | {
-            "session": session,
-            "aggregation": aggregation,
-            "coverage_stats": perf.coverage,
-            "thread_labels": data.labels(t.thread_id for t in perf.threads),
-        }
-    )
+
+    def convert() -> ThreadPerformanceOut:
+        return ThreadPerformanceOut.model_validate(
+            vars(perf)
+            | {
+                "session": session,
+                "aggregation": aggregation,
+                "coverage_stats": perf.coverage,
+                "thread_labels": data.labels(t.thread_id for t in perf.threads),
+            }
+        )
+
+    # converted once per figure (a row per thread); the session's fresh row each time
+    return cache.converted(perf, aggregation, convert).model_copy(update={"session": session})
 
 
 async def position_swap(

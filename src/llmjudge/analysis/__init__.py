@@ -23,6 +23,7 @@ __all__, __getattr__ = public(
         "llmjudge.analysis.figures": (
             "categories_out",
             "findings",
+            "pillar_leaderboard",
             "pillar_matrix_out",
             "position_swap",
             "score_distribution_out",

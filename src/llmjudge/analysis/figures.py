@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from llmjudge.analysis.cache import AnalysisCache, cached_figure
+from llmjudge.analysis.cache import FINISHED, AnalysisCache, cached_figure
 from llmjudge.analysis.loading import SessionData
 from llmjudge.analysis.options import rating_options
 from llmjudge.analysis.schemas import (
@@ -90,8 +90,9 @@ def _leaderboard(
     options: RatingOptions,
     reference_key: str | None,
     reference_ranking: tuple[str, ...] | None,
+    threads: bool = True,
 ) -> Leaderboard:
-    threads, pillars = _references(data, reference_key, reference_ranking)
+    thread_ref, pillar_ref = _references(data, reference_key, reference_ranking)
     with value_errors_as_invalid():  # a baseline that did not play, an option rating refuses
         return leaderboard(
             data.table,
@@ -99,9 +100,10 @@ def _leaderboard(
             data.pillar_names,
             aggregation=aggregation,
             options=options,
-            thread_reference=threads,
-            pillar_reference=pillars,
+            thread_reference=thread_ref,
+            pillar_reference=pillar_ref,
             reference_source=reference_key or "",
+            threads=threads,
         )
 
 
@@ -177,6 +179,42 @@ async def thread_leaderboard(
     out = cache.converted(
         board, session.calculate_elo, lambda: _leaderboard_out(session, data, board)
     )
+    return out.model_copy(update={"session": session})
+
+
+async def pillar_leaderboard(
+    *,
+    cache: AnalysisCache,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    session: AnalysisSession,
+    aggregation: Aggregation,
+    bootstrap_rounds: int,
+    options: RatingOptions | None = None,
+) -> ThreadLeaderboardOut:
+    """The leaderboard's pillar figures alone (ranking, method, quality; no thread
+    entries), the same numbers as `thread_leaderboard`'s, without the threads' intervals:
+    what the Overview shows. Served from the full leaderboard when that is cached."""
+    opts = options or rating_options()
+    if opts.interval == "bootstrap":
+        opts = dataclasses.replace(opts, bootstrap_rounds=bootstrap_rounds)
+    full = ("leaderboard", aggregation, opts, None, None)
+    if session.status in FINISHED and (
+        cache.finished_figure((*full, session.id), session.completed) is not None
+    ):
+        data, board = await _leaderboard_figure(cache, sessionmaker, session, aggregation, opts)
+    else:
+        data, board = await cached_figure(
+            cache,
+            sessionmaker,
+            session,
+            ("pillar-leaderboard", aggregation, opts),
+            lambda d: _leaderboard(d, aggregation, opts, None, None, threads=False),
+        )
+    out = cache.converted(
+        board, ("pillars", session.calculate_elo), lambda: _leaderboard_out(session, data, board)
+    )
+    if board.entries:  # the full leaderboard's: its pillar figures only, as documented
+        out = out.model_copy(update={"entries": []})
     return out.model_copy(update={"session": session})
 
 

@@ -183,6 +183,7 @@ def leaderboard(
     thread_reference: Mapping[int, float] | None = None,
     pillar_reference: Mapping[int, float] | None = None,
     reference_source: str = "",
+    threads: bool = True,
 ) -> Leaderboard:
     """Ratings, records and averages per thread and pillar, after `aggregation`.
 
@@ -190,6 +191,11 @@ def leaderboard(
     seed and confidence, when given, override its fields. Thread scores anchor on
     options.baseline_thread, pillar scores on options.baseline_pillar (or the mean).
     Pillar ratings resample the thread pairs (the same clusters as the threads).
+
+    `threads=False`: the pillar figures only, the same as in the full leaderboard (no
+    entries; the threads' scores, which the pillar averages need, fitted without their
+    intervals, so the thread-level method and quality say none). The pillar ranking of a
+    10,000-thread session then skips 200 fits of 10,000 threads (issue 27).
     """
     opts = options or RatingOptions()
     opts = dataclasses.replace(
@@ -201,11 +207,15 @@ def leaderboard(
     table = aggregate(outcomes, aggregation)
     pillars = map_ids(table.players, thread_pillar)
     elo = elo_array(table)
-    report = rate(table, opts, baseline_id=opts.baseline_thread, prior=prior)
+    # a thread's score is the point estimate whatever the interval: none is needed here
+    thread_opts = (
+        opts if threads else dataclasses.replace(opts, interval="bootstrap", bootstrap_rounds=0)
+    )
+    report = rate(table, thread_opts, baseline_id=opts.baseline_thread, prior=prior)
     stats = PlayerStats.of(table)
     index = {pid: i for i, pid in enumerate(table.players.tolist())}
     entries = []
-    for rating in report.players:
+    for rating in report.players if threads else ():
         i = index[rating.player_id]
         entries.append(
             build_from(

@@ -256,7 +256,14 @@ def _interval_words(level: float, has: bool) -> str:
 async def _overview(f: _Figures) -> dict[str, Any]:
     if f.session.completed == 0:
         return {}
-    board = await _leaderboard(f)
+    # the pillar figures only: the threads' intervals are the Leaderboard tab's (at
+    # 10,000 threads they are minutes of bootstrap; issue 27)
+    board = await analysis.pillar_leaderboard(
+        **f.source,
+        aggregation="all",
+        bootstrap_rounds=f.options.bootstrap_rounds,
+        options=f.options,
+    )
     position = await analysis.position_swap(**f.source, pairs_limit=0, pairs_offset=0)
     found = await analysis.findings(**f.source, aggregation="all")
     pillars = [p for p in board.pillar_aggregates if p.bt_score is not None]

@@ -32,6 +32,7 @@ from llmjudge.core.ratings.bradley_terry import (
     PairIndex,
     block_pcg,
     cluster_resamples,
+    csr_product,
     fit_bradley_terry,
 )
 from llmjudge.core.ratings.intervals import DEFAULT_LEVEL, normal_interval, percentile_interval
@@ -156,7 +157,7 @@ class _Curvature:
         return 1.0 - np.diag(self.schur) / np.maximum(np.diag(self.dense), 1e-300)
 
     def solve_theta(self, rhs: np.ndarray, rtol: float) -> np.ndarray:
-        return block_pcg(self.laplacian.__matmul__, rhs, self.diag, rtol=rtol)
+        return block_pcg(csr_product(self.laplacian), rhs, self.diag, rtol=rtol)
 
 
 def _curvature(
@@ -175,7 +176,7 @@ def _curvature(
     for j in range(k):
         cross[:, j] = np.bincount(a, hx[:, j], n) - np.bincount(b, hx[:, j], n)
     dense = x.T @ hx + COEF_PRIOR * np.eye(k)
-    solved = block_pcg(laplacian.__matmul__, cross, diag, rtol=rtol) if k else cross
+    solved = block_pcg(csr_product(laplacian), cross, diag, rtol=rtol) if k else cross
     return _Curvature(laplacian, diag, cross, solved, dense - cross.T @ solved, dense)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from scipy.sparse import csr_array
 from scipy.stats import norm
 
-from llmjudge.core.ratings.bradley_terry import DEFAULT_PRIOR, PairIndex, block_pcg
+from llmjudge.core.ratings.bradley_terry import DEFAULT_PRIOR, PairIndex, block_pcg, csr_product
 from llmjudge.core.ratings.intervals import DEFAULT_LEVEL
 
 
@@ -102,7 +102,9 @@ def fit_davidson(
         g_theta = np.bincount(lo, g_d, n) - np.bincount(hi, g_d, n) + prior * theta
         g_lam = 0.0 if no_ties else float(np.sum(games * p_t) - total_ties)
         laplacian, diag, cross, h_ll = curvature(p_w, p_l, p_t)
-        solved = block_pcg(laplacian.__matmul__, np.column_stack([g_theta, cross]), diag, rtol=1e-9)
+        solved = block_pcg(
+            csr_product(laplacian), np.column_stack([g_theta, cross]), diag, rtol=1e-9
+        )
         if no_ties:
             d_lam, d_theta = 0.0, -solved[:, 0]
         else:
@@ -129,7 +131,7 @@ def fit_davidson(
         return DavidsonFit(theta - theta.mean(), 0.0, None, None, level, 0.0, total)
     # Wald interval on log nu: its variance is 1 / the Schur complement at the optimum
     laplacian, diag, cross, h_ll = curvature(p_w, p_l, p_t)
-    solved = block_pcg(laplacian.__matmul__, cross[:, None], diag, rtol=1e-10)[:, 0]
+    solved = block_pcg(csr_product(laplacian), cross[:, None], diag, rtol=1e-10)[:, 0]
     schur = h_ll - float(cross @ solved)
     z = float(norm.ppf(0.5 + level / 2.0))
     se = 1.0 / math.sqrt(schur) if schur > 0 else math.inf

@@ -14,7 +14,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ARRAY, FromClause, Integer, and_, any_, cast, select
+from sqlalchemy import ARRAY, FromClause, Integer, and_, any_, cast, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import Pillar, Thread
@@ -191,7 +191,8 @@ def _compute(
         reference=reference,
         group_by=group_by,
         completed=completed,
-        unlabelled=report.unlabelled,
+        # the comparisons of pairs with no label at all were never loaded
+        unlabelled=report.unlabelled + completed - len(loaded.judgments),
         labelled_pairs=report.pairs,
         judge=JudgeAgreementOut(**_judge_out(report)),
         by_pillar_pair=_group_list(by_pillar),
@@ -226,6 +227,18 @@ async def session_agreement(
     _check_reference(reference)
     if await db.get(JudgeSession, session_id) is None:
         raise NotFound(f"session {session_id} not found")
+    judged = (
+        Comparison.session_id == session_id,
+        Comparison.status == "completed",
+        Comparison.winner.is_not(None),
+    )
+    completed = int(await db.scalar(select(func.count()).where(*judged)) or 0)
+    # Only the comparisons of labelled pairs are read: a session of a million comparisons
+    # with a few hundred labels reads a few hundred rows, not a million.
+    labelled = exists().where(
+        ReferenceLabel.thread_a_id == func.least(Comparison.thread_a_id, Comparison.thread_b_id),
+        ReferenceLabel.thread_b_id == func.greatest(Comparison.thread_a_id, Comparison.thread_b_id),
+    )
     rows = (
         await db.execute(
             select(
@@ -235,11 +248,7 @@ async def session_agreement(
                 Comparison.winner,
                 Comparison.confidence,
             )
-            .where(
-                Comparison.session_id == session_id,
-                Comparison.status == "completed",
-                Comparison.winner.is_not(None),
-            )
+            .where(*judged, labelled)
             .order_by(Comparison.id)
         )
     ).all()
@@ -273,5 +282,5 @@ async def session_agreement(
     loaded = _Loaded(judgments, stated, labels, pillar_of, meta_of)
     # The bootstrap is CPU work: keep it off the event loop.
     return await asyncio.to_thread(
-        _compute, session_id, loaded, reference, group_by, len(rows), rounds
+        _compute, session_id, loaded, reference, group_by, completed, rounds
     )

@@ -418,6 +418,8 @@ async def test_agreement_scores_the_stated_confidence(
         {"thread_a": pairs[1][0], "thread_b": pairs[1][1], "verdict": "A", "label": "A"},
         {"thread_a": pairs[2][0], "thread_b": pairs[2][1], "verdict": "A", "confidence": 0.7,
          "label": "TIE"},  # a tie label: no binary outcome
+        {"thread_a": pairs[1][0], "thread_b": pairs[0][1], "verdict": "A",
+         "confidence": 0.9},  # a pair nobody labelled: not read, counted as unlabelled
     ]  # fmt: skip
     r = await client.post(
         "/api/sessions/import",
@@ -426,7 +428,9 @@ async def test_agreement_scores_the_stated_confidence(
     )
     assert r.status_code == 201, r.text
     sid = r.json()["session_id"]
-    cal = (await client.get(f"/api/sessions/{sid}/agreement")).json()["stated_confidence"]
+    report = (await client.get(f"/api/sessions/{sid}/agreement")).json()
+    assert (report["completed"], report["unlabelled"], report["labelled_pairs"]) == (6, 1, 3)
+    cal = report["stated_confidence"]
     p, y = [0.9, 0.2, 0.4], [1, 1, 1]
     assert (cal["judgments"], cal["pairs"], cal["left_out"]) == (3, 2, 2)
     brier = sum((a - b) ** 2 for a, b in zip(p, y, strict=True)) / 3

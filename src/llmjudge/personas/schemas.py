@@ -15,6 +15,8 @@ from pydantic import (
     model_validator,
 )
 
+from llmjudge.core.personas.templates import DEFAULT_HOLDOUT_FRACTION, DEFAULT_TARGET_F1
+
 PersonaStatus = Literal["draft", "training", "paused", "trained", "incomplete"]
 IterationStatus = Literal["generating", "judging", "awaiting_review", "optimising", "done"]
 Split = Literal["optimisation", "selection", "calibration"]
@@ -70,14 +72,14 @@ class PersonaSettings(BaseModel):
     """Settings shared by create and update (all optional in an update)."""
 
     target_f1: float = Field(
-        default=0.80,
+        default=DEFAULT_TARGET_F1,
         ge=TARGET_F1_MIN,
         le=TARGET_F1_MAX,
         description="F1 of the judge against the human at which training stops (0.70-0.95)",
     )
     max_iterations: int = Field(default=20, ge=1, le=200)
     holdout_fraction: float = Field(
-        default=0.25,
+        default=DEFAULT_HOLDOUT_FRACTION,
         ge=0.0,
         le=0.5,
         description="share of pairs kept out of prompt optimisation to measure F1 honestly; "

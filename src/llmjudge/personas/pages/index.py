@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
+from llmjudge.core.personas.templates import DEFAULT_HOLDOUT_FRACTION, DEFAULT_TARGET_F1
 from llmjudge.infra.web import PAGE_ERRORS, DbSession, is_htmx, refusal, render
 from llmjudge.personas import service
 from llmjudge.personas.deps import parse_ids
@@ -107,9 +108,9 @@ def _default_values(models: Sequence[Any]) -> dict[str, Any]:
         "task_model_id": by_name.get("simulated-task"),
         "judge_model_id": by_name.get("simulated-judge"),
         "engineer_model_id": by_name.get("simulated-engineer"),
-        "target_f1": 0.8,
+        "target_f1": DEFAULT_TARGET_F1,
         "max_iterations": 20,
-        "holdout_fraction": 0.25,
+        "holdout_fraction": DEFAULT_HOLDOUT_FRACTION,
         "iteration_timeout_s": 600,
     }
 

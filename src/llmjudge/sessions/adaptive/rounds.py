@@ -380,7 +380,7 @@ class AdaptiveRounds:
         *,
         sessionmaker: async_sessionmaker[AsyncSession],
         hub: EventHub | None = None,
-        poll_s: float = 0.2,
+        poll_s: float = 0.05,
     ) -> None:
         self.sessionmaker = sessionmaker
         self.hub = hub

@@ -22,12 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-from llmjudge.app import create_app
-from llmjudge.infra.config import Settings
-from llmjudge.infra.db.embedded import EmbeddedPostgres
-from llmjudge.infra.db.engine import make_engine
-from llmjudge.infra.db.migrate import upgrade
+from harness import app_client, demo_pillars, embedded_postgres
 
 TOKEN = "bench-adaptive-rounds-token"
 
@@ -53,13 +48,7 @@ async def run_session(client: httpx.AsyncClient, body: dict[str, Any]) -> tuple[
 
 
 async def bench(client: httpx.AsyncClient, workers: list[int], latency_ms: float) -> None:
-    (await client.post("/api/demo")).raise_for_status()
-    pillars = [p["id"] for p in (await client.get("/api/pillars")).json()]
-    providers = (await client.get("/api/providers")).json()
-    sim = next(p for p in providers if p["kind"] == "simulator")
-    settings = {"latency_ms_mean": latency_ms, "latency_ms_jitter": latency_ms / 2}
-    r = await client.patch(f"/api/providers/{sim['id']}", json={"settings": settings})
-    r.raise_for_status()
+    pillars = await demo_pillars(client, latency_ms, latency_ms / 2)
     print(f"simulated judge: {latency_ms:.0f} ms a call (jitter {latency_ms / 2:.0f} ms)")
     print(f"{'workers':>7} {'session':<13} {'calls':>6} {'wall s':>7} {'calls/s':>8} {'rounds':>6}")
     for w in workers:
@@ -85,32 +74,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--latency-ms", type=float, default=200.0)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-adaptive-rounds-") as tmp:
-        pg = EmbeddedPostgres(Path(tmp) / "pgdata")
-        pg.start()
-        try:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-adaptive-rounds-") as name,
+        embedded_postgres(Path(name)) as pg,
+    ):
 
-            async def run() -> None:
-                await pg.ensure_database()
-                engine = make_engine(pg.url(), pool_size=1)
-                await upgrade(engine)
-                await engine.dispose()
-                settings = Settings(
-                    database_url=pg.url(), data_dir=Path(tmp) / "data", admin_token=TOKEN
-                )
-                app = create_app(settings)
-                async with app.router.lifespan_context(app):
-                    async with httpx.AsyncClient(
-                        transport=httpx.ASGITransport(app=app),
-                        base_url="http://bench",
-                        headers={"Authorization": f"Bearer {TOKEN}"},
-                        timeout=600,
-                    ) as client:
-                        await bench(client, args.workers, args.latency_ms)
+        async def run() -> None:
+            async with app_client(pg, Path(name), TOKEN) as (_, client):
+                await bench(client, args.workers, args.latency_ms)
 
-            asyncio.run(run())
-        finally:
-            pg.stop()
+        asyncio.run(run())
 
 
 if __name__ == "__main__":

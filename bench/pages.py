@@ -31,14 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from harness import app_client, demo_pillars, embedded_postgres
 from sqlalchemy import text
 
 from llmjudge.analysis.cache import AnalysisCache
-from llmjudge.app import create_app
-from llmjudge.infra.config import Settings
-from llmjudge.infra.db.embedded import EmbeddedPostgres
 from llmjudge.infra.db.engine import make_engine
-from llmjudge.infra.db.migrate import upgrade
 from llmjudge.sessions.pages.results import TAB_NAMES
 
 TOKEN = "bench-pages-admin-token"
@@ -140,12 +137,7 @@ async def seed_synthetic(url: str, threads: int, pillars: int, comparisons: int)
 
 async def seed_demo(client: httpx.AsyncClient) -> int:
     """The demo judged by the simulated judge (2 ms a call), waited for until finished."""
-    (await client.post("/api/demo")).raise_for_status()
-    pillars = [p["id"] for p in (await client.get("/api/pillars")).json()]
-    providers = (await client.get("/api/providers")).json()
-    sim = next(p for p in providers if p["kind"] == "simulator")
-    settings = {"settings": {"latency_ms_mean": 2, "latency_ms_jitter": 1}}
-    (await client.patch(f"/api/providers/{sim['id']}", json=settings)).raise_for_status()
+    pillars = await demo_pillars(client, 2, 1)
     r = await client.post(
         "/api/sessions",
         json={
@@ -242,46 +234,27 @@ def main() -> None:
     parser.add_argument("--pillars", type=int, default=10)
     parser.add_argument("--comparisons", type=int, default=1_000_000)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-pages-") as tmp:
-        pg = EmbeddedPostgres(Path(tmp) / "pgdata")
-        pg.start()
-        try:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-pages-") as name,
+        embedded_postgres(Path(name)) as pg,
+    ):
 
-            async def run() -> None:
-                await pg.ensure_database()
-                engine = make_engine(pg.url(), pool_size=1)
-                await upgrade(engine)
-                await engine.dispose()
-                settings = Settings(
-                    database_url=pg.url(), data_dir=Path(tmp) / "data", admin_token=TOKEN
-                )
-                app = create_app(settings)
-                async with app.router.lifespan_context(app):
-                    transport = httpx.ASGITransport(app=app)
-                    headers = {"Authorization": f"Bearer {TOKEN}"}
-                    async with httpx.AsyncClient(
-                        transport=transport,
-                        base_url="http://bench",
-                        headers=headers,
-                        timeout=600,
-                    ) as client:
-                        (await client.get("/healthz")).raise_for_status()
-                        if "demo" in args.size:
-                            t = time.perf_counter()
-                            sid = await seed_demo(client)
-                            print(f"demo judged in {time.perf_counter() - t:.1f} s")
-                            await measure(app, client, pg.url(), sid, "demo", args.tabs)
-                        if "1m" in args.size:
-                            t = time.perf_counter()
-                            sid = await seed_synthetic(
-                                pg.url(), args.threads, args.pillars, args.comparisons
-                            )
-                            print(f"\nsynthetic session seeded in {time.perf_counter() - t:.1f} s")
-                            await measure(app, client, pg.url(), sid, "synthetic", args.tabs)
+        async def run() -> None:
+            async with app_client(pg, Path(name), TOKEN) as (app, client):
+                if "demo" in args.size:
+                    t = time.perf_counter()
+                    sid = await seed_demo(client)
+                    print(f"demo judged in {time.perf_counter() - t:.1f} s")
+                    await measure(app, client, pg.url(), sid, "demo", args.tabs)
+                if "1m" in args.size:
+                    t = time.perf_counter()
+                    sid = await seed_synthetic(
+                        pg.url(), args.threads, args.pillars, args.comparisons
+                    )
+                    print(f"\nsynthetic session seeded in {time.perf_counter() - t:.1f} s")
+                    await measure(app, client, pg.url(), sid, "synthetic", args.tabs)
 
-            asyncio.run(run())
-        finally:
-            pg.stop()
+        asyncio.run(run())
 
 
 if __name__ == "__main__":

@@ -19,11 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness import embedded_postgres, migrate
 from sqlalchemy import text
 
-from llmjudge.infra.db.embedded import EmbeddedPostgres
 from llmjudge.infra.db.engine import make_engine, make_sessionmaker
-from llmjudge.infra.db.migrate import upgrade
 from llmjudge.references import review
 from llmjudge.references.review_schemas import ReviewLabelIn
 
@@ -105,27 +104,22 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--calls", type=int, default=20)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-review-") as tmp:
-        pg = EmbeddedPostgres(Path(tmp) / "pgdata")
-        pg.start()
-        try:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-review-") as name,
+        embedded_postgres(Path(name)) as pg,
+    ):
 
-            async def run() -> None:
-                await pg.ensure_database()
-                engine = make_engine(pg.url(), pool_size=1)
-                await upgrade(engine)
-                await engine.dispose()
-                print(
-                    f"{'pairs':>8} {'comparisons':>12} {'count(*) ms':>12} {'next ms':>9} "
-                    f"{'label ms':>9} {'next/count':>11}"
-                )
-                for p in args.pairs:
-                    b, n, lab = await measure(pg.url(), p, args.calls)
-                    print(f"{p:>8} {2 * p:>12} {b:>12.1f} {n:>9.1f} {lab:>9.1f} {n / b:>11.1f}")
+        async def run() -> None:
+            await migrate(pg)
+            print(
+                f"{'pairs':>8} {'comparisons':>12} {'count(*) ms':>12} {'next ms':>9} "
+                f"{'label ms':>9} {'next/count':>11}"
+            )
+            for p in args.pairs:
+                b, n, lab = await measure(pg.url(), p, args.calls)
+                print(f"{p:>8} {2 * p:>12} {b:>12.1f} {n:>9.1f} {lab:>9.1f} {n / b:>11.1f}")
 
-            asyncio.run(run())
-        finally:
-            pg.stop()
+        asyncio.run(run())
 
 
 if __name__ == "__main__":

@@ -81,6 +81,30 @@ class LiveServer:
         return self.log_path.read_text(errors="replace")[-chars:]
 
 
+async def api(page: Page, server: LiveServer, method: str, path: str, **kw: Any) -> Any:
+    """An API call as the admin from a test's page; asserts it succeeded; its JSON."""
+    response = await page.request.fetch(path, method=method, headers=server.api_headers, **kw)
+    assert response.ok, f"{method} {path}: {response.status} {await response.text()}"
+    return await response.json()
+
+
+async def demo_with_fast_judge(page: Page, server: LiveServer) -> tuple[list[int], int]:
+    """The demo loaded, the simulated judge at 2 ms a call; the demo's pillar ids and the
+    simulator's provider id."""
+    await api(page, server, "POST", "/api/demo")
+    pillars = [p["id"] for p in await api(page, server, "GET", "/api/pillars")]
+    providers = await api(page, server, "GET", "/api/providers")
+    sim = next(p for p in providers if p["kind"] == "simulator")
+    await api(
+        page,
+        server,
+        "PATCH",
+        f"/api/providers/{sim['id']}",
+        data={"settings": {"latency_ms_mean": 2, "latency_ms_jitter": 1}},
+    )
+    return pillars, sim["id"]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

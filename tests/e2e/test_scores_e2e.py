@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
 
 import pytest
 from playwright.async_api import Browser, Page
 
-from tests.e2e.conftest import ARTIFACTS, TIMEOUT_MS, LiveServer
+from tests.e2e.conftest import ARTIFACTS, TIMEOUT_MS, LiveServer, api, demo_with_fast_judge
 
 pytestmark = pytest.mark.e2e
 
@@ -23,35 +22,19 @@ DASHED = re.compile(r"\d\s*[–-]{1,2}\s*-?\d")
 POINTS = "100 points = 64% expected win rate"
 
 
-async def _api(page: Page, server: LiveServer, method: str, path: str, **kw: Any) -> Any:
-    response = await page.request.fetch(path, method=method, headers=server.api_headers, **kw)
-    assert response.ok, f"{method} {path}: {response.status} {await response.text()}"
-    return await response.json()
-
-
 async def _finished(page: Page, server: LiveServer, sid: int) -> None:
     deadline = asyncio.get_running_loop().time() + SETTLE_TIMEOUT_S
     while asyncio.get_running_loop().time() < deadline:
-        if (await _api(page, server, "GET", f"/api/sessions/{sid}"))["status"] == "completed":
+        if (await api(page, server, "GET", f"/api/sessions/{sid}"))["status"] == "completed":
             return
         await asyncio.sleep(0.5)
     raise AssertionError(f"session {sid} did not finish in {SETTLE_TIMEOUT_S:.0f} s")
 
 
 async def _demo_sessions(page: Page, server: LiveServer) -> dict[str, int]:
-    await _api(page, server, "POST", "/api/demo")
-    pillars = [p["id"] for p in await _api(page, server, "GET", "/api/pillars")]
-    providers = await _api(page, server, "GET", "/api/providers")
-    sim = next(p for p in providers if p["kind"] == "simulator")
-    await _api(
-        page,
-        server,
-        "PATCH",
-        f"/api/providers/{sim['id']}",
-        data={"settings": {"latency_ms_mean": 2, "latency_ms_jitter": 1}},
-    )
+    pillars, _ = await demo_with_fast_judge(page, server)
     common = {"seed": 11, "auto_start": True, "pillar_ids": pillars}
-    ffa = await _api(
+    ffa = await api(
         page,
         server,
         "POST",
@@ -64,7 +47,7 @@ async def _demo_sessions(page: Page, server: LiveServer) -> dict[str, int]:
             "match_by_prompt_key": True,
         },
     )
-    adaptive = await _api(
+    adaptive = await api(
         page,
         server,
         "POST",
@@ -90,7 +73,7 @@ async def test_demo_scores_read_on_one_bounded_scale_at_desktop_and_phone(
     page: Page, browser: Browser, live_server: LiveServer, js_errors: list[str]
 ) -> None:
     ids = await _demo_sessions(page, live_server)
-    board = await _api(page, live_server, "GET", f"/api/sessions/{ids['ffa']}/thread-leaderboard")
+    board = await api(page, live_server, "GET", f"/api/sessions/{ids['ffa']}/thread-leaderboard")
     pillar_scores = [p["bt_score"] for p in board["pillar_aggregates"]]
     thread_scores = [e["bt_score"] for e in board["entries"]]
     # the demo's six models are near-separable under the simulator; with the old prior they

@@ -11,13 +11,12 @@ Screenshots go to `test-artifacts/ux27-<page>-<width>.png`.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import Browser, Page
 
-from tests.e2e.conftest import ARTIFACTS, TIMEOUT_MS, LiveServer
+from tests.e2e.conftest import ARTIFACTS, TIMEOUT_MS, LiveServer, api, demo_with_fast_judge
 
 pytestmark = pytest.mark.e2e
 
@@ -28,16 +27,10 @@ BLOCKING = ("critical", "serious")
 PANEL_NAMES = ("simulated-judge", "ux27-judge-b", "ux27-judge-c")
 
 
-async def _api(page: Page, server: LiveServer, method: str, path: str, **kw: Any) -> Any:
-    response = await page.request.fetch(path, method=method, headers=server.api_headers, **kw)
-    assert response.ok, f"{method} {path}: {response.status} {await response.text()}"
-    return await response.json()
-
-
 async def _finished(page: Page, server: LiveServer, sid: int) -> None:
     deadline = asyncio.get_running_loop().time() + SETTLE_TIMEOUT_S
     while asyncio.get_running_loop().time() < deadline:
-        s = await _api(page, server, "GET", f"/api/sessions/{sid}")
+        s = await api(page, server, "GET", f"/api/sessions/{sid}")
         if s["status"] in ("completed", "failed"):
             return
         await asyncio.sleep(0.5)
@@ -47,29 +40,19 @@ async def _finished(page: Page, server: LiveServer, sid: int) -> None:
 async def _sessions(page: Page, server: LiveServer) -> dict[str, int]:
     """The demo; a free-for-all with reference labels, a small adaptive run over threads and
     a three-judge panel, all finished."""
-    await _api(page, server, "POST", "/api/demo")
-    pillars = [p["id"] for p in await _api(page, server, "GET", "/api/pillars")]
-    providers = await _api(page, server, "GET", "/api/providers")
-    sim = next(p for p in providers if p["kind"] == "simulator")
-    await _api(
-        page,
-        server,
-        "PATCH",
-        f"/api/providers/{sim['id']}",
-        data={"settings": {"latency_ms_mean": 2, "latency_ms_jitter": 1}},
-    )
-    models = {m["name"]: m["id"] for m in await _api(page, server, "GET", "/api/models")}
+    pillars, simulator = await demo_with_fast_judge(page, server)
+    models = {m["name"]: m["id"] for m in await api(page, server, "GET", "/api/models")}
     for name in PANEL_NAMES[1:]:
-        made = await _api(
+        made = await api(
             page,
             server,
             "POST",
             "/api/models",
-            data={"provider_id": sim["id"], "name": name, "model": name},
+            data={"provider_id": simulator, "name": name, "model": name},
         )
         models[name] = made["id"]
     common = {"seed": 7, "auto_start": True}
-    ffa = await _api(
+    ffa = await api(
         page,
         server,
         "POST",
@@ -82,7 +65,7 @@ async def _sessions(page: Page, server: LiveServer) -> dict[str, int]:
             "max_threads_per_pillar": 4,
         },
     )
-    adaptive = await _api(
+    adaptive = await api(
         page,
         server,
         "POST",
@@ -95,7 +78,7 @@ async def _sessions(page: Page, server: LiveServer) -> dict[str, int]:
             "adaptive": {"unit": "threads", "budget_comparisons": 150},
         },
     )
-    panel = await _api(
+    panel = await api(
         page,
         server,
         "POST",
@@ -116,7 +99,7 @@ async def _sessions(page: Page, server: LiveServer) -> dict[str, int]:
     for sid in ids.values():
         await _finished(page, server, sid)
     # Reference labels for the free-for-all's first pairs: the Agreement tab's confusion matrix.
-    listed = await _api(page, server, "GET", f"/api/sessions/{ids['ffa']}/comparisons?limit=80")
+    listed = await api(page, server, "GET", f"/api/sessions/{ids['ffa']}/comparisons?limit=80")
     items = listed["items"] if isinstance(listed, dict) else listed
     # one label a pair, whichever order it was shown in
     unordered = {frozenset((c["thread_a_id"], c["thread_b_id"])): c for c in items}
@@ -125,7 +108,7 @@ async def _sessions(page: Page, server: LiveServer) -> dict[str, int]:
         f'{{"thread_a": {a}, "thread_b": {b}, "label": "{("A", "B", "TIE")[i % 3]}"}}'
         for i, (a, b) in enumerate(pairs)
     )
-    await _api(
+    await api(
         page,
         server,
         "POST",

@@ -7,14 +7,13 @@ labelled pairs" when trying to converge on too few), and the judge prompt diff."
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
 from playwright.async_api import Page, expect
 
 from llmjudge.personas.starters import TEMPLATES
 from llmjudge.providers.simulated_personas import normalise
-from tests.e2e.conftest import ARTIFACTS, LiveServer, _record_console, _record_response
+from tests.e2e.conftest import ARTIFACTS, LiveServer, _record_console, _record_response, api
 
 pytestmark = pytest.mark.e2e
 # Screenshots keep the caret: hiding it leaves style="" on inputs, and htmx copying that
@@ -39,24 +38,18 @@ DROP_JS = """(text) => {
 }"""
 
 
-async def _api(page: Page, server: LiveServer, method: str, path: str, **kw: Any) -> Any:
-    response = await page.request.fetch(path, method=method, headers=server.api_headers, **kw)
-    assert response.ok, await response.text()
-    return await response.json()
-
-
 async def _review_by_api(page: Page, server: LiveServer, pid: int, *, keep: int) -> int:
     """Review iteration 1's pending decisions one by one as the oracle would, all but
     ``keep``; returns how many are reviewed in all."""
     url = f"/api/personas/{pid}/iterations/1/decisions?pending=true"
-    pending = await _api(page, server, "GET", url)
+    pending = await api(page, server, "GET", url)
     for d in pending[: len(pending) - keep]:
         agrees = (d["judge_label"] == "correct") == (
             normalise(d["answer"]) == normalise(d["correct_output"])
         )
         path = f"/api/personas/{pid}/decisions/{d['id']}/feedback"
-        await _api(page, server, "POST", path, data={"agrees": agrees})
-    decisions = await _api(page, server, "GET", f"/api/personas/{pid}/iterations/1/decisions")
+        await api(page, server, "POST", path, data={"agrees": agrees})
+    decisions = await api(page, server, "GET", f"/api/personas/{pid}/iterations/1/decisions")
     return sum(d["human_agrees"] is not None for d in decisions)
 
 
@@ -65,10 +58,10 @@ async def test_persona_from_template_to_reviewed_iteration(
 ):
     # Fast simulated calls; a weak judge and a high target, so iteration 1 cannot converge
     # and the prompt engineer writes version 2.
-    providers = await _api(page, live_server, "GET", "/api/providers")
+    providers = await api(page, live_server, "GET", "/api/providers")
     sim = next(p for p in providers if p["kind"] == "simulator")
     settings = {"latency_ms_mean": 5, "latency_ms_jitter": 2, "judge_base_accuracy": 0.6}
-    await _api(
+    await api(
         page, live_server, "PATCH", f"/api/providers/{sim['id']}", data={"settings": settings}
     )
 
@@ -86,7 +79,7 @@ async def test_persona_from_template_to_reviewed_iteration(
     await expect(page.locator("#persona-status")).to_have_text("draft")
     # More pairs of each class than the selection split holds: the status must say so.
     settings = {"target_f1": 0.95, "min_per_class": 100}
-    await _api(page, live_server, "PATCH", f"/api/personas/{pid}", data=settings)
+    await api(page, live_server, "PATCH", f"/api/personas/{pid}", data=settings)
 
     # -- a CSV with an error: listed by line, nothing stored
     await page.click("#tab-data")
@@ -99,7 +92,7 @@ async def test_persona_from_template_to_reviewed_iteration(
     await expect(errors.locator("tbody tr")).to_have_count(1)
     await expect(errors.locator("tbody td").nth(0)).to_have_text("3")
     await expect(errors.locator("tbody td").nth(1)).to_have_text("correct_output")
-    assert (await _api(page, live_server, "GET", f"/api/personas/{pid}"))[
+    assert (await api(page, live_server, "GET", f"/api/personas/{pid}"))[
         "pair_count"
     ] == TEMPLATE_PAIRS
 
@@ -110,7 +103,7 @@ async def test_persona_from_template_to_reviewed_iteration(
     await expect(page.locator("#pair-count")).to_contain_text(f"{TEMPLATE_PAIRS + 2} pair(s)")
     await expect(errors).to_have_count(0)
     assert await page.evaluate(READ_MARKER_JS) == "still-here"  # no reload
-    assert (await _api(page, live_server, "GET", f"/api/personas/{pid}"))[
+    assert (await api(page, live_server, "GET", f"/api/personas/{pid}"))[
         "pair_count"
     ] == TEMPLATE_PAIRS + 2
     await page.screenshot(
@@ -199,7 +192,7 @@ async def test_persona_from_template_to_reviewed_iteration(
         done += 1
     await expect(page.locator("#review-done")).to_be_visible()
     assert await page.evaluate(READ_MARKER_JS) == "still-here"
-    decisions = await _api(page, live_server, "GET", f"/api/personas/{pid}/iterations/1/decisions")
+    decisions = await api(page, live_server, "GET", f"/api/personas/{pid}/iterations/1/decisions")
     assert len(decisions) == total and all(d["human_agrees"] is not None for d in decisions)
 
     # -- the watching tab updated itself: metric cards, confusion matrix, chart

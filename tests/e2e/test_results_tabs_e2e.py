@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Page, Route, expect
 
-from tests.e2e.conftest import ARTIFACTS, LiveServer
+from tests.e2e.conftest import ARTIFACTS, LiveServer, api
 
 pytestmark = pytest.mark.e2e
 
@@ -38,12 +38,6 @@ WATCH_JS = """() => {
 }"""
 
 
-async def _api(page: Page, server: LiveServer, method: str, path: str, **kw: Any) -> Any:
-    response = await page.request.fetch(path, method=method, headers=server.api_headers, **kw)
-    assert response.ok, f"{method} {path}: {response.status} {await response.text()}"
-    return await response.json()
-
-
 def _jsonl(rows: list[dict[str, Any]]) -> bytes:
     return "\n".join(json.dumps(r) for r in rows).encode()
 
@@ -62,8 +56,8 @@ async def _labelled_session(page: Page, server: LiveServer) -> tuple[int, list[t
         for i in range(3)
     ]
     file = {"name": "t.jsonl", "mimeType": "application/jsonl", "buffer": _jsonl(rows)}
-    await _api(page, server, "POST", "/api/threads/import", multipart={"file": file})
-    listed = await _api(page, server, "GET", "/api/threads?limit=500")
+    await api(page, server, "POST", "/api/threads/import", multipart={"file": file})
+    listed = await api(page, server, "GET", "/api/threads?limit=500")
     ids = {t["external_id"]: t["id"] for t in listed["items"]}
     pairs = [(ids[f"tab-north-{i}"], ids[f"tab-south-{i}"]) for i in range(3)]
     judged = [
@@ -73,7 +67,7 @@ async def _labelled_session(page: Page, server: LiveServer) -> tuple[int, list[t
         for who in ("ann", "bob")
     ]
     file = {"name": "j.jsonl", "mimeType": "application/jsonl", "buffer": _jsonl(judged)}
-    made = await _api(
+    made = await api(
         page,
         server,
         "POST",

@@ -5,7 +5,6 @@ then the 20 labels are read back through the API, stored in canonical order."""
 from __future__ import annotations
 
 import json
-from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -17,6 +16,7 @@ from tests.e2e.conftest import (
     LiveServer,
     _record_console,
     _record_response,
+    api,
 )
 
 pytestmark = pytest.mark.e2e
@@ -24,12 +24,6 @@ N_PAIRS = 10
 PANEL = "#pair-review-panel"
 FLIP = {"A": "B", "B": "A", "TIE": "TIE"}
 KEY_LABEL = {"1": ("A", False), "2": ("B", False), "3": ("TIE", False), "4": ("TIE", True)}
-
-
-async def _api(page: Page, server: LiveServer, method: str, path: str, **kw: Any) -> Any:
-    response = await page.request.fetch(path, method=method, headers=server.api_headers, **kw)
-    assert response.ok, await response.text()
-    return await response.json()
 
 
 async def _session_of_ten_pairs(page: Page, server: LiveServer) -> int:
@@ -45,14 +39,14 @@ async def _session_of_ten_pairs(page: Page, server: LiveServer) -> int:
                 }
             )
     body = "\n".join(json.dumps(t) for t in threads).encode()
-    await _api(
+    await api(
         page,
         server,
         "POST",
         "/api/threads/import",
         multipart={"file": {"name": "t.jsonl", "mimeType": "application/json", "buffer": body}},
     )
-    items = (await _api(page, server, "GET", "/api/threads?limit=500"))["items"]
+    items = (await api(page, server, "GET", "/api/threads?limit=500"))["items"]
     ids = {(t["pillar_name"], t["external_id"]): t["id"] for t in items}
     lines = []
     for i in range(N_PAIRS):
@@ -62,7 +56,7 @@ async def _session_of_ten_pairs(page: Page, server: LiveServer) -> int:
             {"thread_a": y, "thread_b": x, "verdict": "B"},
         ]
     body = "\n".join(json.dumps(line) for line in lines).encode()
-    out = await _api(
+    out = await api(
         page,
         server,
         "POST",
@@ -80,7 +74,7 @@ async def _reviewer(
 ) -> tuple[BrowserContext, Page]:
     """A browser context of its own, signed in through the login form as a new reviewer."""
     password = f"{name}-password-not-secret"
-    await _api(
+    await api(
         admin,
         server,
         "POST",
@@ -125,7 +119,7 @@ async def test_two_reviewers_label_ten_pairs_with_the_keyboard(
     page: Page, browser: Browser, live_server: LiveServer, js_errors: list[str]
 ) -> None:
     sid = await _session_of_ten_pairs(page, live_server)
-    settings = await _api(
+    settings = await api(
         page,
         live_server,
         "PUT",
@@ -208,7 +202,7 @@ async def test_two_reviewers_label_ten_pairs_with_the_keyboard(
             assert all(a < b for a, b in got)
             total += len(mine)
         assert total == 2 * N_PAIRS
-        progress = await _api(page, live_server, "GET", f"/api/sessions/{sid}/review/progress")
+        progress = await api(page, live_server, "GET", f"/api/sessions/{sid}/review/progress")
         assert (progress["finished"], progress["total"]) == (N_PAIRS, N_PAIRS)
         assert skipped in {f"{a}-{b}" for a, b in expected["e2e-reviewer-1"]}
 

@@ -17,7 +17,7 @@ import pytest
 from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import Browser, Page, expect
 
-from tests.e2e.conftest import ARTIFACTS, TIMEOUT_MS, LiveServer
+from tests.e2e.conftest import ARTIFACTS, TIMEOUT_MS, LiveServer, api
 
 pytestmark = pytest.mark.e2e
 
@@ -39,12 +39,6 @@ WIDEST_JS = """(limit) => {
 }"""
 
 
-async def _api(page: Page, server: LiveServer, method: str, path: str, **kw: Any) -> Any:
-    response = await page.request.fetch(path, method=method, headers=server.api_headers, **kw)
-    assert response.ok, f"{method} {path}: {response.status} {await response.text()}"
-    return await response.json()
-
-
 async def _until(check: Any, what: str) -> Any:
     """Poll an async predicate (returning a truthy value) for up to SETTLE_TIMEOUT_S."""
     deadline = asyncio.get_running_loop().time() + SETTLE_TIMEOUT_S
@@ -58,10 +52,10 @@ async def _until(check: Any, what: str) -> Any:
 
 async def _demo_pillars(page: Page, server: LiveServer) -> list[dict[str, Any]]:
     """The demo's pillars, loading the demo once per live server."""
-    pillars = await _api(page, server, "GET", "/api/pillars")
+    pillars = await api(page, server, "GET", "/api/pillars")
     if not pillars:
-        await _api(page, server, "POST", "/api/demo")
-        pillars = await _api(page, server, "GET", "/api/pillars")
+        await api(page, server, "POST", "/api/demo")
+        pillars = await api(page, server, "GET", "/api/pillars")
     return pillars
 
 
@@ -69,16 +63,16 @@ async def _fixtures(page: Page, server: LiveServer) -> dict[str, str]:
     """The demo, one finished simulated tournament and a persona waiting for review;
     answers the seven pages' paths."""
     pillars = await _demo_pillars(page, server)
-    providers = await _api(page, server, "GET", "/api/providers")
+    providers = await api(page, server, "GET", "/api/providers")
     sim = next(p for p in providers if p["kind"] == "simulator")
-    await _api(
+    await api(
         page,
         server,
         "PATCH",
         f"/api/providers/{sim['id']}",
         data={"settings": {"latency_ms_mean": 5, "latency_ms_jitter": 2}},
     )
-    session = await _api(
+    session = await api(
         page,
         server,
         "POST",
@@ -95,16 +89,16 @@ async def _fixtures(page: Page, server: LiveServer) -> dict[str, str]:
     sid = session["id"]
 
     async def finished() -> bool:
-        s = await _api(page, server, "GET", f"/api/sessions/{sid}")
+        s = await api(page, server, "GET", f"/api/sessions/{sid}")
         return s["status"] in ("completed", "failed")
 
     await _until(finished, "the session to finish")
-    persona = await _api(page, server, "POST", "/api/personas/from-template/factual-qa")
+    persona = await api(page, server, "POST", "/api/personas/from-template/factual-qa")
     pid = persona["id"]
-    await _api(page, server, "POST", f"/api/personas/{pid}/training/start")
+    await api(page, server, "POST", f"/api/personas/{pid}/training/start")
 
     async def awaiting_review() -> bool:
-        iterations = await _api(page, server, "GET", f"/api/personas/{pid}/iterations")
+        iterations = await api(page, server, "GET", f"/api/personas/{pid}/iterations")
         return any(i["status"] == "awaiting_review" for i in iterations)
 
     await _until(awaiting_review, "iteration 1 to wait for review")
@@ -194,7 +188,7 @@ async def test_reviewer_is_not_offered_session_controls(
     page: Page, browser: Browser, live_server: LiveServer
 ) -> None:
     pillars = await _demo_pillars(page, live_server)
-    session = await _api(
+    session = await api(
         page,
         live_server,
         "POST",
@@ -211,11 +205,9 @@ async def test_reviewer_is_not_offered_session_controls(
         data={"username": "ux-reviewer", "role": "reviewer", "password": "ux-password-long"},
     )
     assert user.status in (201, 409), await user.text()
-    users = await _api(page, live_server, "GET", "/api/users")
+    users = await api(page, live_server, "GET", "/api/users")
     uid = next(u["id"] for u in users if u["username"] == "ux-reviewer")
-    token = await _api(
-        page, live_server, "POST", "/api/tokens", data={"name": "ux", "user_id": uid}
-    )
+    token = await api(page, live_server, "POST", "/api/tokens", data={"name": "ux", "user_id": uid})
     assert token["role"] == "reviewer"
     context = await browser.new_context(
         base_url=live_server.url,
@@ -246,7 +238,7 @@ async def test_reviewer_is_not_offered_session_controls(
         assert await tab.locator("#flash").evaluate("e => e.children.length") == 1
         await expect(tab.locator("#progress-panel #controls")).to_have_count(1)
         await expect(tab.locator("#progress-panel h1")).to_have_count(0)
-        assert (await _api(page, live_server, "GET", f"/api/sessions/{sid}"))["status"] == "draft"
+        assert (await api(page, live_server, "GET", f"/api/sessions/{sid}"))["status"] == "draft"
     finally:
         await context.close()
 

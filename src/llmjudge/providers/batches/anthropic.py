@@ -22,6 +22,7 @@ from llmjudge.providers.batches.base import (
     BatchLine,
     RemoteBatch,
     epoch,
+    malformed,
 )
 
 __all__ = ["AnthropicBatches"]
@@ -107,7 +108,7 @@ class AnthropicBatches(BatchClient):
         try:
             data = json.loads(line)
         except ValueError:
-            return BatchLine(None, error=f"malformed batch result line: {line[:200]!r}")
+            return malformed(line)
         custom_id = data.get("custom_id") if isinstance(data, dict) else None
         if not isinstance(custom_id, str):
             return BatchLine(None, error=f"batch result line without a custom_id: {line[:200]!r}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +36,15 @@ from llmjudge.providers.base import (
 )
 from llmjudge.providers.clients import HttpChatClient, Parsed, is_timeout
 
-__all__ = ["BatchClient", "BatchLimits", "BatchLine", "RemoteBatch", "TERMINAL_STATES"]
+__all__ = [
+    "TERMINAL_STATES",
+    "BatchClient",
+    "BatchLimits",
+    "BatchLine",
+    "RemoteBatch",
+    "epoch",
+    "malformed",
+]
 
 T = TypeVar("T")
 
@@ -208,6 +217,19 @@ def _limits(settings: Mapping[str, Any], default: BatchLimits) -> BatchLimits:
         int(settings.get("batch_max_requests", default.max_requests)),
         int(settings.get("batch_max_bytes", default.max_bytes)),
         int(settings.get("batch_max_in_flight", default.max_in_flight)),
+    )
+
+
+_CUSTOM_ID = re.compile(r'"custom_id"\s*:\s*"([A-Za-z0-9_-]{1,64})"')
+
+
+def malformed(line: str) -> BatchLine:
+    """A result line that is not the JSON it should be: it fails the one request whose
+    ``custom_id`` can still be read from it (else no request: the job's missing results are
+    asked again)."""
+    found = _CUSTOM_ID.search(line)
+    return BatchLine(
+        found.group(1) if found else None, error=f"malformed batch result line: {line[:200]!r}"
     )
 
 

@@ -17,7 +17,13 @@ from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequen
 from typing import Any
 
 from llmjudge.providers.base import ChatRequest
-from llmjudge.providers.batches.base import BatchClient, BatchLimits, BatchLine, RemoteBatch
+from llmjudge.providers.batches.base import (
+    BatchClient,
+    BatchLimits,
+    BatchLine,
+    RemoteBatch,
+    malformed,
+)
 
 __all__ = ["OpenAIBatches"]
 
@@ -122,7 +128,7 @@ class OpenAIBatches(BatchClient):
             data = json.loads(line)
             custom_id = data.get("custom_id")
         except (ValueError, AttributeError):
-            return BatchLine(None, error=f"malformed batch result line: {line[:200]!r}")
+            return malformed(line)
         if not isinstance(custom_id, str):
             return BatchLine(None, error=f"batch result line without a custom_id: {line[:200]!r}")
         error = data.get("error")

@@ -11,7 +11,6 @@ import asyncio
 import json
 import re
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +219,182 @@ async def test_openai_session_survives_a_kill_at_every_stage(
         assert all((w == "A") == (number[a] > number[b]) for a, b, w in pairs)
     finally:
         await fake.stop()
+
+
+async def comparison_ids(app: FastAPI, sid: int) -> list[int]:
+    return [
+        r[0]
+        for r in await rows(
+            app, "SELECT id FROM comparisons WHERE session_id = :s ORDER BY id", s=sid
+        )
+    ]
+
+
+async def test_partial_failures_end_only_their_own_comparison(
+    app: FastAPI, client: httpx.AsyncClient, pillar_ids: list[int], tmp_path: Path
+) -> None:
+    """An expired and a 500 request are asked again in a new job; a malformed line fails
+    its comparison with the reason; the other 42 apply from the first job."""
+    fake = FakeOpenAIBatches(BatchState(responder=judge))
+    await fake.start()
+    try:
+        model = await judge_model(client, "oa-partial", "openai", fake.base_url)
+        sid = await batch_session(client, pillar_ids, model, max_threads_per_pillar=5)
+        expired, errored, broken = (await comparison_ids(app, sid))[:3]
+        fake.state.expire_ids = {f"c{expired}-a1"}
+        fake.state.error_ids = {f"c{errored}-a1"}
+        fake.state.malformed_ids = {f"c{broken}-a1"}
+        await run_until_settled(app, sid, [])
+        got = {
+            r[0]: r[1:]
+            for r in await rows(
+                app,
+                "SELECT id, status, attempts, error FROM comparisons WHERE session_id = :s",
+                s=sid,
+            )
+        }
+        assert got[broken][:2] == ("failed", 1) and "malformed batch result" in got[broken][2]
+        assert got[expired][:2] == ("completed", 2) and got[errored][:2] == ("completed", 2)
+        others = [v for k, v in got.items() if k not in (expired, errored, broken)]
+        assert len(others) == 42 and {v[:2] for v in others} == {("completed", 1)}
+        (s,) = await rows(
+            app, "SELECT status, completed, failed FROM judge_sessions WHERE id = :s", s=sid
+        )
+        assert s == ("completed", 44, 1)
+        jobs = await rows(
+            app,
+            "SELECT requests, succeeded, errored FROM provider_batches WHERE session_id = :s ORDER BY id",
+            s=sid,
+        )
+        assert jobs == [(45, 43, 2), (2, 2, 0)]  # the retries went in a second job
+    finally:
+        await fake.stop()
+
+
+async def test_live_fallback_judges_expired_requests_live(
+    app: FastAPI, client: httpx.AsyncClient, pillar_ids: list[int]
+) -> None:
+    fake = FakeOpenAIBatches(BatchState(responder=judge))
+    await fake.start()
+    try:
+        model = await judge_model(client, "oa-fallback", "openai", fake.base_url)
+        sid = await batch_session(
+            client, pillar_ids, model, max_threads_per_pillar=3, batch_fallback="live"
+        )
+        first = (await comparison_ids(app, sid))[0]
+        fake.state.expire_ids = {f"c{first}-a1"}
+        fake.state.calls.clear()
+        await run_until_settled(app, sid, [])
+        (s,) = await rows(
+            app, "SELECT status, completed, failed FROM judge_sessions WHERE id = :s", s=sid
+        )
+        assert s == ("completed", 15, 0)
+        assert fake.state.calls.count("POST /v1/batches") == 1  # no second job
+        assert fake.state.calls.count("POST /v1/chat/completions") == 1  # the expired one, live
+    finally:
+        await fake.stop()
+
+
+async def test_anthropic_session_retries_expired_and_errored(
+    app: FastAPI, client: httpx.AsyncClient, pillar_ids: list[int], tmp_path: Path
+) -> None:
+    fake = FakeAnthropicBatches(BatchState(path=tmp_path / "anthropic.json", responder=judge))
+    await fake.start()
+    try:
+        model = await judge_model(client, "an-batch", "anthropic", fake.base_url)
+        sid = await batch_session(client, pillar_ids, model, max_threads_per_pillar=5)
+        expired, errored = (await comparison_ids(app, sid))[:2]
+        fake.state.expire_ids = {f"c{expired}-a1"}
+        fake.state.error_ids = {f"c{errored}-a1"}
+
+        async def restart(stage: str) -> None:
+            await fake.restart()
+
+        killed = await run_until_settled(app, sid, ["after_create", "polling"], on_kill=restart)
+        assert killed == ["after_create", "polling"]
+        (s,) = await rows(
+            app,
+            "SELECT status, completed, failed, cost_usd, input_tokens, output_tokens "
+            "FROM judge_sessions WHERE id = :s",
+            s=sid,
+        )
+        assert s[:3] == ("completed", 45, 0)
+        assert s[3] == pytest.approx(0.5 * (s[4] * PRICE_IN + s[5] * PRICE_OUT) / 1_000_000)
+        sent = Counter(cid.split("-")[0] for cid in fake.state.submitted())
+        assert sent[f"c{expired}"] == 2 and sent[f"c{errored}"] == 2  # asked again, once
+        assert len(sent) == 45 and sum(sent.values()) == 47  # the others exactly once
+    finally:
+        await fake.stop()
+
+
+async def test_cancelling_a_session_cancels_its_jobs(
+    app: FastAPI, client: httpx.AsyncClient, pillar_ids: list[int]
+) -> None:
+    fake = FakeAnthropicBatches(BatchState(responder=judge, polls_per_step=1000))
+    await fake.start()
+    try:
+        model = await judge_model(client, "an-cancel", "anthropic", fake.base_url)
+        sid = await batch_session(client, pillar_ids, model, max_threads_per_pillar=5)
+        llm = LLMService(app.state.sessionmaker, app.state.settings)
+        runner = BatchRunner(engine=app.state.engine, llm=llm, poll_s=0.01)
+        for _ in range(3):  # create the job, poll it: still in progress
+            await runner.step(sid)
+        await llm.aclose()
+        assert fake.state.calls.count("POST /v1/messages/batches") == 1
+        r = await client.post(f"/api/sessions/{sid}/cancel")
+        assert r.status_code == 200, r.text
+        fake.state.polls_per_step = 1
+        await run_until_settled(app, sid, [])
+        assert any(c.endswith("/cancel") for c in fake.state.calls)
+        statuses = Counter(
+            r[0]
+            for r in await rows(app, "SELECT status FROM comparisons WHERE session_id = :s", s=sid)
+        )
+        # The fake answered the first half before the cancel took effect: those are kept.
+        assert statuses == {"completed": 22, "cancelled": 23}
+        (s,) = await rows(app, "SELECT status, completed FROM judge_sessions WHERE id = :s", s=sid)
+        assert s == ("cancelled", 22)
+        (job,) = await rows(
+            app,
+            "SELECT state, applied_at IS NOT NULL FROM provider_batches WHERE session_id = :s",
+            s=sid,
+        )
+        assert job == ("cancelled", True)
+    finally:
+        await fake.stop()
+
+
+async def test_a_judge_without_a_batch_api_is_refused_at_create(
+    client: httpx.AsyncClient, pillar_ids: list[int]
+) -> None:
+    body = {
+        "session_name": "sim-batch",
+        "pillar_ids": pillar_ids,
+        "comparison_mode": "free_for_all",
+        "max_threads_per_pillar": 3,
+        "execution": "batch",
+    }
+    before = len((await client.get("/api/sessions")).json())
+    r = await client.post("/api/sessions", json=body)  # the built-in simulated judge
+    assert r.status_code == 422, r.text
+    assert "simulator has no batch API" in r.text and "batch_fallback" in r.text
+    assert len((await client.get("/api/sessions")).json()) == before  # nothing stored
+    r = await client.post("/api/sessions", json=body | {"batch_fallback": "live"})
+    assert r.status_code == 201, r.text
+    assert r.json()["execution"] == "live"
+
+
+async def test_the_estimate_shows_live_and_batch_prices(
+    client: httpx.AsyncClient, pillar_ids: list[int]
+) -> None:
+    models = {m["name"]: m["id"] for m in (await client.get("/api/models")).json()}
+    body = {"session_name": "e", "pillar_ids": pillar_ids, "comparison_mode": "free_for_all"}
+    r = await client.post(
+        "/api/sessions/estimate", json=body | {"judge_model_id": models["oa-batch"]}
+    )
+    assert r.status_code == 200, r.text
+    est = r.json()
+    assert est["cost_usd"] > 0 and est["batch_cost_usd"] == pytest.approx(0.5 * est["cost_usd"])
+    r = await client.post("/api/sessions/estimate", json=body)  # the simulator
+    assert r.json()["batch_cost_usd"] is None
+    assert "no batch API" in r.json()["batch_unavailable"]

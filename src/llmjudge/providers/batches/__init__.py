@@ -16,6 +16,8 @@ from llmjudge.providers.clients import HttpChatClient
 
 __all__ = [
     "BATCH_KINDS",
+    "AnthropicBatches",
+    "OpenAIBatches",
     "TERMINAL_STATES",
     "BatchClient",
     "BatchLimits",

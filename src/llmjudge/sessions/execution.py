@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from llmjudge.infra.errors import Invalid
 from llmjudge.providers import LLMModel, Provider, batch_unsupported
-from llmjudge.sessions.schemas import SessionIn
+from llmjudge.sessions.models import ProviderBatch
+from llmjudge.sessions.reads import session_row
+from llmjudge.sessions.schemas import BatchOut, SessionIn
 
-__all__ = ["PANEL_LIVE_ONLY", "batch_refusal", "execution_of"]
+__all__ = ["PANEL_LIVE_ONLY", "batch_refusal", "execution_of", "list_batches"]
 
 PANEL_LIVE_ONLY = "a panel asks its members together and runs live only"
 
@@ -38,3 +43,14 @@ def execution_of(data: SessionIn, members: Sequence[tuple[LLMModel, Provider]]) 
         f"execution batch is not possible: {why}. Choose execution live, or batch_fallback "
         "live to run this session live"
     )
+
+
+async def list_batches(*, db: AsyncSession, session_id: int) -> list[BatchOut]:
+    """A session's provider batch jobs, oldest first (none for a live session)."""
+    await session_row(db, session_id)  # 404 for an unknown session
+    rows = await db.scalars(
+        select(ProviderBatch)
+        .where(ProviderBatch.session_id == session_id)
+        .order_by(ProviderBatch.id)
+    )
+    return [BatchOut.model_validate(r) for r in rows]

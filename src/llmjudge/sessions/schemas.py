@@ -492,3 +492,25 @@ class ModeCount(BaseModel):
 
     comparisons: int | None = Field(description="null when the mode cannot run")
     reason: str | None = Field(description="why the mode cannot run with these options")
+
+
+class BatchOut(BaseModel):
+    """One provider batch job of a batch session (``sessions.run.batches``)."""
+
+    model_config = ConfigDict(from_attributes=True)
+    id: int
+    provider_kind: str
+    provider_batch_id: str | None
+    state: str = Field(
+        description="prepared, uploaded, submitting (not yet at the provider); validating, "
+        "in_progress, finalizing, cancelling (at the provider); completed, failed, expired, "
+        "cancelled (ended); see applied_at"
+    )
+    requests: int
+    succeeded: int
+    errored: int
+    error: str | None
+    created_at: datetime
+    submitted_at: datetime | None
+    ended_at: datetime | None
+    applied_at: datetime | None = Field(description="when its results were applied")

@@ -217,6 +217,14 @@ async def test_openai_session_survives_a_kill_at_every_stage(
         )
         number = {tid: int(str(ext).split("-")[1]) for tid, ext in threads.items() if ext}
         assert all((w == "A") == (number[a] > number[b]) for a, b, w in pairs)
+        # The jobs and their states, through the API and on the live page.
+        listed = (await client.get(f"/api/sessions/{sid}/batches")).json()
+        assert [b["state"] for b in listed] == ["completed"] * 5
+        assert all(b["applied_at"] and b["provider_batch_id"].startswith("batch_") for b in listed)
+        page = await client.get(f"/sessions/{sid}")
+        assert page.status_code == 200 and 'id="batches-panel"' in page.text
+        panel = await client.get(f"/sessions/{sid}/partials/batches")
+        assert panel.status_code == 200 and listed[0]["provider_batch_id"] in panel.text
     finally:
         await fake.stop()
 

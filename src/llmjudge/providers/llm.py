@@ -36,7 +36,7 @@ from llmjudge.providers.batches import BatchClient, batch_client, batch_unsuppor
 from llmjudge.providers.budget import Budgets
 from llmjudge.providers.clients import HttpChatClient
 from llmjudge.providers.crypto import KeyCipher, SecretKeyError
-from llmjudge.providers.gateway import DEFAULT_OUTPUT_ESTIMATE, Gateway, ModelPricing
+from llmjudge.providers.gateway import DEFAULT_OUTPUT_ESTIMATE, CallRecord, Gateway, ModelPricing
 from llmjudge.providers.models import LLMModel, Provider
 from llmjudge.providers.registry import make_client
 from llmjudge.providers.schemas import (
@@ -410,6 +410,36 @@ class LLMService:
             await held[1].chat.aclose()
         self._batch_clients[cfg.id] = (cfg, client)
         return client, info
+
+    async def record_batch_call(
+        self,
+        *,
+        model_id: int,
+        input_tokens: int,
+        output_tokens: int,
+        cost_usd: float,
+        error: str | None,
+        related: Mapping[str, Any],
+    ) -> None:
+        """Account one answered request of a provider batch job (``purpose`` judge, its cost
+        at the batch price), as a live call is accounted by the gateway."""
+        info = await self.model_info(model_id)
+        await self.accounting.record(
+            CallRecord(
+                purpose="judge",
+                provider_id=info.provider_id,
+                model=info.model,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost_usd=cost_usd,
+                latency_s=0.0,
+                attempts=1,
+                cache_hit=False,
+                status="error" if error else "ok",
+                error=error,
+                related={**related, "model_id": model_id, "batch": True},
+            )
+        )
 
     async def aclose(self) -> None:
         for _, client in self._batch_clients.values():

@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from sqlalchemy import text
@@ -76,6 +76,17 @@ Hook = Callable[[str, int], Awaitable[None]]
 class BatchLLM(JudgeLLM, Protocol):
     async def batch_client(self, model_id: int) -> tuple[BatchClient, Any]: ...
 
+    async def record_batch_call(
+        self,
+        *,
+        model_id: int,
+        input_tokens: int,
+        output_tokens: int,
+        cost_usd: float,
+        error: str | None,
+        related: Mapping[str, Any],
+    ) -> None: ...
+
 
 class BatchRunner:
     name = "batches"
@@ -91,6 +102,7 @@ class BatchRunner:
         poll_max_s: float = 600.0,
         max_attempts: int = MAX_ATTEMPTS,
         hook: Hook | None = None,
+        apply_chunk: int = APPLY_CHUNK,
     ) -> None:
         self.engine = engine
         self.llm = llm
@@ -99,6 +111,7 @@ class BatchRunner:
         self.poll_max_s = poll_max_s
         self.max_attempts = max_attempts
         self.hook = hook
+        self.apply_chunk = apply_chunk
         # The live path's configuration, thread cache and exactly-once finish.
         self.kind = JudgeComparisons(engine=engine, llm=llm, hub=hub, max_attempts=max_attempts)
 
@@ -152,8 +165,13 @@ class BatchRunner:
 
     async def _advance(self, job: StoredBatch, *, cancel: bool) -> bool:
         client, _ = await self.llm.batch_client(job.model_id)
-        if job.state in ("prepared", "uploaded") and cancel:
-            await self._apply(job, client, None, "the session was cancelled")
+        if cancel and job.provider_batch_id is None:
+            # Not at the provider, unless a dead worker created it: then cancel it there.
+            found = await self._find(job, client) if job.state == "submitting" else None
+            if found is not None:
+                await self._record(job, found, submitted=True)
+            else:
+                await self._apply(job, client, None, "the session was cancelled")
             return True
         if job.state == "prepared":
             return await self._upload(job, client)
@@ -184,35 +202,38 @@ class BatchRunner:
         return True
 
     async def _create(self, job: StoredBatch, client: BatchClient) -> bool:
-        tag = f"llmjudge-{job.session_id}-{job.id}"
         if job.state == "submitting":  # a worker may have died after creating it
-            assert job.submitting_at is not None
-            async with self.engine.connect() as conn:
-                known = await conn.execute(
-                    text(
-                        "SELECT provider_batch_id FROM provider_batches WHERE provider_id = :p "
-                        "AND provider_batch_id IS NOT NULL"
-                    ),
-                    {"p": job.provider_id},
-                )
-                ids = {r[0] for r in known.all()}
-            found = await client.find(
-                input_file_id=job.input_file_id,
-                tag=tag,
-                since=job.submitting_at.timestamp(),
-                count=job.requests,
-                known=ids,
-            )
+            found = await self._find(job, client)
             if found is not None:
                 await self._record(job, found, submitted=True)
                 return True
         async with self.engine.begin() as conn:
             await update_batch(conn, job.id, state="submitting", stamp=("submitting_at",))
         entries = [] if job.input_file_id else await self._entries(job, client)
-        remote = await client.create(job.input_file_id, entries, tag)
+        remote = await client.create(job.input_file_id, entries, _tag(job))
         await self._stage("after_create", job)
         await self._record(job, remote, submitted=True)
         return True
+
+    async def _find(self, job: StoredBatch, client: BatchClient) -> RemoteBatch | None:
+        """The provider's job for ``job``, created by a worker that died before recording it."""
+        assert job.submitting_at is not None
+        async with self.engine.connect() as conn:
+            known = await conn.execute(
+                text(
+                    "SELECT provider_batch_id FROM provider_batches WHERE provider_id = :p "
+                    "AND provider_batch_id IS NOT NULL"
+                ),
+                {"p": job.provider_id},
+            )
+            ids = {r[0] for r in known.all()}
+        return await client.find(
+            input_file_id=job.input_file_id,
+            tag=_tag(job),
+            since=job.submitting_at.timestamp(),
+            count=job.requests,
+            known=ids,
+        )
 
     async def _entries(self, job: StoredBatch, client: BatchClient) -> list[dict[str, Any]]:
         _, info = await self.llm.batch_client(job.model_id)
@@ -335,7 +356,7 @@ class BatchRunner:
         async def flush() -> None:
             nonlocal chunk, applied
             if chunk:
-                await self._write(chunk)
+                await self._write(chunk, account=job)
                 applied += len(chunk)
                 chunk = []
                 await self._stage("applying", job)
@@ -354,7 +375,7 @@ class BatchRunner:
                     retry.append(item)
                     continue
                 chunk.append(self._finish(item, member, line, cost, config.reader))
-                if len(chunk) >= APPLY_CHUNK:
+                if len(chunk) >= self.apply_chunk:
                     await flush()
         why = reason or _missing_reason(remote)
         for custom_id, request in stored.items():
@@ -396,10 +417,24 @@ class BatchRunner:
             return Finish(**token(item), status="failed", error=(line.error or "")[:2000])
         return solo_finish(item, member, JudgeResult(error=line.error), None, self.max_attempts)
 
-    async def _write(self, finishes: list[Finish]) -> None:
+    async def _write(self, finishes: list[Finish], account: StoredBatch | None = None) -> None:
+        """Apply ``finishes`` exactly once; with ``account`` (their job), the provider calls
+        of those that applied go to the call accounting (a re-applied one does not)."""
         async with self.engine.begin() as conn:
             written = await self.kind.write(conn, finishes)
         self.kind.after_written(finishes, written)
+        if account is None:
+            return
+        for f in finishes:
+            if f.id in written.applied and f.answer.model_id is not None:
+                await self.llm.record_batch_call(
+                    model_id=f.answer.model_id,
+                    input_tokens=f.answer.input_tokens,
+                    output_tokens=f.answer.output_tokens,
+                    cost_usd=f.answer.cost_usd,
+                    error=f.parse_error or f.error if f.status != "completed" else None,
+                    related={"session_id": account.session_id, "comparison_id": f.id},
+                )
 
     async def _fallback(self, session_id: int) -> bool:
         async with self.engine.connect() as conn:
@@ -428,8 +463,8 @@ class BatchRunner:
                 )
 
         finishes = await asyncio.gather(*(one(i) for i in items))
-        for start in range(0, len(finishes), APPLY_CHUNK):
-            await self._write(list(finishes[start : start + APPLY_CHUNK]))
+        for start in range(0, len(finishes), self.apply_chunk):
+            await self._write(list(finishes[start : start + self.apply_chunk]))
 
     async def _publish(self, session_id: int) -> None:
         if self.hub is None:
@@ -440,6 +475,10 @@ class BatchRunner:
 
 
 _ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
+
+
+def _tag(job: StoredBatch) -> str:
+    return f"llmjudge-{job.session_id}-{job.id}"
 
 
 def _missing_reason(remote: RemoteBatch | None) -> str:

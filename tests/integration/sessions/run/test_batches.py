@@ -197,6 +197,11 @@ async def test_openai_session_survives_a_kill_at_every_stage(
             s=sid,
         )
         assert len(votes) == 2016 and {v[1] for v in votes} == {1}
+        # The provider calls are accounted once each, at the batch price.
+        calls = await rows(
+            app, "SELECT comparison_id, cost_usd FROM llm_calls WHERE session_id = :s", s=sid
+        )
+        assert Counter(c[0] for c in calls) == Counter({c[0]: 1 for c in comparisons})
         jobs = await rows(
             app,
             "SELECT state, requests, applied_at IS NOT NULL FROM provider_batches "

@@ -19,6 +19,7 @@
     "workers_status",
     "panel_vote",
     "adaptive_round",
+    "batch_status",
   ];
   const waiting = new Map(); // element id -> { pending: bool }
 

@@ -4,6 +4,7 @@ process without the web app (``llmjudge worker``).
 Kinds registered: judge comparisons (a ``WorkerPool`` of ``sessions.jobs``),
 persona training (``personas.training.TrainingRunner`` on the advisory-locked runner) and
 the rounds of adaptive sessions (``sessions.rounds.AdaptiveRounds``, advisory-locked too),
+the provider batch jobs of batch sessions (``sessions.run.batches``, advisory-locked),
 plus the provider rate shares (``providers.shares``) and the call-history retention job. The
 worker process runs every kind against the database until SIGINT/SIGTERM, then stops
 gracefully (drain, give back unfinished items).
@@ -31,10 +32,12 @@ from llmjudge.providers.llm import LLMService
 from llmjudge.providers.retention import RetentionJob
 from llmjudge.providers.shares import RateShares
 from llmjudge.sessions.adaptive.rounds import AdaptiveRounds
+from llmjudge.sessions.run.batches import BatchRunner
 from llmjudge.sessions.run.jobs import comparison_pool
 
 __all__ = [
     "ADAPTIVE",
+    "BATCHES",
     "COMPARISONS",
     "PERSONAS",
     "RATE_SHARES",
@@ -51,6 +54,7 @@ PERSONAS = "personas"
 RETENTION = "retention"
 RATE_SHARES = "rate_shares"
 ADAPTIVE = "adaptive-rounds"
+BATCHES = "batches"
 
 
 class WorkerStartError(RuntimeError):
@@ -102,6 +106,21 @@ def build_workers(
         ADAPTIVE,
         LockedRunner(
             engine=engine, job=AdaptiveRounds(sessionmaker=sessionmaker, hub=hub), poll_s=1.0
+        ),
+    )
+    # Batch sessions: one loop per session, polling its provider batch jobs.
+    workers.register(
+        BATCHES,
+        LockedRunner(
+            engine=engine,
+            job=BatchRunner(
+                engine=engine,
+                llm=llm,
+                hub=hub,
+                poll_s=settings.batch_poll_seconds,
+                poll_max_s=settings.batch_poll_max_seconds,
+            ),
+            poll_s=2.0,
         ),
     )
     return workers

@@ -88,6 +88,10 @@ class Settings(BaseSettings):
     # Identical consecutive provider setup errors (auth, connection, unknown model) that
     # pause a session instead of burning its queue; 0 turns the breaker off.
     breaker_errors: int = Field(default=5, ge=0)
+    # Batch sessions: the first wait between polls of a provider batch job; it doubles while
+    # nothing changes, up to batch_poll_max_seconds (a job may take up to 24 hours).
+    batch_poll_seconds: float = Field(default=30.0, gt=0)
+    batch_poll_max_seconds: float = Field(default=600.0, gt=0)
     # llm_calls and llm_cache rows older than this are deleted hourly (0: keep forever).
     retention_days: int = Field(default=90, ge=0)
     # Access control (see README "Users, roles and tokens").

@@ -14,6 +14,7 @@ __all__, __getattr__ = public(
             "Cost",
             "Gateway",
             "Transport",
+            "at_batch_price",
             "judge_call",
         ),
     },

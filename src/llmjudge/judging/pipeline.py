@@ -18,11 +18,22 @@ from typing import Any, Protocol, TypeVar
 from llmjudge.core.judging.calls import JudgeRequest, JudgeResult, Reader, read_reply
 from llmjudge.providers import ChatResult, DeltaCallback, ProviderError
 
-__all__ = ["ChatGateway", "Cost", "Gateway", "Transport", "judge_call"]
+__all__ = ["ChatGateway", "Cost", "Gateway", "Transport", "at_batch_price", "judge_call"]
 
 V = TypeVar("V")
 # (input tokens, output tokens) -> USD; a cache hit costs nothing
 Cost = Callable[[int, int], float]
+
+
+def at_batch_price(cost: Cost, discount: float) -> Cost:
+    """``cost`` through a provider's batch API: ``discount`` (a share, 0.5 = half price)
+    off every call."""
+    keep = 1.0 - discount
+
+    def batch_cost(input_tokens: int, output_tokens: int) -> float:
+        return cost(input_tokens, output_tokens) * keep
+
+    return batch_cost
 
 
 class ChatGateway(Protocol):

@@ -6,11 +6,19 @@ __all__, __getattr__ = public(
     __name__,
     {
         "llmjudge.providers.base": (
+            "ChatRequest",
             "ChatResult",
             "DeltaCallback",
             "ModelPricing",
             "ProviderError",
             "estimate_tokens",
+        ),
+        "llmjudge.providers.batches": (
+            "BatchClient",
+            "BatchLine",
+            "RemoteBatch",
+            "TERMINAL_STATES",
+            "batch_unsupported",
         ),
         "llmjudge.providers.budget": ("BudgetExceeded",),
         "llmjudge.providers.llm": (
@@ -18,6 +26,7 @@ __all__, __getattr__ = public(
             "configured_latency_s",
         ),
         "llmjudge.providers.models": (
+            "BATCH_DISCOUNT",
             "LLMCall",
             "LLMModel",
             "Provider",

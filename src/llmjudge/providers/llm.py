@@ -32,10 +32,13 @@ from llmjudge.providers.base import (
     estimate_tokens,
     messages_text,
 )
+from llmjudge.providers.batches import BatchClient, batch_client, batch_unsupported
 from llmjudge.providers.budget import Budgets
+from llmjudge.providers.clients import HttpChatClient
 from llmjudge.providers.crypto import KeyCipher, SecretKeyError
-from llmjudge.providers.gateway import DEFAULT_OUTPUT_ESTIMATE, Gateway, ModelPricing
+from llmjudge.providers.gateway import DEFAULT_OUTPUT_ESTIMATE, CallRecord, Gateway, ModelPricing
 from llmjudge.providers.models import LLMModel, Provider
+from llmjudge.providers.registry import make_client
 from llmjudge.providers.schemas import (
     ConnectionTestOut,
 )
@@ -67,6 +70,15 @@ class ModelInfo:
     default_temperature: float | None
     observed_latency_s: float | None
     simulated: bool
+    batch_discount: float = 0.5  # models.BATCH_DISCOUNT
+
+    @property
+    def batch_pricing(self) -> ModelPricing:
+        """The model's price through the provider's batch API."""
+        keep = 1.0 - self.batch_discount
+        return ModelPricing(
+            self.input_price_per_million * keep, self.output_price_per_million * keep
+        )
 
     @property
     def pricing(self) -> ModelPricing:
@@ -125,6 +137,7 @@ class LLMService:
         self._latency_dirty: set[int] = set()
         self._latency_written = time.monotonic()
         self._latency_task: asyncio.Task[None] | None = None
+        self._batch_clients: dict[int, tuple[ProviderConfig, BatchClient]] = {}
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -376,7 +389,63 @@ class LLMService:
             await self._latency_task
         await self._write_latency()
 
+    # -- batch jobs ------------------------------------------------------------------------
+
+    async def batch_client(self, model_id: int) -> tuple[BatchClient, ModelInfo]:
+        """The batch API client of the model's provider (one per provider configuration),
+        and the model; ``Invalid`` when the provider's kind has no batch API."""
+        info = await self.model_info(model_id)
+        cfg = await self.provider_config(info.provider_id)
+        why = batch_unsupported(cfg.kind)
+        if why is not None:
+            raise Invalid(f"model {info.name}: {why}")
+        held = self._batch_clients.get(cfg.id)
+        if held is not None and held[0] == cfg:
+            return held[1], info
+        chat = make_client(cfg)
+        assert isinstance(chat, HttpChatClient)  # every batch kind speaks HTTP
+        client = batch_client(cfg, chat)
+        if held is not None:
+            await held[1].aclose()
+            await held[1].chat.aclose()
+        self._batch_clients[cfg.id] = (cfg, client)
+        return client, info
+
+    async def record_batch_call(
+        self,
+        *,
+        model_id: int,
+        input_tokens: int,
+        output_tokens: int,
+        cost_usd: float,
+        error: str | None,
+        related: Mapping[str, Any],
+    ) -> None:
+        """Account one answered request of a provider batch job (``purpose`` judge, its cost
+        at the batch price), as a live call is accounted by the gateway."""
+        info = await self.model_info(model_id)
+        await self.accounting.record(
+            CallRecord(
+                purpose="judge",
+                provider_id=info.provider_id,
+                model=info.model,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost_usd=cost_usd,
+                latency_s=0.0,
+                attempts=1,
+                cache_hit=False,
+                status="error" if error else "ok",
+                error=error,
+                related={**related, "model_id": model_id, "batch": True},
+            )
+        )
+
     async def aclose(self) -> None:
+        for _, client in self._batch_clients.values():
+            await client.aclose()
+            await client.chat.aclose()
+        self._batch_clients.clear()
         await self.gateway.aclose()
         await self.accounting.aclose()
         if self._latency_task is not None:

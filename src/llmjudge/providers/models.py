@@ -23,6 +23,9 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from llmjudge.infra.db.base import Base, child_rows, created_at_column, owned_by, updated_at_column
 
 PROVIDER_KINDS = ("openai", "anthropic", "gemini", "simulator")
+# The share of the live price a provider batch call saves: OpenAI's Batch API and Anthropic's
+# Message Batches both charge half (published prices, 2024-2026); per model, overridable.
+BATCH_DISCOUNT = 0.5
 MAX_CONCURRENCY = 1024
 
 
@@ -60,6 +63,7 @@ class LLMModel(Base):
         CheckConstraint(
             "input_price_per_million >= 0 AND output_price_per_million >= 0", name="prices"
         ),
+        CheckConstraint("batch_discount BETWEEN 0 AND 1", name="batch_discount"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -68,6 +72,9 @@ class LLMModel(Base):
     model: Mapped[str] = mapped_column(String(300))
     input_price_per_million: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     output_price_per_million: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    batch_discount: Mapped[float] = mapped_column(
+        Float, default=BATCH_DISCOUNT, server_default=str(BATCH_DISCOUNT)
+    )
     context_window: Mapped[int | None] = mapped_column(Integer)
     default_temperature: Mapped[float | None] = mapped_column(Float)
     # Exponential moving average of successful, uncached call latencies (for estimates).

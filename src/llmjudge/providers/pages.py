@@ -61,6 +61,7 @@ MODEL_FIELDS = (
     "model",
     "input_price_per_million",
     "output_price_per_million",
+    "batch_discount",
     "context_window",
     "default_temperature",
 )

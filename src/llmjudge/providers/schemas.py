@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from llmjudge.core.fields import not_a_boolean
-from llmjudge.providers.models import MAX_CONCURRENCY
+from llmjudge.providers.models import BATCH_DISCOUNT, MAX_CONCURRENCY
 
 MAX_API_KEY_CHARS = 1000
 
@@ -149,6 +149,7 @@ MODEL_NUMBERS = (
     "provider_id",
     "input_price_per_million",
     "output_price_per_million",
+    "batch_discount",
     "context_window",
     "default_temperature",
 )
@@ -161,6 +162,13 @@ class ModelIn(BaseModel):
     model: str = Field(min_length=1, max_length=300, description="the provider's model id")
     input_price_per_million: float = Field(default=0.0, ge=0, description="USD")
     output_price_per_million: float = Field(default=0.0, ge=0, description="USD")
+    batch_discount: float = Field(
+        default=BATCH_DISCOUNT,
+        ge=0,
+        le=1,
+        description="share of the live price a provider batch call saves (OpenAI Batch and "
+        "Anthropic Message Batches: 0.5, half price)",
+    )
     context_window: int | None = Field(default=None, gt=0)
     default_temperature: float | None = Field(default=None, ge=0, le=2)
 
@@ -179,6 +187,7 @@ class ModelPatch(BaseModel):
     model: str | None = Field(default=None, min_length=1, max_length=300)
     input_price_per_million: float | None = Field(default=None, ge=0)
     output_price_per_million: float | None = Field(default=None, ge=0)
+    batch_discount: float | None = Field(default=None, ge=0, le=1)
     context_window: int | None = Field(default=None, gt=0)
     default_temperature: float | None = Field(default=None, ge=0, le=2)
 
@@ -198,6 +207,7 @@ class ModelOut(BaseModel):
     simulated: bool
     input_price_per_million: float
     output_price_per_million: float
+    batch_discount: float = BATCH_DISCOUNT
     context_window: int | None
     default_temperature: float | None
     observed_latency_s: float | None

@@ -243,6 +243,7 @@ async def update_model(
         "model",
         "input_price_per_million",
         "output_price_per_million",
+        "batch_discount",
     )
     for field in required:
         if field in changes and changes[field] is None:

@@ -25,7 +25,7 @@ from llmjudge.infra.web import (
     Offset,
     read_upload,
 )
-from llmjudge.sessions import control, estimates, reads, service
+from llmjudge.sessions import control, estimates, execution, reads, service
 from llmjudge.sessions.adaptive import state as adaptive
 from llmjudge.sessions.adaptive.schemas import AdaptiveEstimateOut, AdaptiveOut
 from llmjudge.sessions.deps import Hub, Tester, parse_ids
@@ -39,6 +39,7 @@ from llmjudge.sessions.panels import report as panels
 from llmjudge.sessions.panels.schemas import PanelReportOut
 from llmjudge.sessions.run.judging import session_topic
 from llmjudge.sessions.schemas import (
+    BatchOut,
     ComparisonDetail,
     ComparisonPage,
     ComparisonStatus,
@@ -253,6 +254,13 @@ async def adaptive_state(session_id: int, db: DbSession) -> AdaptiveOut:
     verdicts, the stopping rule's progress, the spend against the budget, its rounds, and
     the calls a full free-for-all would need (409 for other sessions)."""
     return await adaptive.adaptive_state(db=db, session_id=session_id)
+
+
+@router.get("/{session_id}/batches", response_model=list[BatchOut])
+async def session_batches(session_id: int, db: DbSession) -> list[BatchOut]:
+    """A batch session's provider batch jobs and their states (empty for a live session).
+    Page twin: the live page's batches panel."""
+    return await execution.list_batches(db=db, session_id=session_id)
 
 
 @router.get("/{session_id}/estimate", response_model=EstimateOut)

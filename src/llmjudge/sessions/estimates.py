@@ -30,6 +30,7 @@ from llmjudge.infra.config import get_settings
 from llmjudge.infra.errors import Conflict, Invalid
 from llmjudge.sessions.adaptive.state import plan_estimate
 from llmjudge.sessions.costs import model_cost, panel_models
+from llmjudge.sessions.execution import batch_refusal
 from llmjudge.sessions.models import JudgeSession
 from llmjudge.sessions.plans import (
     PLAN_FIELDS,
@@ -66,6 +67,7 @@ ADAPTIVE_PANEL = "an adaptive session has one judge: a panel needs a planned mod
 # Columns a session stores as its request named them.
 AS_ASKED = (
     "comparison_mode",
+    "execution",
     "worker_count",
     "judge_model_id",
     "prompt_template",
@@ -113,6 +115,23 @@ def pillar_sizes(pillar_ids: Sequence[int], threads: Sequence[Any]) -> dict[int,
 
 
 async def _estimate(
+    db: AsyncSession, data: SessionIn, seed: int, planned: int | None = None
+) -> EstimateOut:
+    if data.panel is not None:
+        members = await panel_models(db, data.panel)
+    else:
+        members = [await judge_model(db, data.judge_model_id)]
+    out = await _estimate_live(db, data, seed, planned)
+    why = batch_refusal(data, members)
+    if why is not None:
+        return out.model_copy(update={"batch_unavailable": why})
+    # A batch call costs the model's price less its batch discount (one judge: see
+    # execution.batch_refusal).
+    discount = members[0][0].batch_discount
+    return out.model_copy(update={"batch_cost_usd": out.cost_usd * (1.0 - discount)})
+
+
+async def _estimate_live(
     db: AsyncSession, data: SessionIn, seed: int, planned: int | None = None
 ) -> EstimateOut:
     if data.panel is not None:

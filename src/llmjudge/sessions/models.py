@@ -31,6 +31,9 @@ COMPARISON_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
 # "adaptive": comparisons appended round by round (sessions.rounds), rounds in AdaptiveRound.
 COMPARISON_MODES = ("pillar_sample", "round_robin", "free_for_all", "imported", "adaptive")
 MAX_WORKERS = 1024
+# How a session's judge calls go: one by one through the gateway, or as provider batch jobs
+# (sessions.run.batches).
+EXECUTIONS = ("live", "batch")
 
 
 class JudgeSession(Base):
@@ -39,6 +42,7 @@ class JudgeSession(Base):
         CheckConstraint(f"status IN {SESSION_STATUSES!r}", name="status"),
         CheckConstraint(f"comparison_mode IN {COMPARISON_MODES!r}", name="mode"),
         CheckConstraint(f"worker_count BETWEEN 1 AND {MAX_WORKERS}", name="workers"),
+        CheckConstraint(f"execution IN {EXECUTIONS!r}", name="execution"),
         CheckConstraint(
             "completed >= 0 AND failed >= 0 AND completed + failed <= total", name="counts"
         ),
@@ -53,6 +57,7 @@ class JudgeSession(Base):
     # calculate_elo, baseline_pillar_id, match_by_prompt_key, sampling, seed
     options: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict, server_default="{}")
     worker_count: Mapped[int] = mapped_column(Integer, default=8, server_default="8")
+    execution: Mapped[str] = mapped_column(String(10), default="live", server_default="live")
     judge_model_id: Mapped[int | None] = refers_to("llm_models", index=True)
     criteria: Mapped[list[str]] = mapped_column(JSONB, default=list, server_default="[]")
     prompt_template: Mapped[str | None] = mapped_column(Text)
@@ -204,3 +209,72 @@ class ComparisonVote(JudgeAnswer, Base):
     judge: Mapped[str] = mapped_column(String(200), default="", server_default="")
     status: Mapped[str] = mapped_column(String(10))
     strength: Mapped[float | None] = mapped_column(Float)
+
+
+# A provider batch job's states: ours before it is sent (prepared, uploaded, submitting),
+# then the provider's (OpenAI's names; Anthropic's in_progress / canceling / ended map onto
+# them); ``applied_at`` marks a job whose results are applied.
+BATCH_STATES = (
+    "prepared",
+    "uploaded",
+    "submitting",
+    "validating",
+    "in_progress",
+    "finalizing",
+    "completed",
+    "failed",
+    "expired",
+    "cancelling",
+    "cancelled",
+)
+
+
+class ProviderBatch(Base):
+    """One batch job of a session at its judge's provider (``sessions.run.batches``)."""
+
+    __tablename__ = "provider_batches"
+    __table_args__ = (
+        UniqueConstraint("provider_id", "provider_batch_id", name="uq_provider_batches_remote"),
+        Index(
+            "ix_provider_batches_open", "session_id", postgresql_where=text("applied_at IS NULL")
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    session_id: Mapped[int] = owned_by("judge_sessions", index=True)
+    provider_id: Mapped[int] = mapped_column(Integer)
+    model_id: Mapped[int] = mapped_column(Integer)
+    provider_kind: Mapped[str] = mapped_column(String(20))
+    provider_batch_id: Mapped[str | None] = mapped_column(String(200))
+    state: Mapped[str] = mapped_column(String(20), default="prepared", server_default="prepared")
+    requests: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    succeeded: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    errored: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    input_file_id: Mapped[str | None] = mapped_column(String(200))
+    output_file_id: Mapped[str | None] = mapped_column(String(200))
+    error_file_id: Mapped[str | None] = mapped_column(String(200))
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = created_at_column()
+    submitting_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    submitted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    polled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    applied_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ProviderBatchRequest(Base):
+    """One request of a batch job: its ``custom_id`` and the comparison (and attempt, the
+    claim token's half that changes) it answers; stored before the job is sent."""
+
+    __tablename__ = "provider_batch_requests"
+
+    batch_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("provider_batches.id", ondelete="CASCADE"), primary_key=True
+    )
+    custom_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    comparison_id: Mapped[int] = mapped_column(BigInteger, index=True)
+    attempts: Mapped[int] = mapped_column(Integer)
+    member: Mapped[int] = mapped_column(SmallInteger, default=0, server_default="0")
+    request: Mapped[dict[str, Any]] = mapped_column(JSONB)

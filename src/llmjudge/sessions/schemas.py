@@ -27,6 +27,7 @@ CreateMode = Mode | Literal["adaptive"]
 Sampling = Literal["fixed", "bootstrap", "weighted"]
 SessionStatus = Literal["draft", "running", "paused", "completed", "cancelled", "failed"]
 ComparisonStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
+Execution = Literal["live", "batch"]
 
 _CRITERION = re.compile(r"^[A-Za-z][A-Za-z0-9_\- ]{0,59}$")
 
@@ -187,6 +188,18 @@ class SessionIn(BaseModel):
     )
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1, description="unset = random")
     auto_start: StrictBool = False
+    execution: Execution = Field(
+        default="live",
+        description="live: each judge call as it comes; batch: the calls go to the "
+        "provider's batch API (OpenAI Batch, Anthropic Message Batches) at its batch price, "
+        "answered within 24 hours",
+    )
+    batch_fallback: Literal["none", "live"] = Field(
+        default="none",
+        description="execution batch on a judge without a batch API (the simulator, Gemini, "
+        "a panel): none refuses the session, live runs it live; live also judges live the "
+        "requests a batch job could not answer (expired, cancelled)",
+    )
     adaptive: AdaptiveIn | None = Field(
         default=None, description="comparison_mode adaptive: its options (defaults if unset)"
     )
@@ -298,6 +311,7 @@ class SessionSummary(BaseModel):
 
 
 class SessionOut(SessionSummary):
+    execution: Execution = "live"
     options: dict[str, Any]
     criteria: list[str]
     prompt_template: str | None
@@ -332,6 +346,14 @@ class EstimateOut(BaseModel):
         default=False, description="more comparisons than one session may make: cannot be created"
     )
     max_comparisons: int = Field(default=0, description="the most one session may make")
+    batch_cost_usd: float | None = Field(
+        default=None,
+        description="the same calls through the provider's batch API (the model's "
+        "batch_discount off); null when the judge has no batch API",
+    )
+    batch_unavailable: str | None = Field(
+        default=None, description="why this judge cannot run in batch mode"
+    )
 
 
 class ComparisonOut(BaseModel):
@@ -470,3 +492,25 @@ class ModeCount(BaseModel):
 
     comparisons: int | None = Field(description="null when the mode cannot run")
     reason: str | None = Field(description="why the mode cannot run with these options")
+
+
+class BatchOut(BaseModel):
+    """One provider batch job of a batch session (``sessions.run.batches``)."""
+
+    model_config = ConfigDict(from_attributes=True)
+    id: int
+    provider_kind: str
+    provider_batch_id: str | None
+    state: str = Field(
+        description="prepared, uploaded, submitting (not yet at the provider); validating, "
+        "in_progress, finalizing, cancelling (at the provider); completed, failed, expired, "
+        "cancelled (ended); see applied_at"
+    )
+    requests: int
+    succeeded: int
+    errored: int
+    error: str | None
+    created_at: datetime
+    submitted_at: datetime | None
+    ended_at: datetime | None
+    applied_at: datetime | None = Field(description="when its results were applied")

@@ -32,6 +32,7 @@ from llmjudge.sessions.control import (
 )
 from llmjudge.sessions.costs import cost_per_call, model_cost, panel_models
 from llmjudge.sessions.estimates import ADAPTIVE_PANEL, check_plan_size, with_default_criteria
+from llmjudge.sessions.execution import execution_of
 from llmjudge.sessions.models import JudgeSession
 from llmjudge.sessions.panels.report import learn_weights
 from llmjudge.sessions.plans import (
@@ -69,6 +70,7 @@ async def create_session(
     else:
         members = [await judge_model(db, data.judge_model_id)]
         m, p = members[0]
+    execution = execution_of(data, members)
     if data.auto_start:
         for member, provider in members:
             await check_connection(db, llm, member, provider)
@@ -76,7 +78,7 @@ async def create_session(
     if data.comparison_mode == "adaptive":
         if panel is not None:
             raise Invalid(ADAPTIVE_PANEL)
-        return await _create_adaptive(db, data, m, p, seed, hub)
+        return await _create_adaptive(db, data, m, p, seed, hub, execution)
     threads = await plan_threads(db, data.pillar_ids)
     options = plan_options(data, seed)
     check_plan_size(threads, data.pillar_ids, options)
@@ -85,8 +87,9 @@ async def create_session(
     s = _draft(
         data,
         m,
-        stored_options(data, seed),
+        _options(stored_options(data, seed), data, execution),
         total=len(plan),
+        execution=execution,
         panel=panel,
         system_prompt=data.system_prompt,
         verdict_format=(
@@ -103,6 +106,13 @@ async def create_session(
         await analyze_comparisons(db)
     publish_status(hub, s.id, s.status)
     return await get_session(db=db, session_id=s.id)
+
+
+def _options(options: dict[str, Any], data: SessionIn, execution: str) -> dict[str, Any]:
+    """A batch session keeps its fallback (the runner judges live what a job could not)."""
+    if execution == "batch":
+        return options | {"batch_fallback": data.batch_fallback}
+    return options
 
 
 def _draft(data: SessionIn, judge: LLMModel, options: dict[str, Any], **more: Any) -> JudgeSession:
@@ -149,6 +159,7 @@ async def _create_adaptive(
     p: Provider,
     seed: int,
     hub: EventHub | None,
+    execution: str,
 ) -> SessionOut:
     """An adaptive session starts with its first round (every player below the evidence
     floor, paired at random); ``sessions.adaptive.rounds`` appends the others."""
@@ -158,7 +169,10 @@ async def _create_adaptive(
     cost = cost_per_call(await model_cost(db, data, m, p))
     rule = fields.stop_rule(cfg, cost)
     fields.check_field(field, cfg, rule)
-    s = _draft(data, m, fields.new_session_options(cfg, stored_options(data, seed), cost), total=0)
+    options = _options(stored_options(data, seed), data, execution)
+    s = _draft(
+        data, m, fields.new_session_options(cfg, options, cost), total=0, execution=execution
+    )
     db.add(s)
     await db.flush()
     # No comparison yet: the rounds runner plans the first round like every other one,

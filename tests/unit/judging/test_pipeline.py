@@ -140,3 +140,15 @@ def test_a_new_verdict_kind_is_one_reader() -> None:
 
     assert read_reply(Probability(), "0.25").verdict == 0.25
     assert read_reply(Probability(), "maybe").parse_error == "not a probability"
+
+
+def test_a_batch_call_costs_the_live_price_less_the_batch_discount() -> None:
+    from llmjudge.judging import at_batch_price
+    from llmjudge.providers import BATCH_DISCOUNT, ModelPricing
+
+    live = ModelPricing(3.0, 15.0).cost
+    batch = at_batch_price(live, BATCH_DISCOUNT)
+    assert BATCH_DISCOUNT == 0.5  # the published OpenAI and Anthropic discount
+    for tokens in ((1000, 200), (0, 0), (123_456, 7_890)):
+        assert batch(*tokens) == pytest.approx(0.5 * live(*tokens))
+    assert at_batch_price(live, 0.0)(1000, 200) == live(1000, 200)

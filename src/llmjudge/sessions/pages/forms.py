@@ -47,6 +47,8 @@ FIELD_LABELS = {
     "system_prompt": "System prompt",
     "verdict_format": "Verdict format",
     "seed": "Seed",
+    "execution": "Execution",
+    "batch_fallback": "Batch fallback",
     "panel": "Panel",
     "adaptive": "Adaptive",
     "form": "Form",
@@ -68,6 +70,7 @@ _TEXT_FIELDS = (
     "sampling",
     "prompt_template",
     "system_prompt",
+    "execution",
 )
 _CHECKBOXES = ("position_swap", "calculate_elo", "match_by_prompt_key")
 Errors = dict[str, list[str]]
@@ -94,6 +97,8 @@ def session_form(form: Any) -> dict[str, Any]:
         out["session_name"] = ""
     for name in _CHECKBOXES:
         out[name] = bool(first(name))
+    if first("batch_fallback") == "live":
+        out["batch_fallback"] = "live"
     if verdict_format := first("verdict_format"):
         # JSON ({"kind": "labels", "rules": [...]}) or a bare kind ("tags"); what is neither
         # is left as text for SessionIn to refuse with a message.
@@ -146,6 +151,13 @@ def default_values(pillars: Sequence[PillarOut], now: datetime) -> dict[str, Any
         "criteria": list(fields["criteria"].default_factory()),  # type: ignore[misc]
         **{
             name: fields[name].default
-            for name in (*_INT_FIELDS, *_CHECKBOXES, "comparison_mode", "sampling")
+            for name in (
+                *_INT_FIELDS,
+                *_CHECKBOXES,
+                "comparison_mode",
+                "sampling",
+                "execution",
+                "batch_fallback",
+            )
         },
     }

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.infra.errors import Conflict, Invalid, NotFound
 from llmjudge.infra.web import DbSession, is_htmx, refusal, render
-from llmjudge.sessions import control, reads
+from llmjudge.sessions import control, execution, reads
 from llmjudge.sessions.adaptive import state as adaptive
 from llmjudge.sessions.deps import get_tester, parse_ids
 from llmjudge.sessions.models import AdaptiveRound
@@ -109,6 +109,16 @@ async def adaptive_partial(request: Request, session_id: int, db: DbSession):
         s=s,
         shown=ADAPTIVE_SHOWN,
         **await _adaptive_context(db, s),
+    )
+
+
+@router.get("/sessions/{session_id}/partials/batches", response_class=HTMLResponse)
+async def batches_partial(request: Request, session_id: int, db: DbSession):
+    """A batch session's provider jobs and their states. Twin: `GET /api/sessions/{id}/batches`."""
+    return render(
+        request,
+        "sessions/_batches.html",
+        batches=await execution.list_batches(db=db, session_id=session_id),
     )
 
 

@@ -411,7 +411,11 @@ async def finish(conn: AsyncConnection, items: Sequence[Finish]) -> list[Finishe
 
 async def running_sessions(conn: AsyncConnection) -> list[RunningSession]:
     rows = await conn.execute(
-        text("SELECT id, worker_count FROM judge_sessions WHERE status = 'running' ORDER BY id")
+        # Batch sessions' comparisons go to provider batch jobs (sessions.run.batches).
+        text(
+            "SELECT id, worker_count FROM judge_sessions "
+            "WHERE status = 'running' AND execution = 'live' ORDER BY id"
+        )
     )
     return [RunningSession(*r) for r in rows.all()]
 

@@ -194,6 +194,15 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
             async with self.engine.connect() as conn:
                 await self._threads.load(conn, thread_ids)
 
+    async def session(self, session_id: int) -> tuple[SessionConfig, PanelConfig]:
+        """The session's configuration and its panel (a single judge: a panel of one)."""
+        config = await self._config(session_id)
+        return config, self._panels[session_id]
+
+    @property
+    def threads(self) -> ThreadCache:
+        return self._threads
+
     async def _config(self, session_id: int) -> SessionConfig:
         config = self._configs.get(session_id)
         if config is not None:

@@ -46,8 +46,11 @@ from llmjudge.sessions.run.judging import (
 __all__ = [
     "MemberConfig",
     "PanelConfig",
+    "comparison_context",
     "judge_comparison",
+    "judge_request",
     "panel_config",
+    "solo_finish",
     "solo_panel",
     "verdict_fields",
 ]
@@ -156,25 +159,7 @@ class _Judging:
     publish: Publish | None
 
     def request(self, k: int) -> JudgeRequest:
-        item, member = self.item, self.panel.members[k]
-        context, related = self.context, {"session_id": item.session_id, "comparison_id": item.id}
-        if not self.panel.solo:
-            context = {**context, "member": k, "call_key": f"{context['call_key']}:{k}"}
-            related["member"] = k
-        return JudgeRequest(
-            model_id=member.model_id,  # type: ignore[arg-type]
-            messages=self.messages,
-            purpose="judge",
-            # Structured output only for the built-in JSON verdict: a published judge
-            # answers in its own words, and forcing JSON on it would change what it says.
-            json_schema=verdict_json_schema(self.config.criteria)
-            if self.config.verdict_format.kind == "json"
-            else None,
-            context=context,
-            related=related,
-            # Repetitions and retries must be fresh judgements, not the cached first one.
-            use_cache=False if item.repetition > 0 or item.attempts > 1 else None,
-        )
+        return judge_request(self.item, self.config, self.panel, self.messages, self.context, k)
 
     async def ask(self, k: int, on_delta: Any = None) -> tuple[JudgeVote, JudgeResult[Verdict]]:
         member = self.panel.members[k]
@@ -205,8 +190,51 @@ class _Judging:
         return vote, result
 
 
+def judge_request(
+    item: Claimed,
+    config: SessionConfig,
+    panel: PanelConfig,
+    messages: list[dict[str, str]],
+    context: dict[str, Any],
+    k: int,
+) -> JudgeRequest:
+    """Member ``k``'s call on ``item`` (live, or a line of a provider batch job)."""
+    member = panel.members[k]
+    related: dict[str, Any] = {"session_id": item.session_id, "comparison_id": item.id}
+    if not panel.solo:
+        context = {**context, "member": k, "call_key": f"{context['call_key']}:{k}"}
+        related["member"] = k
+    return JudgeRequest(
+        model_id=member.model_id,  # type: ignore[arg-type]
+        messages=messages,
+        purpose="judge",
+        # Structured output only for the built-in JSON verdict: a published judge
+        # answers in its own words, and forcing JSON on it would change what it says.
+        json_schema=verdict_json_schema(config.criteria)
+        if config.verdict_format.kind == "json"
+        else None,
+        context=context,
+        related=related,
+        # Repetitions and retries must be fresh judgements, not the cached first one.
+        use_cache=False if item.repetition > 0 or item.attempts > 1 else None,
+    )
+
+
 def _thread_context(t: ThreadData) -> dict[str, Any]:
     return {"id": t.id, "quality": t.quality, "pillar_id": t.pillar_id}
+
+
+def comparison_context(
+    item: Claimed, a: ThreadData, b: ThreadData, config: SessionConfig
+) -> dict[str, Any]:
+    """What the simulator sees of a comparison (never sent to a real provider)."""
+    return {
+        "task": "pairwise",
+        "thread_a": _thread_context(a),
+        "thread_b": _thread_context(b),
+        "criteria": list(config.criteria),
+        "call_key": f"{item.session_id}:{item.queue_position}:{item.attempts}",
+    }
 
 
 async def judge_comparison(
@@ -237,13 +265,7 @@ async def judge_comparison(
     if isinstance(prepared, Finish):
         return prepared
     a, b, messages = prepared
-    context = {
-        "task": "pairwise",
-        "thread_a": _thread_context(a),
-        "thread_b": _thread_context(b),
-        "criteria": list(config.criteria),
-        "call_key": f"{item.session_id}:{item.queue_position}:{item.attempts}",
-    }
+    context = comparison_context(item, a, b, config)
     if publish is not None:
         start = {
             "comparison_id": item.id,
@@ -263,13 +285,12 @@ async def judge_comparison(
         publish(topic, "comparison_start", start)
     judging = _Judging(llm, item, config, panel, messages, context, publish)
     if panel.solo:
-        return await _solo(judging, base, started, max_attempts, stream_interval_s, wants_stream)
+        return await _solo(judging, started, max_attempts, stream_interval_s, wants_stream)
     return await _panel(judging, base, started, max_attempts)
 
 
 async def _solo(
     judging: _Judging,
-    base: dict[str, Any],
     started: datetime,
     max_attempts: int,
     stream_interval_s: float,
@@ -293,6 +314,21 @@ async def _solo(
     finally:
         if batcher is not None:
             await batcher.flush()
+    return solo_finish(item, judging.panel.members[0], result, started, max_attempts, vote)
+
+
+def solo_finish(
+    item: Claimed,
+    member: MemberConfig,
+    result: JudgeResult[Verdict],
+    started: datetime | None,
+    max_attempts: int,
+    vote: JudgeVote | None = None,
+) -> Finish:
+    """How a single judge's call ends its comparison, however it was sent (live, or a
+    batch job's result read later); ``vote``: the result as its vote, if made already."""
+    base = token(item)
+    vote = vote or _as_vote(result, 0, member)
     if result.error is not None:
         status = _retry_or_fail(item, max_attempts)
         return Finish(**base, status=status, started_at=started, error=result.error)

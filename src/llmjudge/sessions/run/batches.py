@@ -1,0 +1,519 @@
+"""Batch sessions: their judge calls go to the provider's batch API as stored jobs.
+
+One loop per running batch session (``BatchRunner``, a ``LockedJob``: the process holding
+the session's advisory lock runs it). Each turn of the loop advances every open job of the
+session one stored step at a time, then claims more comparisons while fewer than the
+provider's ``max_in_flight`` jobs run:
+
+    prepared -> uploaded (OpenAI: the JSONL file) -> submitting -> the provider's states
+    (validating, in_progress, finalizing; cancelling) -> completed / failed / expired /
+    cancelled -> applied (``applied_at``)
+
+Nothing lives in memory between steps. A job row, its requests (each ``custom_id`` with the
+comparison and claim token it answers) and the claim of its comparisons are stored in one
+transaction before anything is sent; ``submitting`` is stored before the job is created,
+so a worker that died after the provider created it finds it again instead of sending it
+twice. Results are read by the session's reader (``judging.read_reply``), ended by the live
+path's own code (``panel_judging.solo_finish``) and written by the queue's exactly-once
+finish (``JudgeComparisons.write``): a job applied again after a crash changes nothing.
+
+A request that expired, was cancelled or met a server error is asked again: its comparison
+goes back to the queue for a later job (or, with ``batch_fallback`` = ``live``, is judged
+live at once), until its attempts are spent. A malformed result line fails its one
+comparison with the reason. Cancelling the session cancels its jobs at the provider; what
+they answered before is kept. Jobs and their states are published as ``batch_status``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from llmjudge.infra.events.hub import EventHub
+from llmjudge.judging import JudgeRequest, JudgeResult, at_batch_price, read_reply
+from llmjudge.providers import BatchClient, BatchLine, ChatRequest, RemoteBatch
+from llmjudge.sessions.run.batch_store import (
+    StoredBatch,
+    StoredRequest,
+    claim_for_batch,
+    give_back,
+    load_claims,
+    load_requests,
+    new_batch,
+    open_batches,
+    session_batches,
+    store_requests,
+    update_batch,
+)
+from llmjudge.sessions.run.claims import Claimed, Finish, token
+from llmjudge.sessions.run.jobs import JudgeComparisons, JudgeLLM, storable_finish
+from llmjudge.sessions.run.judging import MAX_ATTEMPTS, prepare_prompt, session_topic
+from llmjudge.sessions.run.panel_judging import (
+    comparison_context,
+    judge_comparison,
+    judge_request,
+    solo_finish,
+)
+
+__all__ = ["LOCK_CLASS", "BatchLLM", "BatchRunner", "Hook", "batch_status"]
+
+log = logging.getLogger(__name__)
+
+LOCK_CLASS = 0x62617463  # "batc": the advisory lock class of a batch session's loop
+# Finishes written per transaction while a job's results are applied.
+APPLY_CHUNK = 500
+# (stage, job id) -> awaited at each stage: before_upload, after_create, polling, applying.
+Hook = Callable[[str, int], Awaitable[None]]
+
+
+class BatchLLM(JudgeLLM, Protocol):
+    async def batch_client(self, model_id: int) -> tuple[BatchClient, Any]: ...
+
+    async def record_batch_call(
+        self,
+        *,
+        model_id: int,
+        input_tokens: int,
+        output_tokens: int,
+        cost_usd: float,
+        error: str | None,
+        related: Mapping[str, Any],
+    ) -> None: ...
+
+
+class BatchRunner:
+    name = "batches"
+    lock_class = LOCK_CLASS
+
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        llm: BatchLLM,
+        hub: EventHub | None = None,
+        poll_s: float = 30.0,
+        poll_max_s: float = 600.0,
+        max_attempts: int = MAX_ATTEMPTS,
+        hook: Hook | None = None,
+        apply_chunk: int = APPLY_CHUNK,
+    ) -> None:
+        self.engine = engine
+        self.llm = llm
+        self.hub = hub
+        self.poll_s = poll_s
+        self.poll_max_s = poll_max_s
+        self.max_attempts = max_attempts
+        self.hook = hook
+        self.apply_chunk = apply_chunk
+        # The live path's configuration, thread cache and exactly-once finish.
+        self.kind = JudgeComparisons(engine=engine, llm=llm, hub=hub, max_attempts=max_attempts)
+
+    async def runnable(self) -> Sequence[int]:
+        """Running batch sessions, and any session with a job still open (a cancelled
+        session's jobs are cancelled and their answers applied)."""
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                text(
+                    "SELECT s.id FROM judge_sessions s WHERE s.execution = 'batch' AND "
+                    "(s.status = 'running' OR EXISTS (SELECT 1 FROM provider_batches b "
+                    "WHERE b.session_id = s.id AND b.applied_at IS NULL)) ORDER BY s.id"
+                )
+            )
+            return [r[0] for r in rows.all()]
+
+    async def run(self, key: int, stop: asyncio.Event) -> None:
+        """Advance session ``key`` until it needs nothing more, polling with backoff while
+        its jobs wait at the provider (a job may take hours)."""
+        delay = self.poll_s
+        while not stop.is_set():
+            moved, more = await self.step(key)
+            if not more:
+                return
+            delay = self.poll_s if moved else min(delay * 2, self.poll_max_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+
+    async def step(self, session_id: int) -> tuple[bool, bool]:
+        """One turn: every open job one step on, then a new job if there is room. Returns
+        (whether anything moved, whether the session needs more turns)."""
+        async with self.engine.connect() as conn:
+            status = await conn.scalar(
+                text("SELECT status FROM judge_sessions WHERE id = :s"), {"s": session_id}
+            )
+            jobs = await open_batches(conn, session_id)
+        if status is None:
+            return False, False
+        moved = False
+        for job in jobs:
+            moved |= await self._advance(job, cancel=status == "cancelled")
+        if status == "running":
+            moved |= await self._submit_more(session_id)
+        if moved:
+            await self._publish(session_id)
+        async with self.engine.connect() as conn:
+            still_open = bool(await open_batches(conn, session_id))
+        return moved, status == "running" or still_open
+
+    # -- one job, one step ------------------------------------------------------------------
+
+    async def _advance(self, job: StoredBatch, *, cancel: bool) -> bool:
+        client, _ = await self.llm.batch_client(job.model_id)
+        if cancel and job.provider_batch_id is None:
+            # Not at the provider, unless a dead worker created it: then cancel it there.
+            found = await self._find(job, client) if job.state == "submitting" else None
+            if found is not None:
+                await self._record(job, found, submitted=True)
+            else:
+                await self._apply(job, client, None, "the session was cancelled")
+            return True
+        if job.state == "prepared":
+            return await self._upload(job, client)
+        if job.state in ("uploaded", "submitting"):
+            return await self._create(job, client)
+        assert job.provider_batch_id is not None
+        if cancel and not job.cancel_requested and job.state not in _ENDED:
+            remote = await client.cancel(job.provider_batch_id)
+            await self._record(job, remote, cancel_requested=True)
+            return True
+        if job.state not in _ENDED:
+            await self._stage("polling", job)
+            remote = await client.get(job.provider_batch_id)
+            await self._record(job, remote)
+            if not remote.ended:
+                return remote.state != job.state
+        else:
+            remote = await client.get(job.provider_batch_id)
+        await self._apply(await self._reload(job), client, remote, None)
+        return True
+
+    async def _upload(self, job: StoredBatch, client: BatchClient) -> bool:
+        entries = await self._entries(job, client)
+        await self._stage("before_upload", job)
+        file_id = await client.upload(entries)
+        async with self.engine.begin() as conn:
+            await update_batch(conn, job.id, state="uploaded", input_file_id=file_id)
+        return True
+
+    async def _create(self, job: StoredBatch, client: BatchClient) -> bool:
+        if job.state == "submitting":  # a worker may have died after creating it
+            found = await self._find(job, client)
+            if found is not None:
+                await self._record(job, found, submitted=True)
+                return True
+        async with self.engine.begin() as conn:
+            await update_batch(conn, job.id, state="submitting", stamp=("submitting_at",))
+        entries = [] if job.input_file_id else await self._entries(job, client)
+        remote = await client.create(job.input_file_id, entries, _tag(job))
+        await self._stage("after_create", job)
+        await self._record(job, remote, submitted=True)
+        return True
+
+    async def _find(self, job: StoredBatch, client: BatchClient) -> RemoteBatch | None:
+        """The provider's job for ``job``, created by a worker that died before recording it."""
+        assert job.submitting_at is not None
+        async with self.engine.connect() as conn:
+            known = await conn.execute(
+                text(
+                    "SELECT provider_batch_id FROM provider_batches WHERE provider_id = :p "
+                    "AND provider_batch_id IS NOT NULL"
+                ),
+                {"p": job.provider_id},
+            )
+            ids = {r[0] for r in known.all()}
+        return await client.find(
+            input_file_id=job.input_file_id,
+            tag=_tag(job),
+            since=job.submitting_at.timestamp(),
+            count=job.requests,
+            known=ids,
+        )
+
+    async def _entries(self, job: StoredBatch, client: BatchClient) -> list[dict[str, Any]]:
+        _, info = await self.llm.batch_client(job.model_id)
+        async with self.engine.connect() as conn:
+            stored = await load_requests(conn, job.id)
+        return [client.entry(r.custom_id, chat_request(r.request, info.model)) for r in stored]
+
+    async def _record(
+        self,
+        job: StoredBatch,
+        remote: RemoteBatch,
+        *,
+        submitted: bool = False,
+        cancel_requested: bool | None = None,
+    ) -> None:
+        values: dict[str, Any] = {
+            "state": remote.state,
+            "succeeded": remote.succeeded,
+            "errored": remote.errored,
+            "output_file_id": remote.output_file_id,
+            "error_file_id": remote.error_file_id,
+            "error": remote.error,
+        }
+        stamps = ["polled_at"]
+        if submitted:
+            values["provider_batch_id"] = remote.id
+            stamps.append("submitted_at")
+        if remote.ended:
+            stamps.append("ended_at")
+        if cancel_requested is not None:
+            values["cancel_requested"] = cancel_requested
+        async with self.engine.begin() as conn:
+            await update_batch(conn, job.id, **values, stamp=tuple(stamps))
+
+    async def _reload(self, job: StoredBatch) -> StoredBatch:
+        async with self.engine.connect() as conn:
+            return next(b for b in await session_batches(conn, job.session_id) if b.id == job.id)
+
+    async def _stage(self, stage: str, job: StoredBatch) -> None:
+        if self.hook is not None:
+            await self.hook(stage, job.id)
+
+    # -- a new job ----------------------------------------------------------------------------
+
+    async def _submit_more(self, session_id: int) -> bool:
+        config, panel = await self.kind.session(session_id)
+        if config.judge_model_id is None or not panel.solo:
+            return False  # checked at create: a batch session has one judge
+        client, info = await self.llm.batch_client(config.judge_model_id)
+        async with self.engine.connect() as conn:
+            in_flight = sum(1 for b in await open_batches(conn, session_id))
+        if in_flight >= client.limits.max_in_flight:
+            return False
+        async with self.engine.begin() as conn:
+            job_id = await new_batch(
+                conn,
+                session_id=session_id,
+                provider_id=info.provider_id,
+                model_id=info.id,
+                kind=client.kind,
+            )
+            items = await claim_for_batch(
+                conn, session_id=session_id, batch_id=job_id, n=client.limits.max_requests
+            )
+            if not items:
+                await conn.rollback()
+                return False
+            await self.kind.prepare(session_id, items)
+            requests: list[StoredRequest] = []
+            failed: list[Finish] = []
+            size = 0
+            for n, item in enumerate(items):
+                prepared = prepare_prompt(item, config, self.kind.threads, self.max_attempts)
+                if isinstance(prepared, Finish):
+                    failed.append(prepared)
+                    continue
+                a, b, messages = prepared
+                context = comparison_context(item, a, b, config)
+                request = judge_request(item, config, panel, messages, context, 0)
+                custom_id = f"c{item.id}-a{item.attempts}"
+                line = client.entry_bytes(
+                    client.entry(custom_id, chat_request(request.to_json(), info.model))
+                )
+                if requests and size + line > client.limits.max_bytes:
+                    await give_back(conn, items[n:])
+                    break
+                size += line
+                requests.append(
+                    StoredRequest(custom_id, item.id, item.attempts, 0, request.to_json())
+                )
+            if failed:
+                self.kind.after_written(failed, await self.kind.write(conn, failed))
+            if not requests:
+                await conn.execute(
+                    text("DELETE FROM provider_batches WHERE id = :id"), {"id": job_id}
+                )
+                return bool(failed)
+            await store_requests(conn, job_id, requests, size)
+        return True
+
+    # -- results --------------------------------------------------------------------------------
+
+    async def _apply(
+        self, job: StoredBatch, client: BatchClient, remote: RemoteBatch | None, reason: str | None
+    ) -> None:
+        """Apply every result of an ended job (or end an unsent one with ``reason``)."""
+        config, panel = await self.kind.session(job.session_id)
+        _, info = await self.llm.batch_client(job.model_id)
+        member = panel.members[0]
+        cost = at_batch_price(member.cost, info.batch_discount)
+        async with self.engine.connect() as conn:
+            stored = {r.custom_id: r for r in await load_requests(conn, job.id)}
+            claims = await load_claims(conn, job.id)
+        done: set[str] = set()
+        chunk: list[Finish] = []
+        retry: list[Claimed] = []
+        fallback = await self._fallback(job.session_id)
+        applied = 0
+
+        async def flush() -> None:
+            nonlocal chunk, applied
+            if chunk:
+                await self._write(chunk, account=job)
+                applied += len(chunk)
+                chunk = []
+                await self._stage("applying", job)
+
+        unknown: list[str] = []
+        if remote is not None:
+            requests = {cid: chat_request(r.request, info.model) for cid, r in stored.items()}
+            async for line in client.results(remote, requests.get):
+                request = stored.get(line.custom_id or "")
+                if request is None or line.custom_id in done:
+                    unknown.append(line.error or f"unknown custom_id {line.custom_id!r}")
+                    continue
+                done.add(request.custom_id)
+                item = claims[request.comparison_id]
+                if line.retry and fallback:
+                    retry.append(item)
+                    continue
+                chunk.append(self._finish(item, member, line, cost, config.reader))
+                if len(chunk) >= self.apply_chunk:
+                    await flush()
+        why = reason or _missing_reason(remote)
+        for custom_id, request in stored.items():
+            if custom_id in done:
+                continue
+            item = claims[request.comparison_id]
+            if fallback and reason is None:
+                retry.append(item)
+            else:
+                result: JudgeResult[Any] = JudgeResult(error=why)
+                chunk.append(solo_finish(item, member, result, None, self.max_attempts))
+        await flush()
+        if retry:
+            await self._judge_live(job.session_id, retry)
+        notes = [reason] if reason else unknown[:5]
+        async with self.engine.begin() as conn:
+            await update_batch(
+                conn,
+                job.id,
+                state=remote.state if remote is not None else "cancelled",
+                error="; ".join(n for n in (job.error, *notes) if n)[:2000] or None,
+                stamp=("applied_at",) if job.ended_at else ("applied_at", "ended_at"),
+            )
+
+    def _finish(
+        self, item: Claimed, member: Any, line: BatchLine, cost: Any, reader: Any
+    ) -> Finish:
+        if line.result is not None:
+            reply = line.result
+            result = read_reply(
+                reader,
+                reply.text,
+                input_tokens=reply.input_tokens,
+                output_tokens=reply.output_tokens,
+                cost_usd=cost(reply.input_tokens, reply.output_tokens),
+            )
+            return storable_finish(solo_finish(item, member, result, None, self.max_attempts))
+        if not line.retry and (line.error or "").startswith("malformed"):
+            return Finish(**token(item), status="failed", error=(line.error or "")[:2000])
+        return solo_finish(item, member, JudgeResult(error=line.error), None, self.max_attempts)
+
+    async def _write(self, finishes: list[Finish], account: StoredBatch | None = None) -> None:
+        """Apply ``finishes`` exactly once; with ``account`` (their job), the provider calls
+        of those that applied go to the call accounting (a re-applied one does not)."""
+        async with self.engine.begin() as conn:
+            written = await self.kind.write(conn, finishes)
+        self.kind.after_written(finishes, written)
+        if account is None:
+            return
+        for f in finishes:
+            if f.id in written.applied and f.answer.model_id is not None:
+                await self.llm.record_batch_call(
+                    model_id=f.answer.model_id,
+                    input_tokens=f.answer.input_tokens,
+                    output_tokens=f.answer.output_tokens,
+                    cost_usd=f.answer.cost_usd,
+                    error=f.parse_error or f.error if f.status != "completed" else None,
+                    related={"session_id": account.session_id, "comparison_id": f.id},
+                )
+
+    async def _fallback(self, session_id: int) -> bool:
+        async with self.engine.connect() as conn:
+            options = await conn.scalar(
+                text("SELECT options FROM judge_sessions WHERE id = :s"), {"s": session_id}
+            )
+        return (options or {}).get("batch_fallback") == "live"
+
+    async def _judge_live(self, session_id: int, items: list[Claimed]) -> None:
+        """Requests the job could not answer, judged live (``batch_fallback`` = live)."""
+        config, panel = await self.kind.session(session_id)
+        await self.kind.prepare(session_id, items)
+        gate = asyncio.Semaphore(32)
+
+        async def one(item: Claimed) -> Finish:
+            async with gate:
+                return storable_finish(
+                    await judge_comparison(
+                        llm=self.llm,
+                        item=item,
+                        config=config,
+                        threads=self.kind.threads,
+                        panel=panel,
+                        max_attempts=self.max_attempts,
+                    )
+                )
+
+        finishes = await asyncio.gather(*(one(i) for i in items))
+        for start in range(0, len(finishes), self.apply_chunk):
+            await self._write(list(finishes[start : start + self.apply_chunk]))
+
+    async def _publish(self, session_id: int) -> None:
+        if self.hub is None:
+            return
+        async with self.engine.connect() as conn:
+            jobs = await session_batches(conn, session_id)
+        self.hub.publish_nowait(session_topic(session_id), "batch_status", batch_status(jobs))
+
+
+_ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
+
+
+def _tag(job: StoredBatch) -> str:
+    return f"llmjudge-{job.session_id}-{job.id}"
+
+
+def _missing_reason(remote: RemoteBatch | None) -> str:
+    if remote is None:
+        return "the batch job was never sent"
+    detail = f": {remote.error}" if remote.error else ""
+    return f"no result for this request: the batch job ended {remote.state}{detail}"[:2000]
+
+
+def chat_request(stored: dict[str, Any], model: str) -> ChatRequest:
+    """A stored ``JudgeRequest`` as the provider request a batch line carries."""
+    request = JudgeRequest.from_json(stored)
+    return ChatRequest(
+        model=model,
+        messages=request.messages,
+        temperature=request.temperature,
+        max_tokens=request.max_tokens,
+        json_schema=request.json_schema,
+        schema_name=request.schema_name,
+    )
+
+
+def batch_status(jobs: Sequence[StoredBatch]) -> dict[str, Any]:
+    """``batch_status`` event data: a session's jobs and their states."""
+    return {
+        "ts": time.time(),
+        "batches": [
+            {
+                "id": j.id,
+                "provider_batch_id": j.provider_batch_id,
+                "state": "applied" if j.applied_at is not None else j.state,
+                "requests": j.requests,
+                "succeeded": j.succeeded,
+                "errored": j.errored,
+            }
+            for j in jobs
+        ],
+    }

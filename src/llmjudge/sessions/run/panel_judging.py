@@ -118,6 +118,7 @@ def verdict_fields(verdict: Verdict) -> dict[str, Any]:
         "scores_b": verdict.scores_b,
         "reasoning": verdict.reasoning,
         "strength": verdict_strength(verdict),
+        "prob_a": verdict.prob_a,
     }
 
 
@@ -133,6 +134,15 @@ def _as_vote(result: JudgeResult[Verdict], k: int, member: MemberConfig) -> Judg
         return JudgeVote(**base, **usage, error=(result.parse_error or "")[:2000])
     note = None if result.note is None else f"unparsed, a tie: {result.note}"[:2000]
     return JudgeVote(**base, **usage, **verdict_fields(result.verdict), status="voted", error=note)
+
+
+def panel_probability(votes: Sequence[JudgeVote]) -> float | None:
+    """A panel's P(A is better): the mean of its voting members' probabilities, when every
+    member that voted gave one (a mean over some would pass for the panel's)."""
+    probs = [v.prob_a for v in votes if v.status == "voted"]
+    if not probs or any(p is None for p in probs):
+        return None
+    return sum(p for p in probs if p is not None) / len(probs)
 
 
 def _ballot(v: JudgeVote) -> Vote:
@@ -157,6 +167,7 @@ class _Judging:
 
     def request(self, k: int) -> JudgeRequest:
         item, member = self.item, self.panel.members[k]
+        tokens = self.config.verdict_format.tokens
         context, related = self.context, {"session_id": item.session_id, "comparison_id": item.id}
         if not self.panel.solo:
             context = {**context, "member": k, "call_key": f"{context['call_key']}:{k}"}
@@ -170,6 +181,7 @@ class _Judging:
             json_schema=verdict_json_schema(self.config.criteria)
             if self.config.verdict_format.kind == "json"
             else None,
+            top_logprobs=tokens.top_logprobs if tokens is not None else None,
             context=context,
             related=related,
             # Repetitions and retries must be fresh judgements, not the cached first one.
@@ -371,6 +383,7 @@ async def _panel(
         strength=panel_strength(
             agg.winner, [(v.winner, v.strength) for v in votes if v.status == "voted"]
         ),
+        prob_a=panel_probability(votes),
     )
     return Finish(
         **base,

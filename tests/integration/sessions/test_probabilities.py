@@ -155,6 +155,35 @@ async def test_stored_probabilities_are_the_softmax_and_hard_verdicts_are_unchan
     lines = [line for line in export.text.splitlines() if not line.startswith("#")]
     table = list(csv.DictReader(io.StringIO("\n".join(lines))))
     assert sorted(float(t["prob_a"]) for t in table) == pytest.approx(stored, abs=1e-6)  # rounded
+    await _scored_against_labels(client, r.json()["id"], rows)
+
+
+async def _scored_against_labels(client: httpx.AsyncClient, sid: int, rows: list[Any]) -> None:
+    """Gold labels for every pair (the lower thread id better): the agreement report's
+    Brier score of the judge's probability is the one computed from the stored rows; the
+    position tab's shift is the mean over swap pairs of prob_a + twin's prob_a - 1."""
+    pairs = sorted({(min(a, b), max(a, b)) for a, b, *_ in rows})
+    body = "thread_a,thread_b,label\n" + "".join(f"{a},{b},A\n" for a, b in pairs)
+    r = await client.post("/api/references/import", files={"file": ("g.csv", body.encode())})
+    assert r.status_code == 200, r.text
+    report = (await client.get(f"/api/sessions/{sid}/agreement?reference=gold")).json()
+    got = report["judge_probability"]
+    p = np.array([q if a < b else 1 - q for a, b, _, q, *_ in rows])
+    assert got["judgments"] == len(rows) and got["left_out"] == 0
+    assert got["brier"]["value"] == pytest.approx(float(np.mean((p - 1) ** 2)))
+    assert got["brier"]["low"] is not None and got["brier"]["n"] == len(rows)
+    assert report["stated_confidence"]["judgments"] == 0  # this judge states no confidence
+    by_pair: dict[tuple[int, int], float] = {}
+    shifts = []
+    for a, b, _, q, *_ in rows:
+        if (b, a) in by_pair:
+            shifts.append(by_pair[(b, a)] + q - 1)
+        by_pair[(a, b)] = q
+    position = (await client.get(f"/api/sessions/{sid}/position-swap-analysis")).json()
+    shift = position["probability_shift"]
+    assert shift["pairs"] == len(shifts) == 12
+    assert shift["mean_shift"] == pytest.approx(float(np.mean(shifts)))
+    assert shift["low"] <= shift["high"]
 
 
 async def test_a_token_map_matching_nothing_fails_each_comparison_with_its_reason(

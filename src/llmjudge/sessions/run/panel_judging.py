@@ -23,7 +23,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from llmjudge.core.judging.panels import CascadePolicy, Vote, aggregate, panel_strength, should_stop
+from llmjudge.core.judging.panels import (
+    CascadePolicy,
+    Vote,
+    aggregate,
+    panel_probability,
+    panel_strength,
+    should_stop,
+)
 from llmjudge.core.judging.prompts import verdict_json_schema
 from llmjudge.core.judging.verdicts import Verdict
 from llmjudge.infra.events.hub import DeltaBatcher
@@ -134,15 +141,6 @@ def _as_vote(result: JudgeResult[Verdict], k: int, member: MemberConfig) -> Judg
         return JudgeVote(**base, **usage, error=(result.parse_error or "")[:2000])
     note = None if result.note is None else f"unparsed, a tie: {result.note}"[:2000]
     return JudgeVote(**base, **usage, **verdict_fields(result.verdict), status="voted", error=note)
-
-
-def panel_probability(votes: Sequence[JudgeVote]) -> float | None:
-    """A panel's P(A is better): the mean of its voting members' probabilities, when every
-    member that voted gave one (a mean over some would pass for the panel's)."""
-    probs = [v.prob_a for v in votes if v.status == "voted"]
-    if not probs or any(p is None for p in probs):
-        return None
-    return sum(p for p in probs if p is not None) / len(probs)
 
 
 def _ballot(v: JudgeVote) -> Vote:
@@ -383,7 +381,7 @@ async def _panel(
         strength=panel_strength(
             agg.winner, [(v.winner, v.strength) for v in votes if v.status == "voted"]
         ),
-        prob_a=panel_probability(votes),
+        prob_a=panel_probability([v.prob_a for v in votes if v.status == "voted"]),
     )
     return Finish(
         **base,

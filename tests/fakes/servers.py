@@ -14,6 +14,11 @@ Switches live in a mutable ``FakeState``; counters (``fail_429``, ``malformed``.
 next N calls. ``state.responder`` (request JSON -> reply text) replaces the default answer, so
 other tests and benchmarks can reuse a fake with their own replies. For a structured request the
 reply text must be JSON (Anthropic sends it back as a tool input).
+
+``state.tokens`` (OpenAI only; request JSON -> generated tokens, each ``(token, logprob,
+[(alternative, logprob), ...])``) makes the reply those tokens; a request with
+``logprobs: true`` gets them back as ``choices[0].logprobs.content`` (the alternatives cut
+to its ``top_logprobs``), per chunk when streamed, as OpenAI, vLLM and llama.cpp send them.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from typing import Any, ClassVar
 from aiohttp import web
 
 Responder = Callable[[dict[str, Any]], str]
+GeneratedToken = tuple[str, float, list[tuple[str, float]]]
+TokenResponder = Callable[[dict[str, Any]], list[GeneratedToken]]
 CHUNK_CHARS = 8
 
 
@@ -57,6 +64,7 @@ class FakeState:
     reject_response_format: bool = False  # OpenAI: 400 on response_format (old servers)
     send_usage: bool = True  # False: omit token usage, so clients must estimate
     responder: Responder | None = None
+    tokens: TokenResponder | None = None  # OpenAI: the reply as tokens with log probabilities
     keep_requests: bool = True  # False: only count (long benchmark runs)
     requests: list[RecordedRequest] = field(default_factory=list)
     count: int = 0  # requests received
@@ -287,7 +295,10 @@ class FakeOpenAI(FakeProvider):
                 },
                 status=400,
             )
-        text = self.reply_text(body)
+        generated = self.state.tokens(body) if self.state.tokens is not None else None
+        text = (
+            "".join(t for t, _, _ in generated) if generated is not None else self.reply_text(body)
+        )
         model = body["model"]
         prompt_tokens = sum(fake_tokens(str(m.get("content", ""))) for m in body["messages"])
         usage = {
@@ -308,7 +319,7 @@ class FakeOpenAI(FakeProvider):
                         "index": 0,
                         "message": {"role": "assistant", "content": text},
                         "finish_reason": "stop",
-                        "logprobs": None,
+                        "logprobs": self.logprobs(body, generated),
                     }
                 ],
             }
@@ -317,12 +328,17 @@ class FakeOpenAI(FakeProvider):
             return web.json_response(reply)
         base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model}
 
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        def chunk(delta: dict[str, Any], finish: str | None = None, logprobs: Any = None) -> bytes:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}
             return sse({**base, "choices": [choice]})
 
         events = [chunk({"role": "assistant", "content": ""})]
-        events += [chunk({"content": piece}) for piece in chunks(text)]
+        if generated is None:
+            events += [chunk({"content": piece}) for piece in chunks(text)]
+        else:  # one chunk per token, each with its own log probabilities
+            events += [
+                chunk({"content": tok[0]}, logprobs=self.logprobs(body, [tok])) for tok in generated
+            ]
         # The clean end: finish chunk, usage chunk (when asked for), [DONE].
         tail = [chunk({}, "stop")]
         if self.state.send_usage and (body.get("stream_options") or {}).get("include_usage"):
@@ -330,6 +346,30 @@ class FakeOpenAI(FakeProvider):
         tail.append(sse("[DONE]"))
         error_event = sse({"error": {"message": "server overloaded", "type": "server_error"}})
         return await self.stream(request, events + tail, error_event, len(tail))
+
+    @staticmethod
+    def logprobs(
+        body: dict[str, Any], generated: list[GeneratedToken] | None
+    ) -> dict[str, Any] | None:
+        """``choices[].logprobs`` as OpenAI sends it: only when the request asked."""
+        if generated is None or not body.get("logprobs"):
+            return None
+        top = int(body.get("top_logprobs") or 0)
+        return {
+            "content": [
+                {
+                    "token": token,
+                    "logprob": logprob,
+                    "bytes": list(token.encode()),
+                    "top_logprobs": [
+                        {"token": t, "logprob": lp, "bytes": list(t.encode())}
+                        for t, lp in alternatives[:top]
+                    ],
+                }
+                for token, logprob, alternatives in generated
+            ],
+            "refusal": None,
+        }
 
 
 class FakeAnthropic(FakeProvider):

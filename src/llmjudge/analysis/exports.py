@@ -150,6 +150,7 @@ def _export_query(session_id: int, criteria: Sequence[str]) -> Any:
             c.winner,
             winner_thread.label("winner_thread_id"),
             c.strength,
+            c.prob_a,
             c.confidence,
             *(c.scores_a[k].astext.cast(Float).label(f"score_a_{k}") for k in criteria),
             *(c.scores_b[k].astext.cast(Float).label(f"score_b_{k}") for k in criteria),

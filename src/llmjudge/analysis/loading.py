@@ -127,6 +127,7 @@ def _outcome_columns(criteria: Sequence[str]) -> list[tuple[Any, str]]:
         (Comparison.repetition, ">i4"),
         (real(func.extract("epoch", Comparison.completed_at), 0.0), ">f8"),
         (cast(func.coalesce(Comparison.strength, 0), SmallInteger), ">i2"),
+        (real(Comparison.prob_a), ">f8"),
         *(
             (real(side[c].astext), ">f8")
             for side in (Comparison.scores_a, Comparison.scores_b)
@@ -164,7 +165,7 @@ def _build_table(
     rows = parse_binary_copy(data, types)
     col = [rows[f"v{k}"].astype(np.dtype(t).newbyteorder("=")) for k, t in enumerate(types)]
     c = len(criteria)
-    likert = np.column_stack(col[12:]) if c else np.zeros((len(rows), 0))
+    likert = np.column_stack(col[13:]) if c else np.zeros((len(rows), 0))
     table = OutcomeTable.from_columns(
         comparison_id=col[0],
         thread_a=col[1],
@@ -179,6 +180,7 @@ def _build_table(
         repetition=col[9],
         completed_order=col[10],
         strength=col[11],
+        prob_a=col[12],
     )
     threads = np.concatenate([col[1], col[2]]).astype(np.int64)
     pillars = np.concatenate([col[3], col[4]]).astype(np.int64)

@@ -25,6 +25,7 @@ from llmjudge.core.analysis.position import (
     Interpretation,
     LikertStability,
     PositionBias,
+    ProbabilityShift,
     SwapPair,
     SwapSummary,
 )
@@ -177,6 +178,11 @@ class PositionSwapOut(BaseModel):
     pairs_limit: int
     pairs: list[SwapPair]
     thread_labels: dict[int, ThreadLabel]
+    probability_shift: ProbabilityShift = Field(
+        description="where the judge gives P(A is better): the mean shift of P(first "
+        "position wins) between the two orders (prob_a + twin's prob_a - 1; 0 = order-blind, "
+        "> 0 primacy), with a bootstrap interval over swap pairs"
+    )
 
 
 class FindingsOut(BaseModel):

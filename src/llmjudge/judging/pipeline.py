@@ -93,7 +93,14 @@ async def judge_call(
             0.0 if reply.cached or cost is None else cost(reply.input_tokens, reply.output_tokens)
         )
         usage = {name: getattr(reply, name) for name in _REPLY_USAGE}
-        result = read_reply(reader, reply.text, **usage, cost_usd=spent, cache_hit=reply.cached)
+        result = read_reply(
+            reader,
+            reply.text,
+            logprobs=reply.logprobs,
+            **usage,
+            cost_usd=spent,
+            cache_hit=reply.cached,
+        )
         done = result if done is None else done.then(result)
         if result.parse_error is None:
             break

@@ -31,6 +31,7 @@ __all__, __getattr__ = public(
             "LLMModel",
             "Provider",
         ),
+        "llmjudge.providers.registry": ("gives_logprobs",),
         "llmjudge.providers.schemas": ("ModelOut",),
         "llmjudge.providers.service": (
             "BUILTIN_SIMULATED_MODELS",

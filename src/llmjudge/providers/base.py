@@ -53,6 +53,9 @@ class ChatRequest:
     max_tokens: int | None = None
     json_schema: Mapping[str, Any] | None = None
     schema_name: str = "verdict"
+    # Ask for each generated token's log probability and this many alternatives (OpenAI-
+    # compatible servers only; providers.registry says which kinds can).
+    top_logprobs: int | None = None
     # Hints for the simulator only: never sent to real providers, never part of the cache key.
     context: Mapping[str, Any] | None = None
 
@@ -68,6 +71,9 @@ class ChatResult:
     cached: bool = False
     model: str = ""
     finish_reason: str | None = None
+    # Per generated token: (token, logprob, [(alternative, logprob), ...]); None when the
+    # request did not ask for them (``ChatRequest.top_logprobs``) or the server sent none.
+    logprobs: tuple[tuple[str, float, tuple[tuple[str, float], ...]], ...] | None = None
 
 
 class ProviderError(Exception):

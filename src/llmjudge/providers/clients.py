@@ -56,6 +56,7 @@ class Parsed:
     output_tokens: int | None = None
     finish_reason: str | None = None
     model: str | None = None
+    logprobs: tuple[tuple[str, float, tuple[tuple[str, float], ...]], ...] | None = None
 
 
 class SseEvent(NamedTuple):
@@ -267,6 +268,7 @@ class HttpChatClient(ABC):
             attempts=1,
             model=parsed.model or req.model,
             finish_reason=parsed.finish_reason,
+            logprobs=parsed.logprobs,
         )
 
     # -- errors --------------------------------------------------------------------------------

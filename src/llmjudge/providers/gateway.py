@@ -85,6 +85,8 @@ def cache_key(cfg: ProviderConfig, req: ChatRequest) -> str:
         "max_tokens": req.max_tokens,
         "json_schema": req.json_schema,
     }
+    if req.top_logprobs is not None:  # only then: earlier keys stay valid
+        material["top_logprobs"] = req.top_logprobs
     if cfg.kind == "simulator":
         material["settings"] = dict(cfg.settings)
     blob = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)

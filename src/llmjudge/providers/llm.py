@@ -226,6 +226,7 @@ class LLMService:
         context: Mapping[str, Any] | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        top_logprobs: int | None = None,
         purpose: str,
         related: Mapping[str, Any] | None = None,
         on_delta: DeltaCallback = None,
@@ -243,6 +244,7 @@ class LLMService:
             max_tokens=max_tokens,
             json_schema=json_schema,
             schema_name=schema_name,
+            top_logprobs=top_logprobs,
             context=context,
         )
         reservation = None

@@ -40,6 +40,22 @@ def rejects_response_format(err: ProviderError) -> bool:
     return err.status == 400 and ("response_format" in cause or "json_schema" in cause)
 
 
+Logprobs = tuple[tuple[str, float, tuple[tuple[str, float], ...]], ...]
+
+
+def token_logprobs(content: Any) -> Logprobs:
+    """``choices[0].logprobs.content`` (a response's, or a stream chunk's) as plain tuples:
+    (token, logprob, ((alternative, logprob), ...)) per generated token."""
+    return tuple(
+        (
+            str(item["token"]),
+            float(item["logprob"]),
+            tuple((str(t["token"]), float(t["logprob"])) for t in item.get("top_logprobs") or ()),
+        )
+        for item in content or ()
+    )
+
+
 def _tokens(usage: Mapping[str, Any]) -> tuple[int | None, int | None]:
     """(input, output) tokens of a usage object: a response's, or a stream's last chunk's."""
     return usage.get("prompt_tokens"), usage.get("completion_tokens")
@@ -64,6 +80,9 @@ class OpenAIClient(HttpChatClient):
             body["temperature"] = req.temperature
         if req.max_tokens is not None:
             body["max_tokens"] = req.max_tokens
+        if req.top_logprobs is not None:
+            body["logprobs"] = True
+            body["top_logprobs"] = req.top_logprobs
         if structured:
             body["response_format"] = {
                 "type": "json_schema",
@@ -126,12 +145,18 @@ class OpenAIClient(HttpChatClient):
         if isinstance(content, list):  # some compatible servers answer with content parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         text = content or message.get("refusal") or ""
-        return Parsed(text, *_tokens(usage), choice.get("finish_reason"), data.get("model"))
+        logprobs = None
+        if req.top_logprobs is not None:
+            logprobs = token_logprobs((choice.get("logprobs") or {}).get("content"))
+        return Parsed(
+            text, *_tokens(usage), choice.get("finish_reason"), data.get("model"), logprobs
+        )
 
     async def consume_stream(
         self, events: AsyncIterator[SseEvent], req: ChatRequest, on_delta: DeltaCallback
     ) -> Parsed:
         parts: list[str] = []
+        logprobs: list[tuple[str, float, tuple[tuple[str, float], ...]]] = []
         usage: Mapping[str, Any] = {}
         finish: str | None = None
         model: str | None = None
@@ -149,6 +174,8 @@ class OpenAIClient(HttpChatClient):
             for choice in chunk.get("choices") or []:
                 if choice.get("index", 0) != 0:
                     continue
+                if req.top_logprobs is not None:
+                    logprobs += token_logprobs((choice.get("logprobs") or {}).get("content"))
                 delta = (choice.get("delta") or {}).get("content")
                 if delta:
                     parts.append(delta)
@@ -157,4 +184,5 @@ class OpenAIClient(HttpChatClient):
                 finish = choice.get("finish_reason") or finish
         if not done and finish is None:
             self.fail("malformed stream: ended before [DONE] or a finish_reason", retryable=True)
-        return Parsed("".join(parts), *_tokens(usage), finish, model)
+        kept = tuple(logprobs) if req.top_logprobs is not None else None
+        return Parsed("".join(parts), *_tokens(usage), finish, model, kept)

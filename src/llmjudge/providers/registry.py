@@ -24,6 +24,17 @@ _FACTORIES: dict[str, ClientFactory] = {
 }
 
 
+# Kinds whose clients return token log probabilities (``ChatRequest.top_logprobs``):
+# OpenAI-compatible chat completions (OpenAI, vLLM, llama.cpp's server). Anthropic and
+# Gemini have none to give; the simulator does not model them.
+_LOGPROBS = frozenset({"openai"})
+
+
+def gives_logprobs(kind: str) -> bool:
+    """Whether a provider of ``kind`` can answer with token log probabilities."""
+    return kind in _LOGPROBS
+
+
 def register(kind: str, factory: ClientFactory) -> None:
     """Serve ``kind`` with ``factory`` (replacing any earlier one for that kind)."""
     _FACTORIES[kind] = factory

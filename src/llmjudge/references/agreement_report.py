@@ -128,6 +128,7 @@ async def labels_of_pairs(db: AsyncSession, pairs: FromClause) -> list[core.Refe
 class _Loaded:
     judgments: list[core.Judgment]
     stated: list[confidence.ProbabilityJudgment]  # the same, with their confidence
+    probable: list[confidence.ProbabilityJudgment]  # the same, with the judge's prob_a
     labels: list[core.ReferenceLabel]
     pillar_of: dict[int, str]  # thread id -> pillar name
     meta_of: dict[int, Any]  # thread id -> value of the chosen metadata key
@@ -204,6 +205,10 @@ def _compute(
             confidence.confidence_report(loaded.stated, references, rounds=rounds),
             from_attributes=True,
         ),
+        judge_probability=StatedConfidenceOut.model_validate(
+            confidence.confidence_report(loaded.probable, references, rounds=rounds),
+            from_attributes=True,
+        ),
     )
 
 
@@ -247,6 +252,7 @@ async def session_agreement(
                 Comparison.thread_b_id,
                 Comparison.winner,
                 Comparison.confidence,
+                Comparison.prob_a,
             )
             .where(*judged, labelled)
             .order_by(Comparison.id)
@@ -256,11 +262,15 @@ async def session_agreement(
         # The pair is canonical (lower id first): a comparison that showed the higher id
         # first is the pair swapped.
         core.Judgment((min(a, b), max(a, b)), cid, winner, swapped=a > b)
-        for cid, a, b, winner, _ in rows
+        for cid, a, b, winner, *_ in rows
     ]
     stated = [
         confidence.ProbabilityJudgment(j.pair, j.winner, stated_c, swapped=j.swapped)
-        for j, (*_, stated_c) in zip(judgments, rows, strict=True)
+        for j, (*_, stated_c, _) in zip(judgments, rows, strict=True)
+    ]
+    probable = [
+        confidence.ProbabilityJudgment(j.pair, j.winner, None, swapped=j.swapped, prob_a=prob_a)
+        for j, (*_, prob_a) in zip(judgments, rows, strict=True)
     ]
     pairs = session_pairs(session_id)
     labels = await labels_of_pairs(db, pairs)
@@ -279,7 +289,7 @@ async def session_agreement(
             pillar_of[row[0]] = row[1]
             if meta is not None and row[2] is not None:
                 meta_of[row[0]] = row[2]
-    loaded = _Loaded(judgments, stated, labels, pillar_of, meta_of)
+    loaded = _Loaded(judgments, stated, probable, labels, pillar_of, meta_of)
     # The bootstrap is CPU work: keep it off the event loop.
     return await asyncio.to_thread(
         _compute, session_id, loaded, reference, group_by, completed, rounds

@@ -174,14 +174,15 @@ class ConfidenceBinOut(BaseModel):
 
 
 class StatedConfidenceOut(BaseModel):
-    """The judge's stated confidence as P(A is better), against A/B labels (ties left out)."""
+    """A judge's probability that A is better (its stated confidence turned to P(A), or
+    its own prob_a), against A/B labels (ties left out)."""
 
     model_config = ConfigDict(from_attributes=True)
 
     judgments: int
     pairs: int
     left_out: int = Field(
-        description="judgments of labelled pairs without a confidence, or labelled a tie"
+        description="judgments of labelled pairs without a probability, or labelled a tie"
     )
     brier: FigureOut = Field(description="mean squared error of P(A); 0 is perfect, 0.25 a coin")
     log_loss: FigureOut
@@ -202,3 +203,7 @@ class SessionAgreementOut(BaseModel):
     disagreements: list[DisagreementOut]
     disagreements_total: int
     stated_confidence: StatedConfidenceOut
+    judge_probability: StatedConfidenceOut = Field(
+        description="the judge's own P(A is better) (prob_a: token log probabilities or an "
+        "imported preference), scored like the stated confidence"
+    )

@@ -32,6 +32,7 @@ from llmjudge.sessions.deps import Hub, Tester, parse_ids
 from llmjudge.sessions.imports import storing as judgment_import
 from llmjudge.sessions.imports.parsing import (
     ParsedJudgments,
+    PreferenceScale,
     judgment_file_objects,
     parse_judgment_objects,
 )
@@ -119,6 +120,14 @@ async def import_judgments(
             '(e.g. {"kind": "labels", "rules": [...]}) or a bare kind; unset = built-in',
         ),
     ] = None,
+    preference_scale: Annotated[
+        PreferenceScale,
+        Form(
+            description="the scale of the lines' `preference`: probability (P(thread_a is "
+            "better), 0..1) or alpacaeval (1..2: 1 = thread_a better, 2 = thread_b; P(A) = "
+            "2 - preference)"
+        ),
+    ] = "probability",
 ) -> JudgmentImportOut:
     """Import judgments made elsewhere as a completed session that every analysis endpoint
     reads. Native lines: `{"thread_a": REF, "thread_b": REF, "verdict": "A"|"B"|"TIE"}` or
@@ -126,7 +135,9 @@ async def import_judgments(
     an unreadable one is stored as a failed comparison with the parse error). REF: a thread
     id or `{"pillar": name, "external_id": id}`. Optional: `reasoning`, `confidence` (0..1),
     `scores_a`/`scores_b` ({criterion: 1..5}), `repetition`, `swap_group`, `group`,
-    `strength` (1 or 2), and the pair's reference label: `label` (A/B/TIE relative to the
+    `strength` (1 or 2), `preference` (the judge's probability that thread_a is better on
+    the declared `preference_scale`, stored as `prob_a`; a line with one needs no
+    `verdict`), and the pair's reference label: `label` (A/B/TIE relative to the
     row's threads), `annotator`, `source` (gold unless it says human), `note`; then
     `/agreement` scores the judge. Swap pairs: lines sharing a `swap_group` (original first, then its
     mirror); otherwise a line showing (b, a) is the swap of the earliest unpaired (a, b)
@@ -155,7 +166,9 @@ async def import_judgments(
         ]
         errors = sorted(errors, key=lambda e: e.line)  # the 422 lists the first ones
         return (
-            parse_judgment_objects(converted.rows, errors, verdict_format=fmt),
+            parse_judgment_objects(
+                converted.rows, errors, verdict_format=fmt, preference_scale=preference_scale
+            ),
             list(converted.judges),
         )
 
@@ -191,10 +204,16 @@ def _verdict_format(text: str | None) -> VerdictFormat | None:
     except json.JSONDecodeError:
         raw = text.strip()  # a bare kind: "tags"
     try:
-        return VerdictFormat.model_validate(raw)
+        fmt = VerdictFormat.model_validate(raw)
     except ValidationError as exc:
         messages = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
         raise Invalid(f"verdict_format: {messages}") from None
+    if fmt.tokens is not None:
+        raise Invalid(
+            "verdict_format: a logprobs format reads token probabilities, which a recorded "
+            "judgment text does not carry; import the probabilities as a preference column"
+        )
+    return fmt
 
 
 @router.post("", response_model=SessionOut, status_code=status.HTTP_201_CREATED)

@@ -128,6 +128,9 @@ class JudgeAnswer:
     latency_s: Mapped[float | None] = mapped_column(Float)
     cache_hit: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
     error: Mapped[str | None] = mapped_column(Text)
+    # P(the answer shown as A is better), where the judge gives a probability (its token
+    # log probabilities, or an imported preference); NULL for a hard verdict alone.
+    prob_a: Mapped[float | None] = mapped_column(Float)
 
 
 class Comparison(JudgeAnswer, Base):
@@ -136,6 +139,7 @@ class Comparison(JudgeAnswer, Base):
         CheckConstraint(f"status IN {COMPARISON_STATUSES!r}", name="status"),
         CheckConstraint("winner IS NULL OR winner IN ('A', 'B', 'TIE')", name="winner"),
         CheckConstraint("strength IS NULL OR strength IN (1, 2)", name="strength"),
+        CheckConstraint("prob_a IS NULL OR (prob_a >= 0 AND prob_a <= 1)", name="prob_a"),
         # One row per planned item: a plan inserted twice fails instead of doubling work.
         UniqueConstraint("session_id", "queue_position"),
         Index(
@@ -195,6 +199,7 @@ class ComparisonVote(JudgeAnswer, Base):
     __table_args__ = (
         CheckConstraint(f"status IN {VOTE_STATUSES!r}", name="status"),
         CheckConstraint("winner IS NULL OR winner IN ('A', 'B', 'TIE')", name="winner"),
+        CheckConstraint("prob_a IS NULL OR (prob_a >= 0 AND prob_a <= 1)", name="prob_a"),
         UniqueConstraint("comparison_id", "member"),
         Index("ix_comparison_votes_session_id", "session_id"),
     )

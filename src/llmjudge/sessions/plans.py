@@ -73,6 +73,7 @@ RESULT_COLUMNS = (
     "raw_response",
     "parse_error",
     "strength",
+    "prob_a",
 )
 
 
@@ -90,6 +91,7 @@ class StoredResult(NamedTuple):
     raw_response: str | None
     parse_error: str | None
     strength: int | None = None  # 2 strong (A>>B), 1 weak; None without a strength
+    prob_a: float | None = None  # P(A is better): an imported preference
 
 
 # -- options to plan ----------------------------------------------------------------------

@@ -184,7 +184,8 @@ class SessionIn(BaseModel):
         default=None,
         description="how the judge's answers are read: json (built-in), tags, or labels "
         "rules {pattern, winner, strength, ignore_case} with a match policy; on_unparsed "
-        "fail or tie. Unset = json",
+        "fail or tie; or logprobs with a token map {a, b, tie, ignore_case, top_logprobs} "
+        "(OpenAI-compatible judges only: P(A is better) is stored as prob_a). Unset = json",
     )
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1, description="unset = random")
     auto_start: StrictBool = False
@@ -384,6 +385,14 @@ class ComparisonOut(BaseModel):
         description="2 a strong verdict (A>>B), 1 a weak one (A>B); null when the verdict "
         "format has no strengths",
     )
+    prob_a: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="P(the answer shown as A is better): from the judge's token log "
+        "probabilities (a logprobs verdict format), a panel's mean, or an imported "
+        "preference; null for a hard verdict alone",
+    )
     confidence: float | None
     scores_a: dict[str, float] | None
     scores_b: dict[str, float] | None
@@ -406,6 +415,7 @@ class VoteOut(BaseModel):
     judge: str
     status: str
     winner: str | None
+    prob_a: float | None = Field(default=None, description="this judge's P(A is better)")
     confidence: float | None
     scores_a: dict[str, float] | None
     scores_b: dict[str, float] | None

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.infra.errors import Invalid
 from llmjudge.infra.events.hub import EventHub
-from llmjudge.providers import LLMModel, Provider
+from llmjudge.providers import LLMModel, Provider, gives_logprobs
 from llmjudge.sessions.adaptive import field as fields
 from llmjudge.sessions.adaptive.state import adaptive_field
 from llmjudge.sessions.control import (
@@ -71,6 +71,7 @@ async def create_session(
         members = [await judge_model(db, data.judge_model_id)]
         m, p = members[0]
     execution = execution_of(data, members)
+    check_logprobs(data, members)
     if data.auto_start:
         for member, provider in members:
             await check_connection(db, llm, member, provider)
@@ -113,6 +114,20 @@ def _options(options: dict[str, Any], data: SessionIn, execution: str) -> dict[s
     if execution == "batch":
         return options | {"batch_fallback": data.batch_fallback}
     return options
+
+
+def check_logprobs(data: SessionIn, members: Sequence[tuple[LLMModel, Provider]]) -> None:
+    """A ``logprobs`` verdict format needs judges whose providers return log
+    probabilities: refused at creation, not at the first call."""
+    if data.verdict_format is None or data.verdict_format.tokens is None:
+        return
+    unable = [f"{m.name} ({p.kind})" for m, p in members if not gives_logprobs(p.kind)]
+    if unable:
+        raise Invalid(
+            "verdict_format: the logprobs format reads token log probabilities, which "
+            f"{', '.join(unable)} cannot return; use an OpenAI-compatible provider (OpenAI, "
+            "vLLM, llama.cpp server) or a text verdict format"
+        )
 
 
 def _draft(data: SessionIn, judge: LLMModel, options: dict[str, Any], **more: Any) -> JudgeSession:
@@ -171,7 +186,14 @@ async def _create_adaptive(
     fields.check_field(field, cfg, rule)
     options = _options(stored_options(data, seed), data, execution)
     s = _draft(
-        data, m, fields.new_session_options(cfg, options, cost), total=0, execution=execution
+        data,
+        m,
+        fields.new_session_options(cfg, options, cost),
+        total=0,
+        execution=execution,
+        verdict_format=(
+            data.verdict_format.model_dump(mode="json") if data.verdict_format else None
+        ),
     )
     db.add(s)
     await db.flush()

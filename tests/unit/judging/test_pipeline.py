@@ -16,6 +16,7 @@ from llmjudge.judging import (
     JudgeRequest,
     JudgeResult,
     LabelReader,
+    Logprobs,
     PairwiseReader,
     Reading,
     Unreadable,
@@ -132,7 +133,7 @@ def test_a_format_that_counts_an_unreadable_reply_as_a_tie_says_why() -> None:
 
 def test_a_new_verdict_kind_is_one_reader() -> None:
     class Probability:
-        def read(self, text: str) -> Reading[float]:
+        def read(self, text: str, logprobs: Logprobs = None) -> Reading[float]:
             try:
                 return Reading(float(text))
             except ValueError:

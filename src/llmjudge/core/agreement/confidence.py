@@ -1,7 +1,9 @@
-"""Calibration of a judge's stated confidence against reference labels (pure, numpy).
+"""Calibration of a judge's probabilities against reference labels (pure, numpy).
 
 A judgment's probability is P(A is better) for the pair as written: a stated confidence
-``c`` in a verdict A is ``c``, in B ``1 - c``, in a tie 0.5. The outcome is whether the
+``c`` in a verdict A is ``c``, in B ``1 - c``, in a tie 0.5; a judge's own probability
+(``prob_a``: from its token log probabilities, or an imported preference) is taken as
+it is, turned to the pair's order when the pair was shown swapped. The outcome is whether the
 reference says A; pairs whose reference is a tie are left out (the outcome is binary), as
 are judgments without a probability.
 
@@ -54,15 +56,20 @@ def probability_of_a(winner: Label, confidence: float) -> float:
 @dataclass(frozen=True)
 class ProbabilityJudgment:
     """One judgment's verdict as shown, the judge's confidence in it, and whether the pair
-    was shown swapped (the probability is turned to the pair's order)."""
+    was shown swapped (the probability is turned to the pair's order). ``prob_a``, the
+    judge's own P(shown A is better), is used instead of the confidence when given."""
 
     pair: Hashable
     winner: Label
     confidence: float | None
     swapped: bool = False
+    prob_a: float | None = None
 
     @property
     def probability_of_a(self) -> float | None:
+        if self.prob_a is not None:
+            p = min(1.0, max(0.0, float(self.prob_a)))
+            return 1.0 - p if self.swapped else p
         if self.confidence is None:
             return None
         return probability_of_a(to_pair_order(self.winner, self.swapped), self.confidence)

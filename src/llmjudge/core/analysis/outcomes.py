@@ -41,6 +41,7 @@ class Outcome:
     repetition: int = 0
     completed_order: float = 0.0  # completion time as epoch seconds
     strength: int = 0  # 2 a strong verdict (A>>B), 1 a weak one (A>B), 0 unknown or a tie
+    prob_a: float | None = None  # the judge's P(A is better), where it gave one
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,7 +49,10 @@ class OutcomeTable:
     """Columnar outcomes; players (threads, or pillars after `map_players`) are 0..n-1.
 
     `score_a` is the result for the player in position A: 1 win, 0 loss, 0.5 tie.
-    Missing values are NaN (confidence, scores) or -1 (swap_group).
+    `prob_a` is the judge's probability that A is better, where it gave one (log
+    probabilities, an imported preference); the ratings read `rating_score`, which is
+    that probability as a fractional result where it exists and `score_a` elsewhere.
+    Missing values are NaN (confidence, scores, prob_a) or -1 (swap_group).
     """
 
     players: np.ndarray  # (n,) int64, sorted external ids
@@ -66,6 +70,15 @@ class OutcomeTable:
     completed_order: np.ndarray  # (m,) float64
     # (m,) int8: 2 strong (A>>B), 1 weak (A>B), 0 unknown; see ratings.verdict_weights
     strength: np.ndarray
+    prob_a: np.ndarray  # (m,) float64 in [0, 1], NaN where the judge gave no probability
+
+    @property
+    def rating_score(self) -> np.ndarray:
+        """The result the ratings fit for A: the judge's probability that A is better
+        where it gave one (p wins for A, 1 - p for B), else 1 / 0.5 / 0 (`score_a`)."""
+        if not np.any(~np.isnan(self.prob_a)):
+            return self.score_a
+        return np.where(np.isnan(self.prob_a), self.score_a, self.prob_a)
 
     def __len__(self) -> int:
         return int(self.a.size)
@@ -91,12 +104,14 @@ class OutcomeTable:
         repetition: Sequence[int] | np.ndarray | None = None,
         completed_order: Sequence[float] | np.ndarray | None = None,
         strength: Sequence[int] | np.ndarray | None = None,
+        prob_a: Sequence[float] | np.ndarray | None = None,
     ) -> OutcomeTable:
         """Build from parallel columns (e.g. straight from database rows).
 
         `score_a` is 1/0/0.5 for A wins/B wins/tie; missing confidence or scores are NaN,
         missing swap groups -1. `scores_a`/`scores_b` are (m, len(criteria)) arrays.
         `strength` is 2 for a strong verdict, 1 for a weak one, 0 when unknown.
+        `prob_a` is P(A is better) in [0, 1], NaN where the judge gave none.
         """
         ta = np.asarray(thread_a, dtype=np.int64)
         tb = np.asarray(thread_b, dtype=np.int64)
@@ -126,10 +141,14 @@ class OutcomeTable:
             repetition=_column(repetition, m, 0, np.int64),
             completed_order=_column(completed_order, m, 0.0, np.float64),
             strength=_column(strength, m, 0, np.int8),
+            prob_a=_column(prob_a, m, np.nan, np.float64),
         )
         bad = ~np.isin(table.score_a, (0.0, 0.5, 1.0))
         if np.any(bad):
             raise ValueError("score_a must be 1 (A wins), 0 (B wins) or 0.5 (tie)")
+        given = table.prob_a[~np.isnan(table.prob_a)]
+        if np.any((given < 0.0) | (given > 1.0)):
+            raise ValueError("prob_a must lie in [0, 1] (or be NaN: no probability)")
         return table._canonical()
 
     @classmethod
@@ -158,6 +177,7 @@ class OutcomeTable:
             repetition=[o.repetition for o in items],
             completed_order=[o.completed_order for o in items],
             strength=[o.strength for o in items],
+            prob_a=[np.nan if o.prob_a is None else o.prob_a for o in items],
         )
 
     def take(self, rows: np.ndarray) -> OutcomeTable:
@@ -214,8 +234,9 @@ def aggregate(outcomes: OutcomeTable | Iterable[Outcome], how: Aggregation) -> O
       yield ONE outcome: a thread wins if it won more than half of the verdicts, else TIE.
 
     A merged outcome keeps the orientation, comparison id and repetition of its first
-    original (non-swap) verdict, takes the latest completion time, and averages confidence
-    and each thread's Likert scores over the group.
+    original (non-swap) verdict, takes the latest completion time, and averages confidence,
+    each thread's Likert scores and the judge's probability (turned to the merged
+    orientation: a swap pair's mean is the order-balanced probability) over the group.
     """
     table = as_table(outcomes)
     if how == "all":
@@ -265,6 +286,7 @@ def _collapse(
     score = np.where(group_winner == rep_a, 1.0, np.where(group_winner == rep_b, 0.0, 0.5))
     # each thread's Likert scores and the confidence averaged over the group
     same_side = table.a == rep_a[groups]
+    oriented = np.where(same_side, table.prob_a, 1.0 - table.prob_a)
     side_a = np.where(same_side[:, None], table.scores_a, table.scores_b)
     side_b = np.where(same_side[:, None], table.scores_b, table.scores_a)
     last = np.full(n_groups, -np.inf)
@@ -274,6 +296,7 @@ def _collapse(
         out,
         score_a=score,
         confidence=_group_nanmean(groups, table.confidence[:, None], n_groups)[:, 0],
+        prob_a=_group_nanmean(groups, oriented[:, None], n_groups)[:, 0],
         scores_a=_group_nanmean(groups, side_a, n_groups),
         scores_b=_group_nanmean(groups, side_b, n_groups),
         swap_group=out.swap_group if keep_swap_group else np.full(n_groups, _NO_GROUP),

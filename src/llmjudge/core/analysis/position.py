@@ -10,6 +10,12 @@ swap_group) that shows the same two threads in swapped positions. Read as positi
 
 Groups without exactly one original and one swapped twin of the same threads are left
 out and counted as `unpaired`.
+
+Where the judge gives probabilities (``prob_a``), the bias is also measured on them: for a
+swap pair showing X first, then Y first, P(X better | X first) - P(X better | X second)
+= prob_a(original) + prob_a(twin) - 1, the shift in P(first position wins) between the two
+orders (0 for an order-blind judge, > 0 primacy, < 0 recency); its mean over the pairs
+with both probabilities, with a bootstrap interval over pairs.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import numpy as np
 from llmjudge.core.analysis.outcomes import Outcome, OutcomeTable, Winner, as_table, opt_float
 from llmjudge.core.analysis.quality import BIAS_ALPHA, Bias, dominant_position_bias
 from llmjudge.core.fields import build_from
+from llmjudge.core.stats import bootstrap_intervals
 
 SwapClass = Literal["consistent", "primacy", "recency"]
 Level = Literal["excellent", "good", "fair", "poor", "insufficient"]
@@ -53,6 +60,8 @@ HEADLINES: dict[Level, str] = {
     "insufficient": "Not measured",
 }
 STABLE_DELTA = 1.0  # a Likert score that moves by at most one point is stable
+SHIFT_ROUNDS = 1000
+MIN_SHIFT_PAIRS = 2  # one pair resamples to itself: no interval below this
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,16 @@ class LikertStability:
 
 
 @dataclass(frozen=True)
+class ProbabilityShift:
+    """Mean shift of P(first position wins) between the two orders (module docstring)."""
+
+    mean_shift: float | None  # None without a swap pair holding two probabilities
+    low: float | None  # 95 % bootstrap interval over pairs; None below MIN_SHIFT_PAIRS
+    high: float | None
+    pairs: int  # swap pairs with a probability in both orders
+
+
+@dataclass(frozen=True)
 class Interpretation:
     level: Level  # excellent >= 80%, good >= 60%, fair >= 40%, else poor
     message: str
@@ -112,6 +131,7 @@ class PositionAnalysis:
     likert_stability: list[LikertStability]
     interpretation: Interpretation
     pairs: list[SwapPair]  # by swap group; at most max_pairs
+    probability_shift: ProbabilityShift
 
 
 def position_swap_analysis(
@@ -154,7 +174,27 @@ def position_swap_analysis(
                 strict=True,
             )
         ],
+        probability_shift=probability_shift(table, first, second),
     )
+
+
+def probability_shift(
+    table: OutcomeTable, first: np.ndarray, second: np.ndarray, *, seed: int = 0
+) -> ProbabilityShift:
+    """The shift of P(first position wins) over swap pairs (rows ``first``, ``second``)."""
+    shift = table.prob_a[first] + table.prob_a[second] - 1.0
+    shift = shift[~np.isnan(shift)]
+    n = int(shift.size)
+    if n == 0:
+        return ProbabilityShift(None, None, None, 0)
+    interval = None
+    if n >= MIN_SHIFT_PAIRS:
+        parts = np.column_stack([np.ones(n), shift])
+        interval = bootstrap_intervals(
+            parts, [lambda sums: sums[:, 1] / sums[:, 0]], SHIFT_ROUNDS, seed
+        )[0]
+    low, high = interval or (None, None)
+    return ProbabilityShift(float(shift.mean()), low, high, n)
 
 
 def _swap_pairs(table: OutcomeTable) -> tuple[np.ndarray, np.ndarray, int]:

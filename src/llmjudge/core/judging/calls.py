@@ -4,6 +4,10 @@ Pure (no I/O): ``llmjudge.judging`` sends a ``JudgeRequest`` through a transport
 the reply here. The request is plain data (``to_json``/``from_json``), so a transport that
 queues calls (a provider batch API) can store it and read the replies later with
 ``read_reply``; a new kind of verdict (probabilities, scores) is a new ``Reader``.
+
+A reply is its text and, where the request asked for them (``top_logprobs``), its token
+log probabilities (``core.judging.logprobs``): every reader is handed both and reads what
+its kind needs.
 """
 
 from __future__ import annotations
@@ -14,6 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from llmjudge.core.judging.formats import VerdictFormat, parse_with_format
+from llmjudge.core.judging.logprobs import (
+    NoAnswerToken,
+    Position,
+    answer_distribution,
+    pairwise_probability,
+)
 from llmjudge.core.judging.verdicts import Verdict, VerdictParseError
 from llmjudge.core.personas.replies import JudgeVerdict, parse_judge_reply
 
@@ -21,6 +31,7 @@ __all__ = [
     "JudgeRequest",
     "JudgeResult",
     "LabelReader",
+    "Logprobs",
     "PairwiseReader",
     "Reader",
     "Reading",
@@ -47,32 +58,56 @@ class Reading(Generic[V]):
     note: str | None = None
 
 
-class Reader(Protocol[V_co]):
-    """Reads a judge's reply text; raises ``Unreadable`` when it holds no verdict."""
+Logprobs = Sequence[Position] | None  # a reply's token log probabilities, if asked for
 
-    def read(self, text: str) -> Reading[V_co]: ...
+
+class Reader(Protocol[V_co]):
+    """Reads a judge's reply (its text, and its token log probabilities where the request
+    asked for them); raises ``Unreadable`` when it holds no verdict."""
+
+    def read(self, text: str, logprobs: Logprobs = None) -> Reading[V_co]: ...
 
 
 @dataclass(frozen=True, slots=True)
 class PairwiseReader:
-    """A session's pairwise verdict under its verdict format (``formats.parse_with_format``)."""
+    """A session's pairwise verdict under its verdict format (``formats.parse_with_format``;
+    a ``logprobs`` format reads the token probabilities instead, ``logprobs``)."""
 
     fmt: VerdictFormat
     criteria: Sequence[str] = ()
 
-    def read(self, text: str) -> Reading[Verdict]:
+    def read(self, text: str, logprobs: Logprobs = None) -> Reading[Verdict]:
+        if self.fmt.tokens is not None:
+            return self._read_logprobs(text, logprobs)
         try:
             parsed = parse_with_format(text, self.fmt, self.criteria)
         except VerdictParseError as exc:
             raise Unreadable(str(exc)) from None
         return Reading(parsed.verdict, parsed.verdict.reasoning, parsed.unparsed)
 
+    def _read_logprobs(self, text: str, logprobs: Logprobs) -> Reading[Verdict]:
+        tokens = self.fmt.tokens
+        assert tokens is not None
+        try:
+            found = answer_distribution(logprobs, tokens.labels(), ignore_case=tokens.ignore_case)
+        except NoAnswerToken as exc:
+            raise Unreadable(str(exc)) from None
+        winner, prob_a = pairwise_probability(found)
+        verdict = Verdict(
+            winner=winner,  # type: ignore[arg-type]
+            confidence=None,
+            reasoning=text.strip(),
+            format="logprobs",
+            prob_a=prob_a,
+        )
+        return Reading(verdict, verdict.reasoning)
+
 
 @dataclass(frozen=True, slots=True)
 class LabelReader:
     """A persona judge's correct/incorrect label (``replies.parse_judge_reply``)."""
 
-    def read(self, text: str) -> Reading[JudgeVerdict]:
+    def read(self, text: str, logprobs: Logprobs = None) -> Reading[JudgeVerdict]:
         verdict = parse_judge_reply(text)
         if verdict is None:
             raise Unreadable("the judge's reply could not be read as a label")
@@ -92,6 +127,7 @@ class JudgeRequest:
     schema_name: str = "verdict"
     temperature: float | None = None
     max_tokens: int | None = None
+    top_logprobs: int | None = None  # ask for token log probabilities (a logprobs reader)
     context: Mapping[str, Any] | None = None  # the simulator's view of the task
     related: Mapping[str, Any] | None = None  # ids stored with the accounting row
     use_cache: bool | None = None
@@ -174,6 +210,7 @@ def read_reply(
     reader: Reader[V],
     text: str,
     *,
+    logprobs: Logprobs = None,
     input_tokens: int = 0,
     output_tokens: int = 0,
     cost_usd: float = 0.0,
@@ -192,7 +229,7 @@ def read_reply(
         "calls": 1,
     }
     try:
-        reading = reader.read(text)
+        reading = reader.read(text, logprobs)
     except Unreadable as exc:
         return JudgeResult(parse_error=str(exc), **usage)
     return JudgeResult(**{name: getattr(reading, name) for name in _READING}, **usage)

@@ -12,7 +12,11 @@ whose prompt and answer reading must run unchanged. A :class:`VerdictFormat` say
   from the answer with surrounding whitespace stripped under a ``match`` policy:
   ``rule_order`` (the first rule, in list order, whose pattern occurs anywhere: how most
   published judges are read), ``first`` (the rule whose match starts earliest) or
-  ``last`` (the one that starts latest); equal starts go to the earlier rule.
+  ``last`` (the one that starts latest); equal starts go to the earlier rule;
+- ``logprobs``: the judge's token log probabilities (``core.judging.logprobs``): a token
+  map says which answer tokens mean A, B and a tie; the verdict is the most probable
+  label at the first mapped position, and P(A is better) is stored beside it. Only
+  providers that return log probabilities can serve it (OpenAI-compatible servers).
 
 What no rule reads is a :class:`VerdictParseError` (``on_unparsed="fail"``) or, when the
 format says ``on_unparsed="tie"``, a tie marked as unparsed: never a guess.
@@ -40,6 +44,7 @@ from typing import Any, Literal
 import regex
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
+from llmjudge.core.judging.logprobs import TokenMap
 from llmjudge.core.judging.verdicts import (
     Format,
     Verdict,
@@ -64,7 +69,7 @@ __all__ = [
     "parse_with_format",
 ]
 
-FormatKind = Literal["json", "tags", "labels"]
+FormatKind = Literal["json", "tags", "labels", "logprobs"]
 MatchPolicy = Literal["rule_order", "first", "last"]
 OnUnparsed = Literal["fail", "tie"]
 Strength = Literal[1, 2]
@@ -207,6 +212,7 @@ class VerdictFormat(BaseModel):
     rules: tuple[LabelRule, ...] = Field(default=(), max_length=MAX_RULES)
     match: MatchPolicy = "rule_order"
     on_unparsed: OnUnparsed = "fail"
+    tokens: TokenMap | None = None  # the logprobs kind's token map
 
     @model_validator(mode="before")
     @classmethod
@@ -224,7 +230,22 @@ class VerdictFormat(BaseModel):
             raise ValueError("a labels verdict format needs at least one rule")
         if self.kind != "labels" and self.rules:
             raise ValueError(f"rules apply to the labels format only, not to {self.kind!r}")
+        if self.kind == "logprobs" and self.tokens is None:
+            raise ValueError(
+                'a logprobs verdict format needs a token map, e.g. "tokens": {"a": ["m"], '
+                '"b": ["M"]}'
+            )
+        if self.kind != "logprobs" and self.tokens is not None:
+            raise ValueError(
+                f"a token map applies to the logprobs format only, not to {self.kind!r}"
+            )
+        if self.kind == "logprobs" and self.on_unparsed != "fail":
+            raise ValueError("a logprobs verdict format never counts an unread reply as a tie")
         return self
+
+    @property
+    def reads_logprobs(self) -> bool:
+        return self.kind == "logprobs"
 
 
 @dataclass(frozen=True)
@@ -260,6 +281,11 @@ def parse_with_format(
     answer per call) only the per-answer limit applies."""
     if not isinstance(text, str):
         raise VerdictParseError(f"judge response must be text, got {type(text).__name__}")
+    if fmt.kind == "logprobs":
+        raise VerdictParseError(
+            "a logprobs verdict format reads the judge's token probabilities, which a text "
+            "does not carry; give a probability (preference) or a verdict instead"
+        )
     try:
         if fmt.kind == "labels":
             return _read_labels(text, fmt, budget)
@@ -277,7 +303,12 @@ class _Unreadable(Exception):
     """A rule pattern ran past the search budget."""
 
 
-_VERDICT_FORMAT: dict[FormatKind, Format] = {"json": "json", "tags": "tag", "labels": "labels"}
+_VERDICT_FORMAT: dict[FormatKind, Format] = {
+    "json": "json",
+    "tags": "tag",
+    "labels": "labels",
+    "logprobs": "logprobs",
+}
 
 
 def _unparsed_tie(text: str, reason: str, kind: FormatKind) -> ParsedVerdict:

@@ -37,6 +37,7 @@ __all__ = [
     "expected_cascade_cost",
     "majority",
     "mean",
+    "panel_probability",
     "panel_strength",
     "should_stop",
     "weighted",
@@ -287,6 +288,15 @@ def panel_strength(
     if not given:
         return None
     return 2 if 2 * sum(s == 2 for s in given) > len(given) else 1
+
+
+def panel_probability(voted: Sequence[float | None]) -> float | None:
+    """A panel's P(A is better) from the probabilities of the members that voted: their
+    mean when every one of them gave one (a mean over some would pass for the panel's);
+    None otherwise, or when nobody voted."""
+    if not voted or any(p is None for p in voted):
+        return None
+    return sum(p for p in voted if p is not None) / len(voted)
 
 
 def cascade_stops(confidence: np.ndarray, threshold: float) -> np.ndarray:

@@ -60,7 +60,7 @@ from llmjudge.core.text.replies import json_objects
 __all__ = ["Verdict", "VerdictParseError", "Winner", "parse_tags", "parse_verdict"]
 
 Winner = Literal["A", "B", "TIE"]
-Format = Literal["json", "tag", "text", "labels"]
+Format = Literal["json", "tag", "text", "labels", "logprobs"]
 Strength = Literal["strong", "weak"]
 
 
@@ -73,6 +73,7 @@ class Verdict:
     reasoning: str = ""
     format: Format = "text"
     strength: Strength | None = None
+    prob_a: float | None = None  # P(A is better), where the judge gives a probability
 
 
 class VerdictParseError(ValueError):

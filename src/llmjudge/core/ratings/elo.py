@@ -18,11 +18,14 @@ ELO_SCALE = 400.0 / math.log(10.0)  # Elo points per logit
 
 
 def elo_array(table: OutcomeTable, *, initial: float = ELO_BASE, k: float = ELO_K) -> np.ndarray:
-    """Sequential Elo over the table's canonical (completed_order, comparison_id) order."""
+    """Sequential Elo over the table's canonical (completed_order, comparison_id) order;
+    a verdict with the judge's probability p scores p for A (`rating_score`)."""
     ratings = [initial] * table.n_players
     # a plain loop over Python lists: Elo is sequential, and list indexing is far
     # cheaper than numpy scalar access
-    for i, j, s in zip(table.a.tolist(), table.b.tolist(), table.score_a.tolist(), strict=True):
+    for i, j, s in zip(
+        table.a.tolist(), table.b.tolist(), table.rating_score.tolist(), strict=True
+    ):
         ri, rj = ratings[i], ratings[j]
         delta = k * (s - 1.0 / (1.0 + 10.0 ** ((rj - ri) / 400.0)))
         ratings[i] = ri + delta
@@ -33,7 +36,8 @@ def elo_array(table: OutcomeTable, *, initial: float = ELO_BASE, k: float = ELO_
 def elo(
     outcomes: OutcomeTable | Iterable[Outcome], *, initial: float = ELO_BASE, k: float = ELO_K
 ) -> dict[int, float]:
-    """Elo per thread: start 1500, K=32, ties 0.5, replayed by (completed_order, id)."""
+    """Elo per thread: start 1500, K=32, ties 0.5 (a probability p: p), replayed by
+    (completed_order, id)."""
     table = as_table(outcomes)
     return dict(
         zip(table.players.tolist(), elo_array(table, initial=initial, k=k).tolist(), strict=True)

@@ -128,7 +128,11 @@ def rating_report(
     else:
         ids = np.arange(m) if clusters is None else comparison_clusters(table, clusters)
     cluster_count = int(ids.max()) + 1 if m else 0
-    pairs = PairIndex.build(table.a, table.b, table.score_a, n)
+    # Ties as half wins: a verdict with the judge's probability p counts p wins for A and
+    # 1 - p for B (fractional outcomes). Davidson models ties as their own outcome, so it
+    # reads the hard verdicts.
+    score = table.score_a if tie_model == "davidson" else table.rating_score
+    pairs = PairIndex.build(table.a, table.b, score, n)
     nu = nu_low = nu_high = None
 
     if tie_model == "davidson":
@@ -165,7 +169,7 @@ def rating_report(
         low, high = percentile_interval(samples, level)
     elif n and interval == "sandwich":
         se = sandwich_bradley_terry(
-            table.a, table.b, table.score_a, n, theta, ids, weights=w, prior=prior, seed=seed
+            table.a, table.b, score, n, theta, ids, weights=w, prior=prior, seed=seed
         )
         low, high = normal_interval(scores, ELO_SCALE * se, level)
     # one cluster resamples to itself: a zero-width interval would claim certainty

@@ -206,7 +206,7 @@ def style_report(
     fit = style_control(
         a,
         b,
-        kept.score_a,
+        kept.rating_score,  # the judge's probability where it gave one
         int(pillar_ids.size),
         raw_cov,
         names,

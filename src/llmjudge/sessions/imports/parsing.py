@@ -13,6 +13,13 @@ from ``judgment``), ``repetition`` (>= 0), ``swap_group``, ``group`` and ``stren
 (``"strong"`` or 2 for A>>B, ``"weak"`` or 1 for A>B; read from a ``judgment``'s tag
 such as ``[[A>>B]]`` when not given; never stored for a tie).
 
+``preference`` is the judge's probability that thread_a is better, stored as the
+comparison's ``prob_a`` (ratings then count it as a fractional win). The upload declares
+its scale: ``probability`` (0..1, the default) or ``alpacaeval`` (1..2, AlpacaEval's
+annotations: 1 = output_1 better, 2 = output_2 better; P(A) = 2 - preference). A value
+outside the scale is an error naming the line. A line with a preference needs no
+``verdict``: the verdict is then the likelier side (a tie at exactly even).
+
 A row may carry the reference label of its pair too, so recorded judgments are scored
 without calling any model: ``label`` (A, B or TIE relative to the row's thread_a and
 thread_b), ``annotator``, ``source`` (gold unless it says human) and ``note``. Rows of one
@@ -65,6 +72,7 @@ __all__ = [
     "KnownThread",
     "ParsedJudgment",
     "ParsedJudgments",
+    "PreferenceScale",
     "ResolvedJudgment",
     "RowLabel",
     "ThreadKey",
@@ -77,6 +85,12 @@ __all__ = [
 ]
 
 Winner = Literal["A", "B", "TIE"]
+PreferenceScale = Literal["probability", "alpacaeval"]
+PREFERENCE_SCALES: dict[str, tuple[float, float, str]] = {
+    # scale -> (low, high, what it means)
+    "probability": (0.0, 1.0, "P(thread_a is better)"),
+    "alpacaeval": (1.0, 2.0, "1 = thread_a (output_1) better, 2 = thread_b better"),
+}
 # A thread id, or (pillar name, external id).
 ThreadKey = int | tuple[str, str]
 MAX_CRITERIA = 20
@@ -109,6 +123,7 @@ class JudgmentIn(BaseModel):
     judgment: str | None = None
     reasoning: str | None = None
     confidence: float | None = Field(default=None, ge=0, le=1)
+    preference: float | None = Field(default=None, allow_inf_nan=False)
     scores_a: dict[str, Likert] = Field(default_factory=dict)
     scores_b: dict[str, Likert] = Field(default_factory=dict)
     repetition: int = Field(default=0, ge=0, le=1_000_000)
@@ -159,6 +174,7 @@ class ParsedJudgment:
     strength: int | None = None  # 2 strong, 1 weak; None for a tie or without one
     judge: str | None = None
     reference: RowLabel | None = None
+    prob_a: float | None = None  # from ``preference``, on the probability scale
 
 
 @dataclass
@@ -175,16 +191,42 @@ def _label(value: int | str | None) -> str | None:
     return None if value is None else str(value)
 
 
+def preference_probability(value: float, scale: PreferenceScale, line: int) -> float | RowError:
+    """P(thread_a is better) from a ``preference`` on its declared scale."""
+    low, high, meaning = PREFERENCE_SCALES[scale]
+    if not low <= value <= high:
+        return RowError(
+            line=line,
+            field="preference",
+            message=f"preference {value:g} is outside the {scale} scale {low:g} to {high:g} "
+            f"({meaning})",
+        )
+    return value if scale == "probability" else min(1.0, max(0.0, 2.0 - value))
+
+
 def _judged(
     row: JudgmentIn,
     line: int,
     fmt: VerdictFormat | None = None,
     budget: SearchBudget | None = None,
+    scale: PreferenceScale = "probability",
 ) -> ParsedJudgment | RowError:
     """The verdict of a validated line, or the error that rejects the line."""
+    prob_a = None
+    if row.preference is not None:
+        found = preference_probability(row.preference, scale, line)
+        if isinstance(found, RowError):
+            return found
+        prob_a = found
+        if row.verdict is None and row.judgment is None:
+            row = row.model_copy(
+                update={"verdict": "A" if prob_a > 0.5 else "B" if prob_a < 0.5 else "TIE"}
+            )
     if (row.verdict is None) == (row.judgment is None):
         return RowError(
-            line=line, field="verdict", message="give exactly one of verdict and judgment"
+            line=line,
+            field="verdict",
+            message="give exactly one of verdict and judgment (or a preference)",
         )
     winner: Winner | None
     parse_error = raw = None
@@ -243,6 +285,7 @@ def _judged(
         strength=None if winner in (None, "TIE") else strength,
         judge=row.judge,
         reference=reference,
+        prob_a=prob_a,
     )
 
 
@@ -272,12 +315,19 @@ def judgment_file_objects(
 
 
 def parse_judgment_file(
-    data: bytes, *, max_rows: int, max_chars: int, verdict_format: VerdictFormat | None = None
+    data: bytes,
+    *,
+    max_rows: int,
+    max_chars: int,
+    verdict_format: VerdictFormat | None = None,
+    preference_scale: PreferenceScale = "probability",
 ) -> ParsedJudgments:
     """Validate every line and read every verdict; thread references stay unresolved."""
     errors: list[RowError] = []
     objects = judgment_file_objects(data, errors, max_rows=max_rows, max_chars=max_chars)
-    return parse_judgment_objects(objects, errors, verdict_format=verdict_format)
+    return parse_judgment_objects(
+        objects, errors, verdict_format=verdict_format, preference_scale=preference_scale
+    )
 
 
 def parse_judgment_objects(
@@ -285,6 +335,7 @@ def parse_judgment_objects(
     errors: Sequence[RowError] = (),
     *,
     verdict_format: VerdictFormat | None = None,
+    preference_scale: PreferenceScale = "probability",
 ) -> ParsedJudgments:
     """Validate native rows given as (line, object) (a file's, or a converter's output).
     ``verdict_format`` reads raw ``judgment`` texts the way their judge is read (default:
@@ -301,7 +352,7 @@ def parse_judgment_objects(
             continue
         budget.add_row(len(row.judgment or ""))
         try:
-            judged = _judged(row, line_no, verdict_format, budget)
+            judged = _judged(row, line_no, verdict_format, budget, preference_scale)
         except SearchBudgetSpent as e:
             out.errors.append(RowError(line=line_no, field="judgment", message=str(e)))
             return out

@@ -22,6 +22,7 @@ from llmjudge.core.judging.panels import (
     Vote,
     aggregate,
     calibrated_weights,
+    panel_probability,
     panel_strength,
 )
 from llmjudge.core.tournaments.pairing import PlanArrays
@@ -101,7 +102,15 @@ def stored_results(resolved: Sequence[ResolvedJudgment], at: datetime) -> list[S
 
 
 # What a stored result takes from its judgment as it is.
-_JUDGMENT_RESULT = ("winner", "confidence", "reasoning", "raw_response", "parse_error", "strength")
+_JUDGMENT_RESULT = (
+    "winner",
+    "confidence",
+    "reasoning",
+    "raw_response",
+    "parse_error",
+    "strength",
+    "prob_a",
+)
 
 
 def row_labels(
@@ -357,6 +366,7 @@ async def _import_panel(
             raw_response=None,
             parse_error=None if a.winner is not None else "no judge of the panel was read",
             strength=panel_strength(a.winner, [(j.winner, j.strength) if j else None for j in row]),
+            prob_a=panel_probability([j.prob_a for j in row if j is not None and j.winner]),
         )
         for a, row in zip(aggregates, grouped.votes, strict=True)
     ]
@@ -384,6 +394,7 @@ async def _import_panel(
                     "status": "voted" if voted else "missing",
                     "winner": j.winner if j else None,
                     "strength": j.strength if j else None,
+                    "prob_a": j.prob_a if j else None,
                     "confidence": j.confidence if j else None,
                     "scores_a": (j.scores_a or None) if j else None,
                     "scores_b": (j.scores_b or None) if j else None,

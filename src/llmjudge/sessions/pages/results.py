@@ -517,6 +517,7 @@ async def _agreement(
     return {
         "agreement": report,
         "reliability_chart": _reliability_chart(report.stated_confidence),
+        "probability_chart": _reliability_chart(report.judge_probability, "the judge's"),
         "annotators": annotators,
         "thread_names": names,
         "tab_qs": urlencode(query),
@@ -558,17 +559,19 @@ async def _baseline(
     }
 
 
-def _reliability_chart(cal: StatedConfidenceOut) -> Markup:
-    """Observed share of A against the stated P(A), per bin, beside the diagonal a
-    calibrated judge would follow (empty bins leave gaps)."""
+def _reliability_chart(cal: StatedConfidenceOut, whose: str = "stated") -> Markup:
+    """Observed share of A against the stated (or the judge's own) P(A), per bin, beside
+    the diagonal a calibrated judge would follow (empty bins leave gaps)."""
     return charts.line_chart(
         [round((b.low + b.high) / 2, 2) for b in cal.bins],
         {
             "observed share of A": [b.observed.value for b in cal.bins],
-            "calibrated (= stated)": [b.mean_probability for b in cal.bins],
+            f"calibrated (= {whose})": [b.mean_probability for b in cal.bins],
         },
-        title="Reliability of the stated confidence",
-        x_label="stated P(A is better), bin centre",
+        title="Reliability of the stated confidence"
+        if whose == "stated"
+        else "Reliability of the judge's probability",
+        x_label=f"{whose} P(A is better), bin centre",
         y_label="share",
     )
 

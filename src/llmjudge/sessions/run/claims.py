@@ -111,6 +111,7 @@ class JudgeVote:
     cache_hit: bool = False
     error: str | None = None
     strength: int | None = None  # 2 "much better", 1 "better"; None: a tie, or no strengths
+    prob_a: float | None = None  # P(A is better): a logprobs judge's, or a panel's mean
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +173,7 @@ ANSWER_TYPES: dict[str, Any] = {
     "cost_usd": Float,
     "latency_s": Float,
     "cache_hit": Boolean,
+    "prob_a": Float,
 }
 
 
@@ -280,10 +282,12 @@ _FINISH = text(
             CAST(:raw_response AS text[]), CAST(:parse_error AS text[]), CAST(:error AS text[]),
             CAST(:input_tokens AS int[]), CAST(:output_tokens AS int[]),
             CAST(:cost_usd AS float8[]), CAST(:latency_s AS float8[]),
-            CAST(:cache_hit AS bool[]), CAST(:refund AS bool[]), CAST(:strength AS int2[])
+            CAST(:cache_hit AS bool[]), CAST(:refund AS bool[]), CAST(:strength AS int2[]),
+            CAST(:prob_a AS float8[])
         ) AS f(id, worker_id, attempts, status, started_at, winner, confidence,
                scores_a, scores_b, reasoning, raw_response, parse_error, error,
-               input_tokens, output_tokens, cost_usd, latency_s, cache_hit, refund, strength)
+               input_tokens, output_tokens, cost_usd, latency_s, cache_hit, refund, strength,
+               prob_a)
     ), done AS (
         UPDATE comparisons c
         -- An item given back to a cancelled session ends cancelled, not pending forever.
@@ -309,7 +313,8 @@ _FINISH = text(
             cost_usd = c.cost_usd + f.cost_usd,
             latency_s = COALESCE(f.latency_s, c.latency_s),
             cache_hit = f.cache_hit,
-            strength = f.strength
+            strength = f.strength,
+            prob_a = f.prob_a
         FROM f
         WHERE c.id = f.id AND c.status = 'running'
           AND c.worker_id = f.worker_id AND c.attempts = f.attempts

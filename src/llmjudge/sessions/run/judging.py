@@ -53,6 +53,7 @@ class ChatService(Protocol):
         model_id: int,
         messages: list[dict[str, str]],
         json_schema: Mapping[str, Any] | None = None,
+        top_logprobs: int | None = None,
         context: Mapping[str, Any] | None = None,
         purpose: str,
         related: Mapping[str, Any] | None = None,

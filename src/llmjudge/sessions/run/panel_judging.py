@@ -23,7 +23,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from llmjudge.core.judging.panels import CascadePolicy, Vote, aggregate, panel_strength, should_stop
+from llmjudge.core.judging.panels import (
+    CascadePolicy,
+    Vote,
+    aggregate,
+    panel_probability,
+    panel_strength,
+    should_stop,
+)
 from llmjudge.core.judging.prompts import verdict_json_schema
 from llmjudge.core.judging.verdicts import Verdict
 from llmjudge.infra.events.hub import DeltaBatcher
@@ -121,6 +128,7 @@ def verdict_fields(verdict: Verdict) -> dict[str, Any]:
         "scores_b": verdict.scores_b,
         "reasoning": verdict.reasoning,
         "strength": verdict_strength(verdict),
+        "prob_a": verdict.prob_a,
     }
 
 
@@ -199,7 +207,7 @@ def judge_request(
     k: int,
 ) -> JudgeRequest:
     """Member ``k``'s call on ``item`` (live, or a line of a provider batch job)."""
-    member = panel.members[k]
+    member, tokens = panel.members[k], config.verdict_format.tokens
     related: dict[str, Any] = {"session_id": item.session_id, "comparison_id": item.id}
     if not panel.solo:
         context = {**context, "member": k, "call_key": f"{context['call_key']}:{k}"}
@@ -213,6 +221,7 @@ def judge_request(
         json_schema=verdict_json_schema(config.criteria)
         if config.verdict_format.kind == "json"
         else None,
+        top_logprobs=tokens.top_logprobs if tokens is not None else None,
         context=context,
         related=related,
         # Repetitions and retries must be fresh judgements, not the cached first one.
@@ -407,6 +416,7 @@ async def _panel(
         strength=panel_strength(
             agg.winner, [(v.winner, v.strength) for v in votes if v.status == "voted"]
         ),
+        prob_a=panel_probability([v.prob_a for v in votes if v.status == "voted"]),
     )
     return Finish(
         **base,

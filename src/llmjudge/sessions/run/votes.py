@@ -26,7 +26,7 @@ _REPLACE = """
         reasoning = EXCLUDED.reasoning, raw_response = EXCLUDED.raw_response,
         input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens,
         cost_usd = EXCLUDED.cost_usd, latency_s = EXCLUDED.latency_s,
-        cache_hit = EXCLUDED.cache_hit, error = EXCLUDED.error
+        cache_hit = EXCLUDED.cache_hit, error = EXCLUDED.error, prob_a = EXCLUDED.prob_a
 """
 
 _INSERT_VOTES = """
@@ -39,17 +39,18 @@ _INSERT_VOTES = """
             CAST(:raw_response AS text[]), CAST(:input_tokens AS int[]),
             CAST(:output_tokens AS int[]), CAST(:cost_usd AS float8[]),
             CAST(:latency_s AS float8[]), CAST(:cache_hit AS bool[]), CAST(:error AS text[]),
-            CAST(:strength AS float8[])
+            CAST(:strength AS float8[]), CAST(:prob_a AS float8[])
         ) AS v(comparison_id, member, model_id, judge, status, winner, confidence, scores_a,
                scores_b, reasoning, raw_response, input_tokens, output_tokens, cost_usd,
-               latency_s, cache_hit, error, strength)
+               latency_s, cache_hit, error, strength, prob_a)
     )
     INSERT INTO comparison_votes (comparison_id, session_id, member, model_id, judge, status,
         winner, strength, confidence, scores_a, scores_b, reasoning, raw_response,
-        input_tokens, output_tokens, cost_usd, latency_s, cache_hit, error)
+        input_tokens, output_tokens, cost_usd, latency_s, cache_hit, error, prob_a)
     SELECT v.comparison_id, c.session_id, v.member, v.model_id, v.judge, v.status, v.winner,
            v.strength, v.confidence, v.scores_a, v.scores_b, v.reasoning, v.raw_response,
-           v.input_tokens, v.output_tokens, v.cost_usd, v.latency_s, v.cache_hit, v.error
+           v.input_tokens, v.output_tokens, v.cost_usd, v.latency_s, v.cache_hit, v.error,
+           v.prob_a
     FROM v JOIN comparisons c ON c.id = v.comparison_id
 """
 _VOTES = text(_INSERT_VOTES + _REPLACE).bindparams(
@@ -113,7 +114,7 @@ async def write_votes(conn: AsyncConnection, items: Sequence[Finish], applied: s
 _SOLO_INSERT_VOTES = """
     INSERT INTO comparison_votes (comparison_id, session_id, member, model_id, judge, status,
         winner, strength, confidence, scores_a, scores_b, reasoning, raw_response,
-        input_tokens, output_tokens, cost_usd, latency_s, cache_hit, error)
+        input_tokens, output_tokens, cost_usd, latency_s, cache_hit, error, prob_a)
     SELECT c.id, c.session_id, 0, s.judge_model_id,
            left(COALESCE(s.options->>'judge_label', ''), 200),
            CASE WHEN c.status = 'completed' AND c.winner IS NOT NULL
@@ -123,7 +124,8 @@ _SOLO_INSERT_VOTES = """
            c.cache_hit,
            CASE WHEN c.status = 'completed' AND c.winner IS NOT NULL
                 THEN left('unparsed, a tie: ' || c.parse_error, 2000)
-                ELSE COALESCE(c.parse_error, c.error) END
+                ELSE COALESCE(c.parse_error, c.error) END,
+           c.prob_a
     FROM comparisons c JOIN judge_sessions s ON s.id = c.session_id
     -- one judge: no panel (SQL NULL, or JSON null as the ORM writes None)
     WHERE c.id = ANY(:ids) AND jsonb_typeof(s.panel) IS DISTINCT FROM 'object'

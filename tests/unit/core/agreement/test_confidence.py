@@ -91,3 +91,33 @@ def test_a_well_calibrated_judge_matches_its_bins_and_an_overconfident_one_does_
     assert bad.log_loss.low > good.log_loss.high
     top = bad.bins[-1]
     assert top.observed.high < top.mean_probability
+
+
+# A judgment with the judge's own probability: pair number, verdict, P(shown A), swapped.
+OWN = st.tuples(
+    st.integers(0, 11),
+    st.sampled_from(["A", "B", "TIE"]),
+    st.one_of(st.sampled_from([0.0, 0.5, 1.0]), st.floats(0, 1)),
+    st.booleans(),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(OWN, min_size=1, max_size=60), st.lists(st.sampled_from("AB"), min_size=12))
+def test_the_judges_own_probability_equals_scikit_learn(rows: list, labels: list[str]) -> None:
+    """prob_a (log probabilities, an imported preference) through the same report: the
+    verdict is ignored, the probability turned to the pair's order when shown swapped."""
+    references = {("p", k): labels[k] for k in range(12)}
+    judgments = [ProbabilityJudgment(("p", k), w, None, swapped=s, prob_a=q) for k, w, q, s in rows]
+    out = confidence_report(judgments, references, rounds=50)
+    p = np.array([1.0 - q if s else q for _, _, q, s in rows])
+    y = np.array([labels[k] == "A" for k, *_ in rows], dtype=int)
+    assert out.judgments == len(rows) and out.left_out == 0
+    assert out.brier.value == pytest.approx(brier_score_loss(y, p, pos_label=1), abs=1e-12)
+    assert out.log_loss.value == pytest.approx(log_loss(y, p, labels=[0, 1]), rel=1e-9)
+    true, pred = calibration_curve(y, p, n_bins=10, strategy="uniform")
+    shown = [b for b in out.bins if b.n]
+    assert [b.observed.value for b in shown] == pytest.approx(list(true))
+    assert [b.mean_probability for b in shown] == pytest.approx(list(pred))
+    assert out.brier.low is not None and out.brier.high is not None
+    assert out.brier.low <= out.brier.high and out.brier.n == len(rows)

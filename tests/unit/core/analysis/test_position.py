@@ -211,3 +211,22 @@ def test_no_swap_pairs() -> None:
     assert analysis.summary.total_swap_pairs == 0 and analysis.summary.consistency_rate is None
     assert analysis.position_bias.dominant_bias == "none" and analysis.position_bias.p_value is None
     assert analysis.interpretation.level == "insufficient"
+
+
+def test_the_shift_of_p_first_wins_is_measured_on_the_judges_probabilities() -> None:
+    """Each swap pair: P(X better) shown first 0.8, shown second 1 - 0.4 = 0.6: a shift of
+    +0.2 towards the first position; pairs without both probabilities are left out."""
+    rows = []
+    for g in range(6):
+        x, y = 2 * g + 1, 2 * g + 2
+        rows.append(Outcome(10 * g, x, y, "A", swap_group=g, prob_a=0.8 + 0.01 * (g % 2)))
+        rows.append(Outcome(10 * g + 1, y, x, "A", swap_group=g, is_swap=True, prob_a=0.4))
+    rows.append(Outcome(99, 50, 51, "A", swap_group=7, prob_a=0.9))
+    rows.append(Outcome(98, 51, 50, "B", swap_group=7, is_swap=True))  # no probability
+    shift = position_swap_analysis(rows).probability_shift
+    assert shift.pairs == 6
+    assert shift.mean_shift == pytest.approx(0.2 + 0.005)
+    assert shift.low is not None and shift.high is not None
+    assert 0.19 < shift.low <= shift.mean_shift <= shift.high < 0.22
+    none = position_swap_analysis([o for o in rows if o.comparison_id >= 98]).probability_shift
+    assert (none.pairs, none.mean_shift, none.low) == (0, None, None)

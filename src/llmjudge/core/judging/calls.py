@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from llmjudge.core.judging.formats import VerdictFormat, parse_with_format
+from llmjudge.core.judging.scores import Score, ScoreParseError, read_score
 from llmjudge.core.judging.verdicts import Verdict, VerdictParseError
 from llmjudge.core.personas.replies import JudgeVerdict, parse_judge_reply
 
@@ -24,6 +25,7 @@ __all__ = [
     "PairwiseReader",
     "Reader",
     "Reading",
+    "ScoreReader",
     "Unreadable",
     "read_reply",
 ]
@@ -66,6 +68,21 @@ class PairwiseReader:
         except VerdictParseError as exc:
             raise Unreadable(str(exc)) from None
         return Reading(parsed.verdict, parsed.verdict.reasoning, parsed.unparsed)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreReader:
+    """A grade of one thread under a score format (``scores.read_score``)."""
+
+    fmt: VerdictFormat
+    criteria: Sequence[str] = ()
+
+    def read(self, text: str) -> Reading[Score]:
+        try:
+            score = read_score(text, self.fmt, self.criteria)
+        except ScoreParseError as exc:
+            raise Unreadable(str(exc)) from None
+        return Reading(score, score.reasoning)
 
 
 @dataclass(frozen=True, slots=True)

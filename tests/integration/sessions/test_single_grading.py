@@ -240,3 +240,52 @@ async def test_bad_grading_sessions_are_refused_with_nothing_stored(
     assert re.search(re.escape(says), r.text), r.text
     async with app.state.sessionmaker() as db:
         assert await db.scalar(select(func.count()).select_from(JudgeSession)) == before
+
+
+async def test_every_page_and_figure_of_a_grading_session_answers(
+    client: httpx.AsyncClient, app: FastAPI, demo: dict[str, int]
+) -> None:
+    sid = await _run(
+        client,
+        app,
+        {
+            "session_name": "graded pages",
+            "comparison_mode": "single",
+            "pillar_ids": [demo["gpt-4"], demo["alpaca-13b"]],
+            "verdict_format": "likert",
+        },
+    )
+    page = await client.get(f"/sessions/{sid}/results?tab=scores")
+    assert page.status_code == 200, page.text
+    assert 'id="scores-pillars"' in page.text and "Per criterion" in page.text
+    assert ">Position bias<" not in page.text  # pairs-only tabs are not offered
+    for tab in (
+        "overview",
+        "leaderboard",
+        "distribution",
+        "matrix",
+        "performance",
+        "findings",
+        "style",
+        "categories",
+        "scores",
+    ):
+        r = await client.get(f"/sessions/{sid}/partials/results/{tab}")
+        assert r.status_code == 200, (tab, r.text[:500])
+        assert "cannot be computed" not in r.text, (tab, r.text[:2000])
+    items = (await client.get(f"/api/sessions/{sid}/comparisons?limit=50")).json()["items"]
+    assert len(items) == 20 and all(i["thread_b_id"] is None for i in items)
+    assert all(1 <= i["score"] <= 5 and set(i["scores_a"]) for i in items)
+    one = items[0]
+    detail = (await client.get(f"/api/sessions/{sid}/comparisons/{one['id']}")).json()
+    assert detail["votes"] == [] or detail["votes"][0]["score"] == one["score"]
+    for url in (
+        f"/sessions/{sid}",
+        f"/sessions/{sid}/comparisons",
+        f"/sessions/{sid}/comparisons/{one['id']}",
+        f"/threads/{one['thread_a_id']}/comparisons",
+        f"/api/sessions/{sid}/export?format=csv",
+        f"/api/sessions/{sid}/estimate",
+    ):
+        r = await client.get(url)
+        assert r.status_code == 200, (url, r.text[:1000])

@@ -289,3 +289,31 @@ async def test_every_page_and_figure_of_a_grading_session_answers(
     ):
         r = await client.get(url)
         assert r.status_code == 200, (url, r.text[:1000])
+
+
+async def test_the_form_offers_single_answer_grading_and_makes_it(
+    client: httpx.AsyncClient, app: FastAPI, demo: dict[str, int]
+) -> None:
+    page = await client.get("/sessions/new")
+    assert page.status_code == 200
+    assert 'value="single"' in page.text and 'id="single-grading-why"' in page.text
+    form = {
+        "session_name": "graded from the form",
+        "pillar_ids": [str(demo["gpt-4"]), str(demo["llama-13b"])],
+        "comparison_mode": "single",
+        "repetitions_per_pair": "3",
+        "position_swap": "1",
+        "match_by_prompt_key": "1",
+    }
+    estimate = await client.post(
+        "/sessions/new/estimate", data=form, headers={"HX-Request": "true"}
+    )
+    assert estimate.status_code == 200 and "60" in estimate.text  # 20 threads x 3
+    r = await client.post("/sessions/new", data=form, headers={"HX-Request": "true"})
+    assert r.status_code in (200, 204, 303), r.text
+    made = [
+        s
+        for s in (await client.get("/api/sessions")).json()
+        if s["name"] == "graded from the form"
+    ]
+    assert len(made) == 1 and made[0]["comparison_mode"] == "single" and made[0]["total"] == 60

@@ -312,8 +312,6 @@ async def test_the_form_offers_single_answer_grading_and_makes_it(
     r = await client.post("/sessions/new", data=form, headers={"HX-Request": "true"})
     assert r.status_code in (200, 204, 303), r.text
     made = [
-        s
-        for s in (await client.get("/api/sessions")).json()
-        if s["name"] == "graded from the form"
+        s for s in (await client.get("/api/sessions")).json() if s["name"] == "graded from the form"
     ]
     assert len(made) == 1 and made[0]["comparison_mode"] == "single" and made[0]["total"] == 60

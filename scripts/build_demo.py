@@ -25,6 +25,24 @@ MODELS = {
     "llama-13b": 2.61,
 }
 QUESTIONS = [81, 82, 91, 101, 111, 121, 131, 141, 151, 152]
+# Reference answers for the questions with one right answer (MT-Bench grades maths and
+# reasoning against a reference), worked out here for both turns; a session's judge reads
+# them as {reference} (single-answer grading shows them by default).
+REFERENCES = {
+    101: (
+        "Turn 1: You are in second place; the person you just overtook is now third.\n"
+        "Turn 2: You cannot overtake the last person: if you were behind them, they would "
+        "not be last. The question has no valid answer as asked."
+    ),
+    111: (
+        "Turn 1: By the shoelace formula the area is "
+        "|0*(1 - 3) + (-1)*(3 - 0) + 3*(0 - 1)| / 2 = |-3 - 3| / 2 = 3.\n"
+        "Turn 2: The sides from (0, 0) to (-1, 1) and to (3, 3) are perpendicular "
+        "((-1)*3 + 1*3 = 0), so the right angle is at the origin and the hypotenuse from "
+        "(-1, 1) to (3, 3), of length sqrt(20), is a diameter of the circumscribed circle. "
+        "Its radius is sqrt(5) and its area 5*pi, about 15.71."
+    ),
+}
 
 
 def _short(question: str) -> str:
@@ -53,7 +71,12 @@ def main() -> int:
                     "category": d["category"],
                     "question_id": d["question_id"],
                     "quality": round((MODELS[d["model"]] - 6.5) / 1.5, 3),
-                },
+                }
+                | (
+                    {"reference": REFERENCES[d["question_id"]]}
+                    if d["question_id"] in REFERENCES
+                    else {}
+                ),
             }
         )
     rows.sort(key=lambda r: (r["pillar"], int(r["prompt_key"])))

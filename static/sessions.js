@@ -270,13 +270,15 @@
         return;
       }
       const head = el("p", "lane-result");
-      const winner = v.winner === "TIE" ? "Tie" : v.winner ? v.winner + " wins" : "no verdict";
+      // a grade of one thread alone (single-answer grading) has a score, no winner
+      const graded = typeof v.score === "number";
+      const winner = graded ? "Grade " + v.score : v.winner === "TIE" ? "Tie" : v.winner ? v.winner + " wins" : "no verdict";
       head.appendChild(el("strong", "", winner));
       if (typeof v.confidence === "number") {
         head.appendChild(el("span", "muted", " · " + Math.round(v.confidence * 100) + "% confident"));
       }
       box.appendChild(head);
-      lane.node.classList.add(v.winner === "A" ? "won-a" : v.winner === "B" ? "won-b" : "tie");
+      if (!graded) lane.node.classList.add(v.winner === "A" ? "won-a" : v.winner === "B" ? "won-b" : "tie");
       const a = v.scores_a || {};
       const b = v.scores_b || {};
       const rows = criteria.filter(function (c) {
@@ -290,7 +292,7 @@
         th.scope = "row";
         tr.appendChild(th);
         tr.appendChild(el("td", "dots", "A " + dots(a[c])));
-        tr.appendChild(el("td", "dots", "B " + dots(b[c])));
+        if (!graded) tr.appendChild(el("td", "dots", "B " + dots(b[c])));
         table.appendChild(tr);
       });
       box.appendChild(table);
@@ -304,7 +306,7 @@
       votes.forEach(function (v) {
         let text = (v.judge || "member " + (v.member + 1)) + ": ";
         if (v.status === "voted") {
-          text += v.winner === "TIE" ? "tie" : v.winner;
+          text += typeof v.score === "number" ? "grade " + v.score : v.winner === "TIE" ? "tie" : v.winner;
           if (typeof v.confidence === "number") text += " (" + Math.round(v.confidence * 100) + "%)";
         } else {
           text += v.status;

@@ -7,6 +7,7 @@ what writes comparisons (plans, imports) lives in the sessions domain.
   rating options of a query
 - exports: CSV and JSON downloads, streamed
 - baseline: win rates against a baseline pillar, raw and length-controlled
+- grading: single-answer grading's grades, and the pairwise outcomes they imply
 - api: the `/api/sessions/{id}/<figure>` and `/export` routes"""
 
 from llmjudge.infra.exports import public
@@ -31,6 +32,7 @@ __all__, __getattr__ = public(
             "thread_leaderboard",
             "thread_performance_out",
         ),
+        "llmjudge.analysis.grading": ("ScoresOut", "scores_report"),
         "llmjudge.analysis.loading": ("get_analysis_session",),
         "llmjudge.analysis.options": (
             "BOOTSTRAP_ROUNDS",

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from llmjudge.analysis import exports, figures
 from llmjudge.analysis.baseline import BaselineOut, baseline_report
 from llmjudge.analysis.cache import AnalysisCache, get_cache
+from llmjudge.analysis.grading import DEFAULT_REFERENCE_KEY, ScoresOut, scores_report
 from llmjudge.analysis.loading import get_analysis_session
 from llmjudge.analysis.options import Rating
 from llmjudge.analysis.schemas import (
@@ -35,6 +36,7 @@ from llmjudge.analysis.schemas import (
     ThreadPerformanceOut,
 )
 from llmjudge.core.analysis.outcomes import Aggregation
+from llmjudge.infra.errors import ErrorOut
 from llmjudge.infra.web import ID_MAX, DbSession, Offset
 
 router = APIRouter(prefix="/api/sessions", tags=["analysis"])
@@ -317,3 +319,29 @@ async def baseline(
     length term per pillar, the length term then set to zero), its length effect and
     average answer lengths. Only comparisons whose two threads share a prompt key count."""
     return await baseline_report(db=db, session=session, baseline_pillar_id=pillar_id)
+
+
+@router.get(
+    "/{session_id}/scores",
+    response_model=ScoresOut,
+    responses={409: {"model": ErrorOut, "description": "a pairwise session: no grades"}},
+)
+async def scores(
+    session: Session,
+    db: DbSession,
+    reference_key: Annotated[
+        str,
+        Query(
+            min_length=1,
+            max_length=100,
+            description="numeric thread metadata holding reference grades on the scale",
+        ),
+    ] = DEFAULT_REFERENCE_KEY,
+) -> ScoresOut:
+    """Single-answer grading (comparison_mode single): the mean grade per pillar (over its
+    threads, Student-t interval) and per thread (over repetitions), the grades'
+    distribution per pillar, agreement with reference grades (Spearman, Pearson, mean
+    absolute error, quadratic-weighted kappa; bootstrap intervals over threads), and how
+    many pairwise outcomes the grades imply for the leaderboards (same prompt key: the
+    higher grade wins)."""
+    return await scores_report(db=db, session=session, reference_key=reference_key)

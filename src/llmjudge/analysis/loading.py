@@ -30,6 +30,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from llmjudge.analysis.grading import derived_outcomes, load_grades
 from llmjudge.analysis.schemas import AnalysisSession, PillarLabel, ThreadLabel
 from llmjudge.catalog import Pillar, Thread
 from llmjudge.core.analysis.outcomes import OutcomeTable
@@ -206,12 +207,18 @@ def _int_array(values: Iterable[int]) -> Any:
 
 
 async def load_session_data(*, db: AsyncSession, session: AnalysisSession) -> SessionData:
-    """The completed comparisons of `session`, and thread/pillar facts from the catalog."""
-    columns = _outcome_columns(session.criteria)
-    data = await _copy_out(db, _outcome_query(session.id, columns))
-    table, thread_pillar = await asyncio.to_thread(
-        _build_table, data, [t for _, t in columns], session.criteria
-    )
+    """The completed comparisons of `session`, and thread/pillar facts from the catalog.
+    A grading session (mode single) has no pairs: its figures read the pairwise outcomes
+    its grades imply (``grading.derived_outcomes``)."""
+    if session.comparison_mode == "single":
+        grades = await load_grades(db, session.id)
+        table, thread_pillar = await asyncio.to_thread(derived_outcomes, grades)
+    else:
+        columns = _outcome_columns(session.criteria)
+        data = await _copy_out(db, _outcome_query(session.id, columns))
+        table, thread_pillar = await asyncio.to_thread(
+            _build_table, data, [t for _, t in columns], session.criteria
+        )
     pillar_ids = tuple(sorted(set(session.pillar_ids) | set(thread_pillar.values())))
     names = dict(
         (

@@ -9,6 +9,8 @@ One definition each, one answer when a figure is undefined: **None** for a scala
   1.0 above 0.9999999999999999).
 - Cohen's kappa: undefined with no data or when expected agreement is 1 (both raters
   used one and the same class). scikit-learn returns NaN there.
+- Quadratic-weighted kappa of two ratings on an ordered scale (Cohen, 1968): undefined
+  with no data or when the expected weighted disagreement is 0 (one rating everywhere).
 - A percentile bootstrap over items whose figures are sums of per-item parts.
 
 A caller that has always published another answer (the persona API's kappa of 0.0 and
@@ -30,6 +32,8 @@ __all__ = [
     "cohen_kappa",
     "kappa_from_confusion",
     "wilson_bounds",
+    "weighted_kappa",
+    "weighted_kappa_matrix",
     "wilson_interval",
     "z_score",
 ]
@@ -110,6 +114,37 @@ def cohen_kappa(first: Sequence[Hashable], second: Sequence[Hashable]) -> float 
     flat = [classes[a] * k + classes[b] for a, b in zip(first, second, strict=True)]
     m = np.bincount(np.asarray(flat, dtype=np.int64), minlength=k * k).reshape(k, k)
     value = float(kappa_from_confusion(m))
+    return None if math.isnan(value) else value
+
+
+def weighted_kappa_matrix(m: ArrayLike) -> np.ndarray:
+    """Quadratic-weighted kappa of confusion matrices ``(..., k, k)`` over an ordered scale
+    of ``k`` points, ``1 - sum(w * observed) / sum(w * expected)`` with ``w = (i - j)^2``;
+    NaN where undefined."""
+    m = np.asarray(m, dtype=float)
+    k = m.shape[-1]
+    grid = np.arange(k, dtype=float)
+    w = (grid[:, None] - grid[None, :]) ** 2
+    n = m.sum(axis=(-2, -1))
+    expected = m.sum(axis=-1)[..., :, None] * m.sum(axis=-2)[..., None, :]
+    observed = (w * m).sum(axis=(-2, -1)) * n
+    chance = (w * expected).sum(axis=(-2, -1))
+    ok = (n > 0) & (chance > 0)
+    return np.where(ok, 1 - observed / np.where(ok, chance, 1.0), np.nan)
+
+
+def weighted_kappa(
+    first: Sequence[int], second: Sequence[int], labels: Sequence[int]
+) -> float | None:
+    """Quadratic-weighted kappa of two ratings on the ordered points ``labels``; None when
+    undefined (sklearn's ``cohen_kappa_score(weights="quadratic")``)."""
+    if len(first) != len(second):
+        raise ValueError(f"{len(first)} ratings against {len(second)}")
+    index = {label: i for i, label in enumerate(labels)}
+    k = len(index)
+    flat = [index[a] * k + index[b] for a, b in zip(first, second, strict=True)]
+    m = np.bincount(np.asarray(flat, dtype=np.int64), minlength=k * k).reshape(k, k)
+    value = float(weighted_kappa_matrix(m))
     return None if math.isnan(value) else value
 
 

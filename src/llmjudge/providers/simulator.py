@@ -13,6 +13,15 @@ a persona training task (``task_answer``, ``judge_label``, ``prompt_engineer``: 
     TIE when ``|d| < tie_band``, else A when ``d > 0``, else B; ``confidence`` is
     ``0.5 + 0.49 * tanh(|d|)``; each criterion's Likert score is
     ``clip(round(3 + 1.2 * q + criteria_noise * N(0, 1)), 1, 5)``.
+``single`` (single-answer grading)
+    The thread's latent quality ``q`` as above; on the scale ``(lo, hi)`` with
+    ``mid = (lo + hi) / 2`` and ``unit = (hi - lo) / 6``, the grade is
+    ``clip(round(mid + unit * (q + score_noise * N(0, 1))), lo, hi)`` (on 1-10 that is
+    ``5.5 + 1.5 q``, the inverse of the demo's quality from published MT-Bench scores),
+    written as ``Rating: [[g]]``; a ``likert`` format gets one ``criterion: [[g]]`` line per
+    criterion, each with its own noise. It does not read the thread or a reference answer:
+    agreement with the pairwise ranking comes only from both reading the same ``q``
+    through independent noise.
 no task
     A short fixed reply saying it is the simulator.
 embeddings (``embed``)
@@ -109,6 +118,24 @@ def simulate_pairwise(params: SimulatorParams, ctx: Mapping[str, Any]) -> dict[s
     }
 
 
+def simulate_single(params: SimulatorParams, ctx: Mapping[str, Any]) -> str:
+    thread = ctx["thread"]
+    q = latent_quality(thread, ctx.get("pillar_quality"), params.seed)
+    low, high = (float(x) for x in ctx.get("scale") or (1, 10))
+    mid, unit = (low + high) / 2, (high - low) / 6
+    rng = seeded_rng(params.seed, "single", str(thread.get("id")), ctx.get("call_key"))
+
+    def grade() -> str:
+        value = mid + unit * (q + params.score_noise * float(rng.standard_normal()))
+        return f"{float(np.clip(round(value), low, high)):g}"
+
+    intro = "Simulated grade (the simulator does not read the thread)."
+    if ctx.get("kind") == "likert":
+        criteria = [_criterion_name(c) for c in ctx.get("criteria") or []]
+        return intro + "\n" + "\n".join(f"{c}: [[{grade()}]]" for c in criteria)
+    return f"{intro} Rating: [[{grade()}]]"
+
+
 def _number_int(value: float) -> str:
     """A Likert score in prose: 4, or 3.5 when it is not whole."""
     return f"{round(float(value), 1):g}"
@@ -154,6 +181,8 @@ def respond(params: SimulatorParams, req: ChatRequest) -> str:
     task = ctx.get("task")
     if task == "pairwise":
         return json.dumps(simulate_pairwise(params, ctx))
+    if task == "single":
+        return simulate_single(params, ctx)
     if task == "task_answer":
         prompt_key = digest([dict(m) for m in req.messages]).hex()
         return simulate_task_answer(params, ctx, prompt_key)

@@ -22,6 +22,7 @@ class SimulatorParams:
     position_bias: float = 0.1
     tie_band: float = 0.1
     criteria_noise: float = 0.5
+    score_noise: float = 0.5  # single-answer grades: noise in units of latent quality
     latency_ms_mean: float = 250.0
     latency_ms_jitter: float = 100.0
     fail_429_rate: float = 0.0

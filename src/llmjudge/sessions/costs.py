@@ -12,6 +12,8 @@ from sqlalchemy import Text, cast, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.catalog import Thread
+from llmjudge.core.judging.formats import VerdictFormat
+from llmjudge.core.judging.grading import build_grading_messages
 from llmjudge.core.judging.prompts import build_judge_messages, estimate_tokens
 from llmjudge.core.tournaments.estimate import ModelCost
 from llmjudge.providers import LLMModel, Provider, configured_latency_s
@@ -47,11 +49,12 @@ async def model_cost(db: AsyncSession, data: SessionIn, m: LLMModel, p: Provider
             Thread.pillar_id.in_(data.pillar_ids)
         )
     )
+    threads = 1 if data.comparison_mode == "single" else 2  # threads a call shows
     return ModelCost(
         input_per_million=m.input_price_per_million,
         output_per_million=m.output_price_per_million,
         latency_s=latency(m, p),
-        tokens_in_per_call=_prompt_tokens(data) + 2 * math.ceil(float(avg_chars or 0) / 4),
+        tokens_in_per_call=_prompt_tokens(data) + threads * math.ceil(float(avg_chars or 0) / 4),
         tokens_out_per_call=_answer_tokens(data.criteria),
     )
 
@@ -64,7 +67,16 @@ def cost_per_call(cost: ModelCost) -> float:
 
 
 def _prompt_tokens(data: SessionIn) -> int:
-    """Tokens of the judge prompt around two empty threads."""
+    """Tokens of the judge prompt around two empty threads (one, to grade it alone)."""
+    if data.comparison_mode == "single":
+        graded = build_grading_messages(
+            content="",
+            fmt=data.verdict_format or VerdictFormat(kind="score"),
+            criteria=data.criteria,
+            template=data.prompt_template,
+            system_prompt=data.system_prompt,
+        )
+        return sum(estimate_tokens(m["content"]) for m in graded)
     messages = build_judge_messages(
         content_a="",
         content_b="",

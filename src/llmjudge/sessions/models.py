@@ -29,7 +29,15 @@ SESSION_STATUSES = ("draft", "running", "paused", "completed", "cancelled", "fai
 COMPARISON_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
 # "imported": judgments made elsewhere (POST /api/sessions/import); never planned or run.
 # "adaptive": comparisons appended round by round (sessions.rounds), rounds in AdaptiveRound.
-COMPARISON_MODES = ("pillar_sample", "round_robin", "free_for_all", "imported", "adaptive")
+# "single": each thread graded alone (a comparison row without a second thread, a score).
+COMPARISON_MODES = (
+    "pillar_sample",
+    "round_robin",
+    "free_for_all",
+    "imported",
+    "adaptive",
+    "single",
+)
 MAX_WORKERS = 1024
 # How a session's judge calls go: one by one through the gateway, or as provider batch jobs
 # (sessions.run.batches).
@@ -118,6 +126,8 @@ class JudgeAnswer:
 
     winner: Mapped[str | None] = mapped_column(String(3))
     confidence: Mapped[float | None] = mapped_column(Float)
+    # single-answer grading: the grade on the session's scale (scores_a: per criterion)
+    score: Mapped[float | None] = mapped_column(Float)
     scores_a: Mapped[dict[str, float] | None] = mapped_column(JSONB)
     scores_b: Mapped[dict[str, float] | None] = mapped_column(JSONB)
     reasoning: Mapped[str | None] = mapped_column(Text)
@@ -140,6 +150,7 @@ class Comparison(JudgeAnswer, Base):
         CheckConstraint("winner IS NULL OR winner IN ('A', 'B', 'TIE')", name="winner"),
         CheckConstraint("strength IS NULL OR strength IN (1, 2)", name="strength"),
         CheckConstraint("prob_a IS NULL OR (prob_a >= 0 AND prob_a <= 1)", name="prob_a"),
+        CheckConstraint("(thread_b_id IS NULL) = (pillar_b_id IS NULL)", name="second"),
         # One row per planned item: a plan inserted twice fails instead of doubling work.
         UniqueConstraint("session_id", "queue_position"),
         Index(
@@ -165,9 +176,10 @@ class Comparison(JudgeAnswer, Base):
     # neither be blocked by nor silently delete (and so miscount) a session's comparisons.
     queue_position: Mapped[int] = mapped_column(Integer)
     thread_a_id: Mapped[int] = mapped_column(Integer)
-    thread_b_id: Mapped[int] = mapped_column(Integer)
+    # NULL: thread A graded alone (a session of mode single)
+    thread_b_id: Mapped[int | None] = mapped_column(Integer)
     pillar_a_id: Mapped[int] = mapped_column(Integer)
-    pillar_b_id: Mapped[int] = mapped_column(Integer)
+    pillar_b_id: Mapped[int | None] = mapped_column(Integer)
     repetition: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     swap_group: Mapped[int] = mapped_column(Integer)
     is_swap: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")

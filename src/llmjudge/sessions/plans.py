@@ -143,9 +143,9 @@ def mode_counts(
     base = plan_options(data, 0)
     counts: dict[Mode, tuple[int | None, str | None]] = {}
     for mode in get_args(Mode):
-        baseline = None if mode == "free_for_all" else base.baseline_pillar_id
+        baseline = None if mode in ("free_for_all", "single") else base.baseline_pillar_id
         options = dataclasses.replace(base, mode=mode, baseline_pillar_id=baseline)
-        if options.match_by_prompt_key:
+        if options.match_by_prompt_key and mode != "single":  # single grades every thread
             counts[mode] = (None, None)
             continue
         try:
@@ -168,17 +168,37 @@ _ROW = np.dtype(
 )
 
 
+# A plan of single threads (mode single) leaves the second thread and pillar NULL.
+_SINGLE_COLUMNS = tuple(c for c in PLAN_COLUMNS if c not in ("thread_b_id", "pillar_b_id"))
+_SINGLE_INTS = len(_SINGLE_COLUMNS) - 1
+_SINGLE_ROW = np.dtype(
+    [("fields", ">i2")]
+    + [item for k in range(_SINGLE_INTS) for item in ((f"n{k}", ">i4"), (f"v{k}", ">i4"))]
+    + [("n_swap", ">i4"), ("v_swap", "u1")]
+)
+
+
+def _columns_of(plan: PlanArrays) -> tuple[str, ...]:
+    return _SINGLE_COLUMNS if plan.single else PLAN_COLUMNS
+
+
 def _plan_columns(
     session_id: int, plan: PlanArrays, start: int, stop: int, first_position: int = 0
 ) -> tuple[Any, ...]:
-    """The values of PLAN_COLUMNS for rows ``start:stop``, as arrays (is_swap last)."""
+    """The values of ``_columns_of(plan)`` for rows ``start:stop``, as arrays (is_swap
+    last)."""
+    second = (
+        ()
+        if plan.thread_b is None or plan.pillar_b is None
+        else (plan.thread_b[start:stop], plan.pillar_b[start:stop])
+    )
     return (
         np.full(stop - start, session_id),
         np.arange(start, stop) + first_position,
         plan.thread_a[start:stop],
-        plan.thread_b[start:stop],
+        *second[:1],
         plan.pillar_a[start:stop],
-        plan.pillar_b[start:stop],
+        *second[1:],
         plan.repetition[start:stop],
         plan.swap_group[start:stop],
         plan.is_swap[start:stop],
@@ -190,8 +210,8 @@ def copy_rows(
 ) -> bytes:
     """Rows ``start:stop`` of the plan in PostgreSQL's binary COPY format, built by numpy
     (no Python object per value: a million rows take well under a second)."""
-    rows = np.empty(stop - start, dtype=_ROW)
-    rows["fields"] = len(PLAN_COLUMNS)
+    rows = np.empty(stop - start, dtype=_SINGLE_ROW if plan.single else _ROW)
+    rows["fields"] = len(_columns_of(plan))
     *ints, is_swap = _plan_columns(session_id, plan, start, stop, first_position)
     for k, values in enumerate(ints):
         rows[f"n{k}"] = 4
@@ -227,7 +247,7 @@ async def insert_plan(
             yield _PG_COPY_TRAILER
 
         await raw.driver_connection.copy_to_table(
-            "comparisons", source=source(), columns=PLAN_COLUMNS, format="binary"
+            "comparisons", source=source(), columns=_columns_of(plan), format="binary"
         )
         return n
     columns = [c.tolist() for c in _plan_columns(session_id, plan, 0, n, first_position)]
@@ -236,7 +256,7 @@ async def insert_plan(
         for identity, result in zip(zip(*columns, strict=True), results, strict=True)
     )
     await raw.driver_connection.copy_records_to_table(
-        "comparisons", records=records, columns=(*PLAN_COLUMNS, *RESULT_COLUMNS)
+        "comparisons", records=records, columns=(*_columns_of(plan), *RESULT_COLUMNS)
     )
     return n
 

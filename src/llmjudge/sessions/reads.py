@@ -390,7 +390,11 @@ def outcome_for(side: str, status: str, winner: str | None) -> str:
 async def thread_comparisons(*, db: AsyncSession, thread_id: int, limit: int) -> ThreadComparisons:
     """The thread's latest finished comparisons (newest first), and its won/lost/tie/failed
     totals over all of them."""
-    involved = or_(Comparison.thread_a_id == thread_id, Comparison.thread_b_id == thread_id)
+    # pairs only: a grade of the thread alone (mode single) has no opponent; grades are
+    # on their session's Scores tab
+    involved = or_(
+        Comparison.thread_a_id == thread_id, Comparison.thread_b_id == thread_id
+    ) & Comparison.thread_b_id.is_not(None)
     finished = Comparison.status.in_(("completed", "failed"))
     other = case(
         (Comparison.thread_a_id == thread_id, Comparison.thread_b_id),

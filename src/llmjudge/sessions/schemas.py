@@ -18,10 +18,12 @@ from pydantic import (
 
 from llmjudge.catalog import RowError
 from llmjudge.core.judging.formats import VerdictFormat
+from llmjudge.core.judging.grading import check_grading_template
+from llmjudge.core.judging.panels import SCORE_AGGREGATIONS
 from llmjudge.core.judging.prompts import DEFAULT_CRITERIA, build_judge_messages
 from llmjudge.sessions.models import MAX_WORKERS
 
-Mode = Literal["pillar_sample", "round_robin", "free_for_all"]
+Mode = Literal["pillar_sample", "round_robin", "free_for_all", "single"]
 # Adaptive sessions plan round by round (sessions.adaptive.rounds): not a fixed plan, so not a Mode.
 CreateMode = Mode | Literal["adaptive"]
 Sampling = Literal["fixed", "bootstrap", "weighted"]
@@ -60,7 +62,11 @@ class PanelIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     members: list[PanelMemberIn] = Field(min_length=2, max_length=MAX_PANEL)
-    rule: Literal["majority", "mean", "weighted", "calibrated", "cascade"] = "majority"
+    rule: Literal["majority", "mean", "median", "weighted", "calibrated", "cascade"] = Field(
+        default="majority",
+        description="pairs: majority, mean, weighted, calibrated or cascade; single-answer "
+        "grading: mean or median of the members' grades",
+    )
     cascade: CascadeIn | None = None
     calibration_session_id: int | None = Field(
         default=None,
@@ -238,11 +244,48 @@ class SessionIn(BaseModel):
 
     @field_validator("prompt_template")
     @classmethod
-    def check_template(cls, v: str | None) -> str | None:
-        if v is None or not v.strip():
-            return None
-        build_judge_messages(content_a="a", content_b="b", template=v)  # ValueError -> 422
-        return v
+    def blank_template(cls, v: str | None) -> str | None:
+        return None if v is None or not v.strip() else v
+
+    @model_validator(mode="after")
+    def check_template(self) -> SessionIn:
+        if self.prompt_template is None:
+            return self
+        if self.comparison_mode == "single":  # ValueError -> 422
+            check_grading_template(self.prompt_template)
+        else:
+            build_judge_messages(content_a="a", content_b="b", template=self.prompt_template)
+        return self
+
+    @model_validator(mode="after")
+    def check_single(self) -> SessionIn:
+        """Single-answer grading reads a grade (a score format, by default MT-Bench's 1-10
+        ``[[rating]]``); pairs read a verdict."""
+        fmt = self.verdict_format
+        if self.comparison_mode != "single":
+            if fmt is not None and fmt.grades:
+                raise ValueError(
+                    f"a {fmt.kind} verdict format grades single threads: use comparison_mode "
+                    "single, or a json, tags or labels format for pairs"
+                )
+            if self.panel is not None and self.panel.rule == "median":
+                raise ValueError("median aggregates grades: a panel on pairs cannot use it")
+            return self
+        if fmt is None:
+            self.verdict_format = VerdictFormat(kind="score")
+        elif not fmt.grades:
+            raise ValueError(
+                f"single-answer grading reads a grade: its verdict format must be score or "
+                f"likert, not {fmt.kind}"
+            )
+        if self.baseline_pillar_id is not None:
+            raise ValueError("single-answer grading has no baseline pillar")
+        if self.panel is not None and self.panel.rule not in SCORE_AGGREGATIONS:
+            raise ValueError(
+                f"a panel of graders takes the mean or median of their grades, not "
+                f"{self.panel.rule}"
+            )
+        return self
 
     @model_validator(mode="after")
     def check_adaptive(self) -> SessionIn:
@@ -363,11 +406,11 @@ class ComparisonOut(BaseModel):
     session_id: int
     queue_position: int
     thread_a_id: int
-    thread_b_id: int
+    thread_b_id: int | None = Field(description="null: thread A graded alone (mode single)")
     thread_a_title: str | None = None
     thread_b_title: str | None = None
     pillar_a_id: int
-    pillar_b_id: int
+    pillar_b_id: int | None
     pillar_a_name: str | None = None
     pillar_b_name: str | None = None
     repetition: int
@@ -394,6 +437,7 @@ class ComparisonOut(BaseModel):
         "preference; null for a hard verdict alone",
     )
     confidence: float | None
+    score: float | None = Field(default=None, description="mode single: the grade")
     scores_a: dict[str, float] | None
     scores_b: dict[str, float] | None
     reasoning: str | None
@@ -417,6 +461,7 @@ class VoteOut(BaseModel):
     winner: str | None
     prob_a: float | None = Field(default=None, description="this judge's P(A is better)")
     confidence: float | None
+    score: float | None = None
     scores_a: dict[str, float] | None
     scores_b: dict[str, float] | None
     reasoning: str | None

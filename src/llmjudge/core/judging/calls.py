@@ -24,6 +24,7 @@ from llmjudge.core.judging.logprobs import (
     answer_distribution,
     pairwise_probability,
 )
+from llmjudge.core.judging.scores import Score, ScoreParseError, read_score
 from llmjudge.core.judging.verdicts import Verdict, VerdictParseError
 from llmjudge.core.personas.replies import JudgeVerdict, parse_judge_reply
 
@@ -35,6 +36,7 @@ __all__ = [
     "PairwiseReader",
     "Reader",
     "Reading",
+    "ScoreReader",
     "Unreadable",
     "read_reply",
 ]
@@ -101,6 +103,21 @@ class PairwiseReader:
             prob_a=prob_a,
         )
         return Reading(verdict, verdict.reasoning)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreReader:
+    """A grade of one thread under a score format (``scores.read_score``)."""
+
+    fmt: VerdictFormat
+    criteria: Sequence[str] = ()
+
+    def read(self, text: str) -> Reading[Score]:
+        try:
+            score = read_score(text, self.fmt, self.criteria)
+        except ScoreParseError as exc:
+            raise Unreadable(str(exc)) from None
+        return Reading(score, score.reasoning)
 
 
 @dataclass(frozen=True, slots=True)

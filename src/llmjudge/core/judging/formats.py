@@ -18,6 +18,14 @@ whose prompt and answer reading must run unchanged. A :class:`VerdictFormat` say
   label at the first mapped position, and P(A is better) is stored beside it. Only
   providers that return log probabilities can serve it (OpenAI-compatible servers).
 
+- ``score`` (single-answer grading): a number read by ``pattern`` (a regular expression
+  whose first group captures it; default MT-Bench's ``[[7]]``, the last match wins) on the
+  declared ``scale`` (min, max; default 1 to 10). A number outside the scale is a parse
+  failure with the reason, never clipped;
+- ``likert`` (single-answer grading per criterion): one ``criterion: [[n]]`` line per
+  criterion on ``scale`` (default 1 to 5); the grade is their mean. Reading:
+  ``core.judging.scores``.
+
 What no rule reads is a :class:`VerdictParseError` (``on_unparsed="fail"``) or, when the
 format says ``on_unparsed="tie"``, a tie marked as unparsed: never a guess.
 
@@ -36,6 +44,7 @@ per-answer limit on every row: once the shared budget is spent the search raises
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,7 +64,10 @@ from llmjudge.core.judging.verdicts import (
 )
 
 __all__ = [
+    "DEFAULT_SCALES",
+    "DEFAULT_SCORE_PATTERN",
     "MAX_PATTERN_LENGTH",
+    "SCORE_KINDS",
     "MAX_RULES",
     "SEARCH_BUDGET_S",
     "UPLOAD_BUDGET_BASE_S",
@@ -69,7 +81,12 @@ __all__ = [
     "parse_with_format",
 ]
 
-FormatKind = Literal["json", "tags", "labels", "logprobs"]
+FormatKind = Literal["json", "tags", "labels", "logprobs", "score", "likert"]
+# The kinds that grade one thread alone (mode single) instead of choosing between two.
+SCORE_KINDS: tuple[FormatKind, ...] = ("score", "likert")
+DEFAULT_SCALES: dict[FormatKind, tuple[float, float]] = {"score": (1, 10), "likert": (1, 5)}
+# MT-Bench's single-answer rating, "Rating: [[5]]" (the last one wins).
+DEFAULT_SCORE_PATTERN = r"\[\[\s*(-?\d+(?:\.\d+)?)\s*\]\]"
 MatchPolicy = Literal["rule_order", "first", "last"]
 OnUnparsed = Literal["fail", "tie"]
 Strength = Literal[1, 2]
@@ -213,6 +230,22 @@ class VerdictFormat(BaseModel):
     match: MatchPolicy = "rule_order"
     on_unparsed: OnUnparsed = "fail"
     tokens: TokenMap | None = None  # the logprobs kind's token map
+    # score kinds only: the number's pattern (its first group) and the scale it must be on
+    pattern: str | None = Field(default=None, min_length=1, max_length=MAX_PATTERN_LENGTH)
+    scale: tuple[float, float] | None = None
+
+    @property
+    def grades(self) -> bool:
+        """Whether this format grades one thread (mode single) rather than a pair."""
+        return self.kind in SCORE_KINDS
+
+    @property
+    def score_scale(self) -> tuple[float, float]:
+        return self.scale or DEFAULT_SCALES.get(self.kind, (1, 10))
+
+    @property
+    def score_pattern(self) -> regex.Pattern[str]:
+        return _compile(self.pattern or DEFAULT_SCORE_PATTERN, False)
 
     @model_validator(mode="before")
     @classmethod
@@ -241,6 +274,31 @@ class VerdictFormat(BaseModel):
             )
         if self.kind == "logprobs" and self.on_unparsed != "fail":
             raise ValueError("a logprobs verdict format never counts an unread reply as a tie")
+        if not self.grades:
+            if self.pattern is not None or self.scale is not None:
+                raise ValueError("pattern and scale apply to the score and likert formats only")
+            return self
+        if self.on_unparsed != "fail":
+            raise ValueError("a score that cannot be read is a failure: on_unparsed must be fail")
+        if self.scale is not None:
+            low, high = self.scale
+            if not (math.isfinite(low) and math.isfinite(high) and low < high):
+                raise ValueError(f"scale must be two finite numbers, min < max, not {low}, {high}")
+        if self.pattern is not None:
+            if self.kind != "score":
+                raise ValueError("a pattern applies to the score format only")
+            try:
+                compiled = _compile(self.pattern, False)
+            except (regex.error, OverflowError, RecursionError) as exc:
+                raise ValueError(
+                    f"pattern {self.pattern!r} is not a valid regular expression: {exc}"
+                ) from None
+            if compiled.groups < 1:
+                raise ValueError(
+                    f"pattern {self.pattern!r} needs a group that captures the number, "
+                    r"e.g. Score: (\d+)"
+                )
+            _probe(compiled, self.pattern)
         return self
 
     @property
@@ -286,6 +344,8 @@ def parse_with_format(
             "a logprobs verdict format reads the judge's token probabilities, which a text "
             "does not carry; give a probability (preference) or a verdict instead"
         )
+    if fmt.grades:
+        raise VerdictParseError(f"a {fmt.kind} format grades one answer: it reads no A/B verdict")
     try:
         if fmt.kind == "labels":
             return _read_labels(text, fmt, budget)
@@ -308,6 +368,8 @@ _VERDICT_FORMAT: dict[FormatKind, Format] = {
     "tags": "tag",
     "labels": "labels",
     "logprobs": "logprobs",
+    "score": "text",
+    "likert": "text",
 }
 
 

@@ -25,11 +25,14 @@ __all__ = [
     "AGGREGATIONS",
     "CASCADE_RULES",
     "MIN_CALIBRATION_LABELS",
+    "SCORE_AGGREGATIONS",
     "Aggregate",
     "CascadeCalibration",
     "CascadePolicy",
     "Vote",
+    "ScoreAggregate",
     "aggregate",
+    "aggregate_scores",
     "calibrate_cascade",
     "calibrated_weights",
     "cascade",
@@ -389,4 +392,43 @@ def calibrate_cascade(
         target=target,
         target_met=bool(agreement.value is not None and agreement.value >= target - _EPS),
         n=n,
+    )
+
+
+# -- single-answer grading ------------------------------------------------------------
+
+SCORE_AGGREGATIONS = ("mean", "median")
+
+
+@dataclass(frozen=True)
+class ScoreAggregate:
+    """A panel's grade of one thread: the mean or median of its members' grades (and of
+    each criterion's); ``score`` None when nobody graded."""
+
+    score: float | None
+    voted: int
+    members: int
+    criteria: dict[str, float] = field(default_factory=dict)
+
+
+def aggregate_scores(
+    rule: str, scores: Sequence[float | None], criteria: Sequence[Mapping[str, float] | None]
+) -> ScoreAggregate:
+    """The panel's grade under ``rule`` (``mean`` or ``median``) of the members that graded
+    (None: missing)."""
+    if rule not in SCORE_AGGREGATIONS:
+        raise ValueError(f"a panel of graders aggregates by mean or median, not {rule!r}")
+    centre = np.mean if rule == "mean" else np.median
+    graded = [k for k, s in enumerate(scores) if s is not None]
+    if not graded:
+        return ScoreAggregate(None, 0, len(scores))
+    per_criterion: dict[str, list[float]] = {}
+    for k in graded:
+        for name, value in (criteria[k] or {}).items():
+            per_criterion.setdefault(name, []).append(value)
+    return ScoreAggregate(
+        float(centre([scores[k] for k in graded])),
+        len(graded),
+        len(scores),
+        {name: float(centre(values)) for name, values in per_criterion.items()},
     )

@@ -234,7 +234,15 @@ Give your confidence in that decision as a number from 0 to 1, and a short reaso
 Answer with only this JSON object, no other text:
 {answer_format}"""
 
-_PLACEHOLDERS = ("thread_a", "thread_b", "criteria", "prompt", "answer_a", "answer_b")
+_PLACEHOLDERS = (
+    "thread_a",
+    "thread_b",
+    "criteria",
+    "prompt",
+    "answer_a",
+    "answer_b",
+    "reference",
+)
 
 
 def _answer_format(criteria: Sequence[str]) -> str:
@@ -315,6 +323,7 @@ def build_judge_messages(
     prompt: str | None = None,
     system_prompt: str | None = None,
     bodies: tuple[str, str] | None = None,
+    reference: str | None = None,
 ) -> list[dict[str, str]]:
     """System + user messages asking a judge to compare thread A with thread B.
 
@@ -323,7 +332,8 @@ def build_judge_messages(
 
     ``template`` (user-provided) may use ``{thread_a}``, ``{thread_b}`` (fenced),
     ``{criteria}``, ``{prompt}`` (the prompt text, empty when unknown),
-    ``{answer_a}`` and ``{answer_b}`` (:func:`render_answer`, not fenced).
+    ``{answer_a}`` and ``{answer_b}`` (:func:`render_answer`, not fenced), and
+    ``{reference}`` (a reference answer to the prompt, as written; empty when unknown).
     Raises ``ValueError`` on any other placeholder. ``system_prompt`` replaces
     the built-in system message; ``""`` sends none.
     """
@@ -341,6 +351,7 @@ def build_judge_messages(
             "prompt": prompt or "",
             "answer_a": render_answer(content_a),
             "answer_b": render_answer(content_b),
+            "reference": reference or "",
         }
         user = render(template, values)[0]  # equals format_map once checked
     system = SYSTEM_PROMPT if system_prompt is None else system_prompt

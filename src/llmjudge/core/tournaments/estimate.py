@@ -1,6 +1,7 @@
 """What a session will cost before it runs: comparisons, time, tokens, money.
 
-Arithmetic (per model call = per comparison):
+Arithmetic (per model call = per comparison; in mode ``single`` a comparison is one
+thread graded alone, with no swapped twin):
 
 - comparisons: :func:`~llmjudge.core.tournaments.pairing.count_plan`;
   ``base_comparisons`` is one pass without swapped twins, so
@@ -87,7 +88,8 @@ def estimate_plan(
         raise ValueError("token counts cannot be negative")
 
     n = plan_sizes(sizes, options)
-    passes = options.repetitions_per_pair * (2 if options.position_swap else 1)
+    swapped = options.position_swap and options.mode != "single"  # one thread: no order
+    passes = options.repetitions_per_pair * (2 if swapped else 1)
     total = count_plan(sizes, options) if planned_comparisons is None else planned_comparisons
     if total < 0:
         raise ValueError("planned_comparisons cannot be negative")

@@ -25,6 +25,11 @@ Modes
     Every thread of pillar ``i`` against every thread of pillar ``j``.
 ``free_for_all``
     Every thread against every other thread; pillars are ignored.
+``single``
+    No pairs: each thread is graded alone (single-answer grading), once per
+    pass: ``threads * repetitions_per_pair`` items whose ``thread_b`` and
+    ``pillar_b`` are None. There is no order to swap (``position_swap`` is
+    ignored), no baseline, and no prompt-key matching (every thread is graded).
 
 Options
 -------
@@ -72,7 +77,7 @@ __all__ = [
     "weighted_quotas",
 ]
 
-Mode = Literal["pillar_sample", "round_robin", "free_for_all"]
+Mode = Literal["pillar_sample", "round_robin", "free_for_all", "single"]
 Sampling = Literal["fixed", "bootstrap", "weighted"]
 IntArray = npt.NDArray[np.int64]
 
@@ -100,9 +105,9 @@ class PlanOptions:
 @dataclass(frozen=True, slots=True)
 class PlannedComparison:
     thread_a: int
-    thread_b: int
+    thread_b: int | None  # None: a thread graded alone (mode single)
     pillar_a: int
-    pillar_b: int
+    pillar_b: int | None
     repetition: int  # 0-based pass
     swap_group: int  # shared by a comparison and its swapped twin
     is_swap: bool
@@ -111,18 +116,23 @@ class PlannedComparison:
 
 @dataclass(frozen=True)
 class PlanArrays:
-    """The plan as columns, in queue order (for bulk inserts of big plans)."""
+    """The plan as columns, in queue order (for bulk inserts of big plans); ``thread_b``
+    and ``pillar_b`` are None in a plan of single threads (mode ``single``)."""
 
     thread_a: IntArray
-    thread_b: IntArray
+    thread_b: IntArray | None
     pillar_a: IntArray
-    pillar_b: IntArray
+    pillar_b: IntArray | None
     repetition: IntArray
     swap_group: IntArray
     is_swap: npt.NDArray[np.bool_]
 
     def __len__(self) -> int:
         return len(self.thread_a)
+
+    @property
+    def single(self) -> bool:
+        return self.thread_b is None
 
 
 # --------------------------------------------------------------------------- validation
@@ -141,6 +151,10 @@ def _check_options(options: PlanOptions) -> None:
         raise ValueError("max_threads_per_pillar must be at least 1 (or unset)")
     if options.seed < 0:
         raise ValueError("seed must be a non-negative integer")
+    if options.mode == "single" and options.baseline_pillar_id is not None:
+        raise ValueError(
+            "single-answer grading has no baseline pillar: each thread is graded alone"
+        )
     if options.mode == "free_for_all" and options.baseline_pillar_id is not None:
         raise ValueError(
             "a baseline pillar needs a pillar mode: use round_robin or pillar_sample, "
@@ -150,6 +164,10 @@ def _check_options(options: PlanOptions) -> None:
 
 def _check_pillars(sizes: Mapping[int, int], options: PlanOptions) -> None:
     """``sizes``: the non-empty pillars after the cap."""
+    if options.mode == "single":
+        if sum(sizes.values()) < 1:
+            raise ValueError("single-answer grading needs at least 1 thread")
+        return
     if sum(sizes.values()) < 2:
         raise ValueError("a plan needs at least 2 threads")
     if options.mode != "free_for_all" and len(sizes) < 2:
@@ -211,8 +229,8 @@ def plan_size_bound(
     free for all is bounded by its pairs on shared keys (before the per-pillar cap, which
     only removes pairs): two pillars of 1,392 answers to 1,392 prompts make 2,784 with a
     swap, where the unmatched bound says 3,875,328."""
-    matched = options.match_by_prompt_key
-    if matched:
+    matched = options.match_by_prompt_key and options.mode != "single"
+    if options.match_by_prompt_key:
         options = dataclasses.replace(options, match_by_prompt_key=False)
     bound = count_plan(sizes, options)
     if matched and key_counts is not None and options.mode != "pillar_sample":
@@ -240,12 +258,15 @@ def _key_matched_count(key_counts: Mapping[tuple[int, str], int], options: PlanO
 
 
 def _passes(options: PlanOptions) -> int:
-    return options.repetitions_per_pair * (2 if options.position_swap else 1)
+    swapped = options.position_swap and options.mode != "single"
+    return options.repetitions_per_pair * (2 if swapped else 1)
 
 
 def _base_count(sizes: Mapping[int, int], options: PlanOptions) -> int:
     """Comparisons in one pass, without swapped twins."""
     n = plan_sizes(sizes, options)
+    if options.mode == "single":
+        return sum(n.values())
     if options.match_by_prompt_key:
         raise ValueError("count_plan cannot count key-matched plans; build the plan instead")
     total, baseline = sum(n.values()), options.baseline_pillar_id
@@ -267,13 +288,14 @@ def _base_count(sizes: Mapping[int, int], options: PlanOptions) -> int:
 def build_plan(threads: Sequence[ThreadRef], options: PlanOptions) -> list[PlannedComparison]:
     """The comparison plan in queue order (``queue_position`` = list index)."""
     plan = build_plan_arrays(threads, options)
+    none = [None] * len(plan)
     return list(
         map(
             PlannedComparison,
             plan.thread_a.tolist(),
-            plan.thread_b.tolist(),
+            none if plan.thread_b is None else plan.thread_b.tolist(),
             plan.pillar_a.tolist(),
-            plan.pillar_b.tolist(),
+            none if plan.pillar_b is None else plan.pillar_b.tolist(),
             plan.repetition.tolist(),
             plan.swap_group.tolist(),
             plan.is_swap.tolist(),
@@ -290,6 +312,8 @@ def build_plan_arrays(threads: Sequence[ThreadRef], options: PlanOptions) -> Pla
     )
     ids, pillars, keys, members = _index(threads, options, rng_cap)
     _check_pillars({p: len(m) for p, m in members.items()}, options)
+    if options.mode == "single":
+        return _single_plan(ids, pillars, members, options, rng_queue)
 
     if options.mode == "pillar_sample":
         a, b, rep = _pillar_sample(pillars, keys, members, options, rng_sample)
@@ -327,6 +351,32 @@ def build_plan_arrays(threads: Sequence[ThreadRef], options: PlanOptions) -> Pla
         repetition=rep[order],
         swap_group=group[order],
         is_swap=swapped[order],
+    )
+
+
+def _single_plan(
+    ids: IntArray,
+    pillars: IntArray,
+    members: Mapping[int, IntArray],
+    options: PlanOptions,
+    rng: np.random.Generator,
+) -> PlanArrays:
+    """Each (capped) thread once per pass, shuffled; ``swap_group`` numbers the threads, so
+    the repetitions of one thread share it."""
+    pool = np.sort(np.concatenate(list(members.values())))
+    reps = options.repetitions_per_pair
+    a = np.tile(pool, reps)
+    rep = np.repeat(np.arange(reps, dtype=np.int64), len(pool))
+    group = np.tile(np.arange(len(pool), dtype=np.int64), reps)
+    order = rng.permutation(len(a))
+    return PlanArrays(
+        thread_a=ids[a[order]],
+        thread_b=None,
+        pillar_a=pillars[a[order]],
+        pillar_b=None,
+        repetition=rep[order],
+        swap_group=group[order],
+        is_swap=np.zeros(len(a), dtype=bool),
     )
 
 

@@ -110,19 +110,22 @@ async def comparisons_page(
 async def comparison_page(request: Request, session_id: int, comparison_id: int, db: DbSession):
     session = await reads.get_session(db=db, session_id=session_id)
     c = await reads.get_comparison(db=db, session_id=session_id, comparison_id=comparison_id)
-    threads = await threads_by_ids(db=db, ids=[c.thread_a_id, c.thread_b_id])
-    ta, tb = threads.get(c.thread_a_id), threads.get(c.thread_b_id)
-    prompt = None
-    if ta is not None and tb is not None and ta.prompt and ta.prompt == tb.prompt:
-        prompt = ta.prompt
-    view = side_by_side(
-        ta.content if ta is not None else "(thread deleted)",
-        tb.content if tb is not None else "(thread deleted)",
-        prompt,
-    )
-    labels = await reads.reference_labels(
-        db=db, thread_a_id=c.thread_a_id, thread_b_id=c.thread_b_id
-    )
+    ids = [t for t in (c.thread_a_id, c.thread_b_id) if t is not None]
+    threads = await threads_by_ids(db=db, ids=ids)
+    ta = threads.get(c.thread_a_id)
+    tb = None if c.thread_b_id is None else threads.get(c.thread_b_id)
+    content_a = ta.content if ta is not None else "(thread deleted)"
+    labels: list[dict[str, Any]] = []
+    if c.thread_b_id is None:  # one thread graded alone: the whole thread on one side
+        view = SideBySide(shared=[], answer_a=messages_of(content_a), answer_b=[])
+    else:
+        prompt = None
+        if ta is not None and tb is not None and ta.prompt and ta.prompt == tb.prompt:
+            prompt = ta.prompt
+        view = side_by_side(content_a, tb.content if tb is not None else "(thread deleted)", prompt)
+        labels = await reads.reference_labels(
+            db=db, thread_a_id=c.thread_a_id, thread_b_id=c.thread_b_id
+        )
     criteria = sorted(set(c.scores_a or {}) | set(c.scores_b or {}))
     return render(
         request,

@@ -20,6 +20,13 @@ MODES: tuple[tuple[CreateMode, str, str], ...] = (
     ("round_robin", "Round robin", "every thread against every thread of the other pillars"),
     ("free_for_all", "Free for all", "every thread against every other thread"),
     (
+        "single",
+        "Single-answer grading",
+        "each thread graded alone on a scale (MT-Bench's 1-10 [[rating]] by default; a "
+        "likert or custom score rule as the verdict format), against a reference answer "
+        "where its metadata has one; models are ranked by their grades",
+    ),
+    (
         "adaptive",
         "Adaptive",
         "rounds of pairs chosen where the ranking is still uncertain, until a rule or a "
@@ -111,7 +118,7 @@ def session_form(form: Any) -> dict[str, Any]:
         out["criteria"] = list(CRITERIA_SETS[chosen_set].criteria)
     elif criteria := first("criteria"):
         out["criteria"] = [c.strip() for c in criteria.split(",") if c.strip()]
-    if out.get("comparison_mode") in ("free_for_all", "adaptive"):
+    if out.get("comparison_mode") in ("free_for_all", "adaptive", "single"):
         out.pop("baseline_pillar_id", None)
     # Two or more ticked panel members make a panel (in the listed order: a cascade asks
     # the first first); one ticked member is just that judge.

@@ -41,6 +41,7 @@ from llmjudge.references import (
     session_label_sources,
 )
 from llmjudge.sessions import reads
+from llmjudge.sessions.pages import grades
 from llmjudge.sessions.pages.formatting import (
     SORT_FIRST_DESC,
     SortKey,
@@ -80,13 +81,23 @@ CATEGORY_KEY = "category"  # MT-Bench's; any thread metadata key can be picked
 Cache = AnalysisCache
 
 
+# A grading session's own tab (sessions.pages.grades), and the tabs only pairs fill.
+SCORES_TAB = ("scores", "Scores")
+PAIRS_ONLY = ("position", "agreement", "baseline")
+
+
 def _tab_of(tab: str) -> str:
-    return tab if tab in TAB_NAMES or tab == PANEL_TAB[0] else "overview"
+    return tab if tab in TAB_NAMES or tab in (PANEL_TAB[0], SCORES_TAB[0]) else "overview"
 
 
 def _tabs(s: Any) -> tuple[tuple[str, str], ...]:
-    """The Panel tab only for a session judged by a panel."""
-    return (*TABS, PANEL_TAB) if getattr(s, "panel", None) else TABS
+    """The Scores tab first for a grading session (mode single), the Panel tab only for a
+    session judged by a panel; a grading session has no swaps, labels of pairs or
+    baseline pairs, so those tabs are not offered."""
+    tabs = TABS
+    if getattr(s, "comparison_mode", None) == "single":
+        tabs = (SCORES_TAB, *(t for t in TABS if t[0] not in PAIRS_ONLY))
+    return (*tabs, PANEL_TAB) if getattr(s, "panel", None) else tabs
 
 
 @router.get("/sessions/{session_id}/results", response_class=HTMLResponse)
@@ -144,7 +155,9 @@ async def _tab_context(
     s = await reads.get_session(db=db, session_id=session_id)
     session = await analysis.get_analysis_session(db=db, session_id=session_id)
     await db.close()  # figures load through their own database sessions
-    if tab == PANEL_TAB[0] and not s.panel:
+    if (tab == PANEL_TAB[0] and not s.panel) or (
+        tab == SCORES_TAB[0] and s.comparison_mode != "single"
+    ):
         tab = "overview"
     ctx: dict[str, Any] = {
         "s": s,
@@ -159,7 +172,9 @@ async def _tab_context(
         return ctx
     sessionmaker: Sessionmaker = request.app.state.sessionmaker
     try:
-        if tab == "agreement":  # reads reference labels, not the analysis cache
+        if tab == SCORES_TAB[0]:  # the grades themselves, not the derived pairs
+            ctx |= await grades.scores_tab(sessionmaker, session)
+        elif tab == "agreement":  # reads reference labels, not the analysis cache
             ctx |= await _agreement(request, sessionmaker, session_id)
         elif tab == "baseline":  # a chosen baseline pillar, not the analysis cache
             ctx |= await _baseline(request, sessionmaker, session)

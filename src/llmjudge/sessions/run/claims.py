@@ -64,9 +64,9 @@ class Claimed:
     session_id: int
     queue_position: int
     thread_a_id: int
-    thread_b_id: int
+    thread_b_id: int | None  # None: thread A graded alone (mode single)
     pillar_a_id: int
-    pillar_b_id: int
+    pillar_b_id: int | None
     repetition: int
     swap_group: int
     is_swap: bool
@@ -104,6 +104,7 @@ class JudgeVote:
     scores_b: dict[str, float] | None = None
     reasoning: str | None = None
     raw_response: str | None = None
+    score: float | None = None  # a grade (mode single); winner is then None
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
@@ -174,6 +175,7 @@ ANSWER_TYPES: dict[str, Any] = {
     "latency_s": Float,
     "cache_hit": Boolean,
     "prob_a": Float,
+    "score": Float,
 }
 
 
@@ -283,11 +285,11 @@ _FINISH = text(
             CAST(:input_tokens AS int[]), CAST(:output_tokens AS int[]),
             CAST(:cost_usd AS float8[]), CAST(:latency_s AS float8[]),
             CAST(:cache_hit AS bool[]), CAST(:refund AS bool[]), CAST(:strength AS int2[]),
-            CAST(:prob_a AS float8[])
+            CAST(:prob_a AS float8[]), CAST(:score AS float8[])
         ) AS f(id, worker_id, attempts, status, started_at, winner, confidence,
                scores_a, scores_b, reasoning, raw_response, parse_error, error,
                input_tokens, output_tokens, cost_usd, latency_s, cache_hit, refund, strength,
-               prob_a)
+               prob_a, score)
     ), done AS (
         UPDATE comparisons c
         -- An item given back to a cancelled session ends cancelled, not pending forever.
@@ -314,7 +316,8 @@ _FINISH = text(
             latency_s = COALESCE(f.latency_s, c.latency_s),
             cache_hit = f.cache_hit,
             strength = f.strength,
-            prob_a = f.prob_a
+            prob_a = f.prob_a,
+            score = f.score
         FROM f
         WHERE c.id = f.id AND c.status = 'running'
           AND c.worker_id = f.worker_id AND c.attempts = f.attempts

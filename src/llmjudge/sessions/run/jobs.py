@@ -186,7 +186,7 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
 
     async def prepare(self, group_id: int, items: Sequence[Claimed]) -> None:
         await self._config(group_id)
-        thread_ids = [t for i in items for t in (i.thread_a_id, i.thread_b_id)]
+        thread_ids = [t for i in items for t in (i.thread_a_id, i.thread_b_id) if t is not None]
         if self._threads.due():  # re-imported threads: every few seconds, one small query
             async with self.engine.connect() as conn:
                 await self._threads.revalidate(conn)
@@ -349,7 +349,7 @@ def storable_finish(f: Finish) -> Finish:
     return dataclasses.replace(out, **changes) if changes else out
 
 
-_EVENT_VOTE = ("member", "judge", "status", "winner", "confidence", "cost_usd", "error")
+_EVENT_VOTE = ("member", "judge", "status", "winner", "confidence", "score", "cost_usd", "error")
 
 
 def _finish_event(f: Finish) -> tuple[str, dict[str, Any]]:
@@ -368,6 +368,7 @@ def _finish_event(f: Finish) -> tuple[str, dict[str, Any]]:
         "status": f.status,
         "winner": answer.winner,
         "confidence": answer.confidence,
+        "score": answer.score,
         "scores_a": answer.scores_a,
         "scores_b": answer.scores_b,
         "error": f.parse_error or f.error if f.status == "failed" else None,

@@ -15,9 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from llmjudge.catalog import Thread
 from llmjudge.core.judging.formats import VerdictFormat
+from llmjudge.core.judging.grading import build_grading_messages
 from llmjudge.core.judging.prompts import build_judge_messages, thread_body
 from llmjudge.core.judging.verdicts import Verdict
-from llmjudge.judging import PairwiseReader
+from llmjudge.judging import PairwiseReader, ScoreReader
 from llmjudge.providers import ChatResult, DeltaCallback, ModelPricing
 from llmjudge.sessions.run.claims import Claimed, Finish, token
 
@@ -74,11 +75,13 @@ class SessionConfig:
     output_price_per_million: float = 0.0
     system_prompt: str | None = None  # None: the built-in one; "": none
     verdict_format: VerdictFormat = VerdictFormat()
-    # how its judges' replies are read: made once per session, not per comparison
-    reader: PairwiseReader = field(init=False, compare=False, repr=False)
+    # how its judges' replies are read: made once per session, not per comparison (a
+    # score format grades single threads: mode single)
+    reader: PairwiseReader | ScoreReader = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "reader", PairwiseReader(self.verdict_format, self.criteria))
+        kind = ScoreReader if self.verdict_format.grades else PairwiseReader
+        object.__setattr__(self, "reader", kind(self.verdict_format, self.criteria))
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         pricing = ModelPricing(self.input_price_per_million, self.output_price_per_million)
@@ -93,6 +96,7 @@ class ThreadData:
     content: Any  # a string, or a list of {"role", "content"} messages
     quality: float | None  # metadata "quality": the simulator's latent truth, if given
     prompt: str | None = None  # the text of the prompt the thread answers
+    reference: str | None = None  # metadata "reference": a reference answer to its prompt
 
 
 def _quality(meta: Mapping[str, Any] | None) -> float | None:
@@ -100,6 +104,11 @@ def _quality(meta: Mapping[str, Any] | None) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     return None
+
+
+def _reference(meta: Mapping[str, Any] | None) -> str | None:
+    value = (meta or {}).get("reference")
+    return value if isinstance(value, str) and value.strip() else None
 
 
 def _size(value: Any) -> int:
@@ -209,7 +218,9 @@ class ThreadCache:
             ).where(Thread.id.in_(missing))
         )
         for tid, pillar_id, title, content, meta, prompt, digest in rows.all():
-            item = ThreadData(tid, pillar_id, title or "", content, _quality(meta), prompt)
+            item = ThreadData(
+                tid, pillar_id, title or "", content, _quality(meta), prompt, _reference(meta)
+            )
             self.put(item, digest)
 
     def due(self) -> bool:
@@ -236,16 +247,34 @@ class ThreadCache:
 
 def prepare_prompt(
     item: Claimed, config: SessionConfig, threads: ThreadCache, max_attempts: int
-) -> tuple[ThreadData, ThreadData, list[dict[str, str]]] | Finish:
-    """The two threads of ``item`` and the judge's messages (each thread's body rendered
-    once per cache entry), or the ``Finish`` that fails the comparison without a call:
-    abandoned by too many workers, a deleted thread, or a prompt that cannot be built."""
+) -> tuple[ThreadData, ThreadData | None, list[dict[str, str]]] | Finish:
+    """The threads of ``item`` (the second None: one thread graded alone) and the judge's
+    messages (each thread's body rendered once per cache entry), or the ``Finish`` that
+    fails the comparison without a call: abandoned by too many workers, a deleted thread,
+    or a prompt that cannot be built."""
     base = token(item)
-    a, b = threads.get(item.thread_a_id), threads.get(item.thread_b_id)
+    a = threads.get(item.thread_a_id)
+    b = None if item.thread_b_id is None else threads.get(item.thread_b_id)
     if item.attempts > max_attempts:
         return Finish(**base, status="failed", error=f"abandoned by {max_attempts} workers")
-    if a is None or b is None:
+    if a is None or (b is None and item.thread_b_id is not None):
         return Finish(**base, status="failed", error="a thread of this comparison was deleted")
+    if b is None:
+        try:
+            messages = build_grading_messages(
+                content=a.content,
+                fmt=config.verdict_format,
+                criteria=config.criteria,
+                template=config.prompt_template,
+                title=a.title or None,
+                prompt=a.prompt,
+                reference=a.reference,
+                system_prompt=config.system_prompt,
+                body=threads.body(a),
+            )
+        except ValueError as exc:  # a malformed stored thread
+            return Finish(**base, status="failed", error=f"cannot build the judge prompt: {exc}")
+        return a, None, messages
     try:
         messages = build_judge_messages(
             content_a=a.content,
@@ -258,6 +287,7 @@ def prepare_prompt(
             prompt=a.prompt if a.prompt is not None else b.prompt,
             system_prompt=config.system_prompt,
             bodies=(threads.body(a), threads.body(b)),
+            reference=a.reference if a.reference is not None else b.reference,
         )
     except ValueError as exc:  # a malformed stored thread
         return Finish(**base, status="failed", error=f"cannot build the judge prompt: {exc}")

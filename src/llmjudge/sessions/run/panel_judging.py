@@ -27,11 +27,13 @@ from llmjudge.core.judging.panels import (
     CascadePolicy,
     Vote,
     aggregate,
+    aggregate_scores,
     panel_probability,
     panel_strength,
     should_stop,
 )
 from llmjudge.core.judging.prompts import verdict_json_schema
+from llmjudge.core.judging.scores import Score
 from llmjudge.core.judging.verdicts import Verdict
 from llmjudge.infra.events.hub import DeltaBatcher
 from llmjudge.judging import Gateway, JudgeRequest, JudgeResult, judge_call
@@ -119,8 +121,15 @@ def solo_panel(config: SessionConfig) -> PanelConfig:
     return PanelConfig("solo", (member,))
 
 
-def verdict_fields(verdict: Verdict) -> dict[str, Any]:
-    """A read verdict's stored fields, in the order the pair was shown."""
+def verdict_fields(verdict: Verdict | Score) -> dict[str, Any]:
+    """A read verdict's stored fields, in the order the pair was shown (a grade: its
+    score, and its per-criterion grades as ``scores_a``)."""
+    if isinstance(verdict, Score):
+        return {
+            "score": verdict.value,
+            "scores_a": verdict.criteria or None,
+            "reasoning": verdict.reasoning,
+        }
     return {
         "winner": verdict.winner,
         "confidence": verdict.confidence,
@@ -132,7 +141,7 @@ def verdict_fields(verdict: Verdict) -> dict[str, Any]:
     }
 
 
-def _as_vote(result: JudgeResult[Verdict], k: int, member: MemberConfig) -> JudgeVote:
+def _as_vote(result: JudgeResult[Any], k: int, member: MemberConfig) -> JudgeVote:
     """A member's call as its stored vote: ``voted`` when its reply was read (an answer
     the format counts as a tie is a vote, its reason kept), else ``missing``."""
     base: dict[str, Any] = {"member": k, "model_id": member.model_id, "judge": member.label}
@@ -169,9 +178,9 @@ class _Judging:
     def request(self, k: int) -> JudgeRequest:
         return judge_request(self.item, self.config, self.panel, self.messages, self.context, k)
 
-    async def ask(self, k: int, on_delta: Any = None) -> tuple[JudgeVote, JudgeResult[Verdict]]:
+    async def ask(self, k: int, on_delta: Any = None) -> tuple[JudgeVote, JudgeResult[Any]]:
         member = self.panel.members[k]
-        result: JudgeResult[Verdict]
+        result: JudgeResult[Any]
         if member.model_id is None:
             result = JudgeResult(error="this member's model was deleted")
         else:
@@ -191,7 +200,7 @@ class _Judging:
                 {"comparison_id": self.item.id, "worker_id": self.item.worker_id}
                 | {
                     name: getattr(vote, name)
-                    for name in ("member", "judge", "status", "winner", "confidence")
+                    for name in ("member", "judge", "status", "winner", "confidence", "score")
                 }
                 | {"cost_usd": vote.cost_usd, "latency_s": vote.latency_s, "error": vote.error},
             )
@@ -234,15 +243,28 @@ def _thread_context(t: ThreadData) -> dict[str, Any]:
 
 
 def comparison_context(
-    item: Claimed, a: ThreadData, b: ThreadData, config: SessionConfig
+    item: Claimed, a: ThreadData, b: ThreadData | None, config: SessionConfig
 ) -> dict[str, Any]:
-    """What the simulator sees of a comparison (never sent to a real provider)."""
+    """What the simulator sees of a comparison (never sent to a real provider); ``b`` is
+    None when one thread is graded alone."""
+    call_key = f"{item.session_id}:{item.queue_position}:{item.attempts}"
+    criteria = list(config.criteria)
+    if b is None:
+        fmt = config.verdict_format
+        return {
+            "task": "single",
+            "thread": _thread_context(a),
+            "criteria": criteria,
+            "kind": fmt.kind,
+            "scale": list(fmt.score_scale),
+            "call_key": call_key,
+        }
     return {
         "task": "pairwise",
         "thread_a": _thread_context(a),
         "thread_b": _thread_context(b),
-        "criteria": list(config.criteria),
-        "call_key": f"{item.session_id}:{item.queue_position}:{item.attempts}",
+        "criteria": criteria,
+        "call_key": call_key,
     }
 
 
@@ -284,7 +306,7 @@ async def judge_comparison(
             # titles ride along so the live lanes name the threads at once, before the
             # labels fetch answers
             "thread_a_title": a.title or None,
-            "thread_b_title": b.title or None,
+            "thread_b_title": None if b is None else b.title or None,
             "pillar_a_id": item.pillar_a_id,
             "pillar_b_id": item.pillar_b_id,
             "attempt": item.attempts,
@@ -382,6 +404,8 @@ async def _panel(
             if k >= asked
         ]
     wall = time.perf_counter() - t0
+    if judging.config.verdict_format.grades:
+        return _graded(judging, base, started, max_attempts, votes, asked, wall)
     agg = aggregate(
         panel.rule, [_ballot(v) for v in votes], weights=panel.weights, policy=panel.policy
     )
@@ -417,6 +441,65 @@ async def _panel(
             agg.winner, [(v.winner, v.strength) for v in votes if v.status == "voted"]
         ),
         prob_a=panel_probability([v.prob_a for v in votes if v.status == "voted"]),
+    )
+    return Finish(
+        **base,
+        status="completed",
+        started_at=started,
+        answer=answer,
+        votes=tuple(votes),
+        votes_cast=agg.voted,
+        votes_asked=asked,
+    )
+
+
+def _spend(votes: Sequence[JudgeVote], wall: float) -> dict[str, Any]:
+    return {
+        "input_tokens": sum(v.input_tokens for v in votes),
+        "output_tokens": sum(v.output_tokens for v in votes),
+        "cost_usd": sum(v.cost_usd for v in votes),
+        "latency_s": wall,
+        "cache_hit": all(v.cache_hit for v in votes if v.status == "voted"),
+    }
+
+
+def _graded(
+    judging: _Judging,
+    base: dict[str, Any],
+    started: datetime,
+    max_attempts: int,
+    votes: list[JudgeVote],
+    asked: int,
+    wall: float,
+) -> Finish:
+    """A panel of graders' finish: the mean or median of its members' grades."""
+    item, panel = judging.item, judging.panel
+    graded = [v.status == "voted" for v in votes]
+    agg = aggregate_scores(
+        panel.rule,
+        [v.score if ok else None for v, ok in zip(votes, graded, strict=True)],
+        [v.scores_a if ok else None for v, ok in zip(votes, graded, strict=True)],
+    )
+    spend = _spend(votes, wall)
+    if agg.score is None:
+        errors = "; ".join(f"{v.judge or v.member}: {v.error}" for v in votes if v.error)
+        status = _retry_or_fail(item, max_attempts)
+        return Finish(
+            **base,
+            status=status,  # type: ignore[arg-type]
+            started_at=started,
+            answer=JudgeVote(**spend),
+            error=f"no member of the panel graded ({errors})"[:2000],
+            votes=tuple(votes) if status == "failed" else (),
+            votes_cast=0,
+            votes_asked=asked,
+        )
+    answer = JudgeVote(
+        **spend,
+        status="voted",
+        score=agg.score,
+        scores_a=agg.criteria or None,
+        reasoning=f"panel ({panel.rule}): {agg.voted} of {len(panel.members)} members graded",
     )
     return Finish(
         **base,

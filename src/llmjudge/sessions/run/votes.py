@@ -26,7 +26,8 @@ _REPLACE = """
         reasoning = EXCLUDED.reasoning, raw_response = EXCLUDED.raw_response,
         input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens,
         cost_usd = EXCLUDED.cost_usd, latency_s = EXCLUDED.latency_s,
-        cache_hit = EXCLUDED.cache_hit, error = EXCLUDED.error, prob_a = EXCLUDED.prob_a
+        cache_hit = EXCLUDED.cache_hit, error = EXCLUDED.error, prob_a = EXCLUDED.prob_a,
+        score = EXCLUDED.score
 """
 
 _INSERT_VOTES = """
@@ -39,18 +40,18 @@ _INSERT_VOTES = """
             CAST(:raw_response AS text[]), CAST(:input_tokens AS int[]),
             CAST(:output_tokens AS int[]), CAST(:cost_usd AS float8[]),
             CAST(:latency_s AS float8[]), CAST(:cache_hit AS bool[]), CAST(:error AS text[]),
-            CAST(:strength AS float8[]), CAST(:prob_a AS float8[])
+            CAST(:strength AS float8[]), CAST(:prob_a AS float8[]), CAST(:score AS float8[])
         ) AS v(comparison_id, member, model_id, judge, status, winner, confidence, scores_a,
                scores_b, reasoning, raw_response, input_tokens, output_tokens, cost_usd,
-               latency_s, cache_hit, error, strength, prob_a)
+               latency_s, cache_hit, error, strength, prob_a, score)
     )
     INSERT INTO comparison_votes (comparison_id, session_id, member, model_id, judge, status,
         winner, strength, confidence, scores_a, scores_b, reasoning, raw_response,
-        input_tokens, output_tokens, cost_usd, latency_s, cache_hit, error, prob_a)
+        input_tokens, output_tokens, cost_usd, latency_s, cache_hit, error, prob_a, score)
     SELECT v.comparison_id, c.session_id, v.member, v.model_id, v.judge, v.status, v.winner,
            v.strength, v.confidence, v.scores_a, v.scores_b, v.reasoning, v.raw_response,
            v.input_tokens, v.output_tokens, v.cost_usd, v.latency_s, v.cache_hit, v.error,
-           v.prob_a
+           v.prob_a, v.score
     FROM v JOIN comparisons c ON c.id = v.comparison_id
 """
 _VOTES = text(_INSERT_VOTES + _REPLACE).bindparams(
@@ -114,18 +115,19 @@ async def write_votes(conn: AsyncConnection, items: Sequence[Finish], applied: s
 _SOLO_INSERT_VOTES = """
     INSERT INTO comparison_votes (comparison_id, session_id, member, model_id, judge, status,
         winner, strength, confidence, scores_a, scores_b, reasoning, raw_response,
-        input_tokens, output_tokens, cost_usd, latency_s, cache_hit, error, prob_a)
+        input_tokens, output_tokens, cost_usd, latency_s, cache_hit, error, prob_a, score)
     SELECT c.id, c.session_id, 0, s.judge_model_id,
            left(COALESCE(s.options->>'judge_label', ''), 200),
-           CASE WHEN c.status = 'completed' AND c.winner IS NOT NULL
+           CASE WHEN c.status = 'completed' AND (c.winner IS NOT NULL OR c.score IS NOT NULL)
                 THEN 'voted' ELSE 'missing' END,
            c.winner, c.strength, c.confidence, c.scores_a, c.scores_b, c.reasoning,
            c.raw_response, c.input_tokens, c.output_tokens, c.cost_usd, c.latency_s,
            c.cache_hit,
            CASE WHEN c.status = 'completed' AND c.winner IS NOT NULL
                 THEN left('unparsed, a tie: ' || c.parse_error, 2000)
+                WHEN c.status = 'completed' AND c.score IS NOT NULL THEN NULL
                 ELSE COALESCE(c.parse_error, c.error) END,
-           c.prob_a
+           c.prob_a, c.score
     FROM comparisons c JOIN judge_sessions s ON s.id = c.session_id
     -- one judge: no panel (SQL NULL, or JSON null as the ORM writes None)
     WHERE c.id = ANY(:ids) AND jsonb_typeof(s.panel) IS DISTINCT FROM 'object'

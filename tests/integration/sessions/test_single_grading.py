@@ -1,0 +1,317 @@
+"""Single-answer grading end to end: the demo graded by the simulated grader (scores per
+model, a leaderboard that agrees with the pairwise one, Spearman printed), reference-guided
+grading on the maths question, a fake OpenAI judge answering "[[7]]", a grade outside the
+scale failing its item with the reason, and bad sessions refused with nothing stored."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from scipy.stats import spearmanr
+from sqlalchemy import func, select, text
+
+from llmjudge.sessions.models import JudgeSession
+from tests.fakes.servers import FakeOpenAI, FakeState
+from tests.integration.test_scaleout import wait_ended
+
+
+@pytest.fixture(scope="module")
+async def demo(client: httpx.AsyncClient) -> dict[str, int]:
+    r = await client.post("/api/demo")
+    assert r.status_code == 200, r.text
+    return {p["name"]: p["id"] for p in (await client.get("/api/pillars")).json()}
+
+
+async def _run(client: httpx.AsyncClient, app: FastAPI, body: dict[str, Any]) -> int:
+    r = await client.post("/api/sessions", json={"auto_start": True, "seed": 11, **body})
+    assert r.status_code in (200, 201), r.text
+    sid = int(r.json()["id"])
+    ended = await wait_ended(app, sid, 120)
+    assert ended["status"] == "completed", ended
+    return sid
+
+
+async def _rows(app: FastAPI, sql: str, **params: Any) -> list[Any]:
+    async with app.state.engine.connect() as conn:
+        return list((await conn.execute(text(sql), params)).all())
+
+
+async def test_the_demo_graded_alone_ranks_the_models_as_the_pairwise_tournament_does(
+    client: httpx.AsyncClient, app: FastAPI, demo: dict[str, int]
+) -> None:
+    pillars = list(demo.values())
+    common = {"pillar_ids": pillars, "worker_count": 16}
+    single = await _run(
+        client,
+        app,
+        common
+        | {"session_name": "demo graded", "comparison_mode": "single", "repetitions_per_pair": 2},
+    )
+    pairwise = await _run(
+        client,
+        app,
+        common
+        | {
+            "session_name": "demo pairs",
+            "comparison_mode": "round_robin",
+            "match_by_prompt_key": True,
+        },
+    )
+    session = (await client.get(f"/api/sessions/{single}")).json()
+    assert session["total"] == 60 * 2 and session["completed"] == 120  # 60 threads x 2
+
+    scores = (await client.get(f"/api/sessions/{single}/scores")).json()
+    assert (scores["kind"], scores["scale_min"], scores["scale_max"]) == ("score", 1, 10)
+    assert scores["grades"] == 120 and len(scores["threads"]) == 60
+    by_name = {p["pillar_name"]: p for p in scores["pillars"]}
+    assert set(by_name) == set(demo)
+    for p in scores["pillars"]:  # 10 threads each, a t interval around the mean
+        assert p["n"] == 10 and p["grades"] == 20
+        assert p["low"] < p["mean"] < p["high"]
+        assert 1 <= p["mean"] <= 10
+    assert sum(sum(b["counts"].values()) for b in scores["distribution"]) == 120
+    # 10 prompts x C(6, 2) pillar pairs
+    assert scores["derived_pairs"] == 150 and scores["unkeyed_threads"] == 0
+    assert scores["agreement"] is None  # the demo has no reference grades
+
+    graded_board = (await client.get(f"/api/sessions/{single}/thread-leaderboard")).json()
+    assert graded_board["outcome_count"] == 150
+    pair_board = (await client.get(f"/api/sessions/{pairwise}/thread-leaderboard")).json()
+    pair_score = {p["name"]: p["bt_score"] for p in pair_board["pillar_aggregates"]}
+    names = sorted(demo)
+    rho = spearmanr([by_name[n]["mean"] for n in names], [pair_score[n] for n in names]).statistic
+    print(
+        "\nsingle-answer grading vs pairwise leaderboard on the demo (simulated judge, both "
+        f"reading the same latent quality through independent noise): Spearman {rho:.3f}\n"
+        + "\n".join(
+            f"  {n:18} mean grade {by_name[n]['mean']:.2f} "
+            f"[{by_name[n]['low']:.2f} to {by_name[n]['high']:.2f}]  "
+            f"pairwise BT {pair_score[n]:.0f}"
+            for n in sorted(names, key=lambda n: -by_name[n]["mean"])
+        )
+    )
+    assert rho >= 0.8
+    # the derived preferences feed the usual leaderboard: the same order again
+    graded_score = {p["name"]: p["bt_score"] for p in graded_board["pillar_aggregates"]}
+    assert (
+        spearmanr([graded_score[n] for n in names], [by_name[n]["mean"] for n in names]).statistic
+        >= 0.8
+    )
+
+    # each item's own grade, and its member-0 vote, are stored
+    rows = await _rows(
+        app,
+        "SELECT c.score, c.thread_b_id, c.winner, v.status, v.score FROM comparisons c "
+        "JOIN comparison_votes v ON v.comparison_id = c.id WHERE c.session_id = :s",
+        s=single,
+    )
+    assert len(rows) == 120
+    assert all(b is None and w is None and st == "voted" and vs == s for s, b, w, st, vs in rows)
+    assert all(float(s).is_integer() and 1 <= s <= 10 for s, *_ in rows)
+
+    # a pairwise session has no grades
+    r = await client.get(f"/api/sessions/{pairwise}/scores")
+    assert r.status_code == 409 and "no grades" in r.json()["detail"]
+
+
+async def _openai_model(client: httpx.AsyncClient, base_url: str, name: str) -> int:
+    provider = (
+        await client.post(
+            "/api/providers",
+            json={"name": name, "kind": "openai", "base_url": base_url, "api_key": "test-key"},
+        )
+    ).json()
+    body = {"provider_id": provider["id"], "name": name, "model": name}
+    return int((await client.post("/api/models", json=body)).json()["id"])
+
+
+def _user_text(body: dict[str, Any]) -> str:
+    return "\n".join(m["content"] for m in body["messages"] if m["role"] == "user")
+
+
+async def test_a_real_protocol_grader_reads_references_and_fails_grades_off_the_scale(
+    client: httpx.AsyncClient, app: FastAPI, demo: dict[str, int]
+) -> None:
+    def reply(body: dict[str, Any]) -> str:
+        text = _user_text(body)
+        # one thread (gpt-4's Hawaii post) is graded off the scale, every time
+        if "A Cultural and Natural Paradise Awaits" in text:
+            return "An excellent post, beyond measure. Rating: [[11]]"
+        return "Clear and mostly correct. Rating: [[7]]"
+
+    state = FakeState(responder=reply)
+    async with FakeOpenAI(state) as fake:
+        model = await _openai_model(client, fake.base_url, "grader-7")
+        sid = await _run(
+            client,
+            app,
+            {
+                "session_name": "graded by a fake",
+                "comparison_mode": "single",
+                "pillar_ids": [demo["gpt-4"], demo["llama-13b"]],
+                "judge_model_id": model,
+            },
+        )
+    prompts = [_user_text(r.body) for r in state.requests if r.path.endswith("/completions")]
+    maths = [p for p in prompts if "(0, 0), (-1, 1), and (3, 3)" in p]
+    assert len(maths) == 2  # Q111 for both models, once each
+    for p in maths:  # reference-guided: MT-Bench's maths prompt with the reference
+        assert "<<<REFERENCE>>>" in p and "5*pi" in p and "comparing the assistant" in p
+    others = [p for p in prompts if p not in maths and "REFERENCE" in p]
+    assert len(others) == 2  # Q101 (reasoning) has a reference too; no other question
+    assert all("overtake" in p for p in others)
+
+    rows = await _rows(
+        app,
+        "SELECT c.status, c.score, c.parse_error, c.attempts, t.external_id "
+        "FROM comparisons c JOIN threads t ON t.id = c.thread_a_id WHERE c.session_id = :s",
+        s=sid,
+    )
+    assert len(rows) == 20
+    failed = [r for r in rows if r[0] == "failed"]
+    assert [r[4] for r in failed] == ["mtbench-81-gpt-4"]
+    status, score, reason, attempts, _ = failed[0]
+    assert score is None and attempts == 3  # asked again, never clipped to 10
+    assert reason == "score 11 is outside the scale 1 to 10"
+    assert all(r[1] == 7.0 for r in rows if r[0] == "completed")
+    scores = (await client.get(f"/api/sessions/{sid}/scores")).json()
+    assert scores["grades"] == 19 and scores["failed"] == 1
+    assert all(p["mean"] == 7.0 for p in scores["pillars"])
+
+
+async def test_a_reference_grade_in_metadata_is_scored_against(
+    client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    rows = [
+        {
+            "pillar": f"ref-{p}",
+            "external_id": str(k),
+            "prompt_key": f"r{k}",
+            "content": f"answer {p} {k}",
+            "metadata": {"quality": q + 0.3 * k, "reference_score": 5.5 + 1.5 * (q + 0.3 * k)},
+        }
+        for p, q in (("good", 1.5), ("poor", -1.5))
+        for k in range(6)
+    ]
+    import json
+
+    body = "\n".join(json.dumps(r) for r in rows).encode()
+    r = await client.post("/api/threads/import", files={"file": ("ref.jsonl", body)})
+    assert r.status_code == 200, r.text
+    ids = [p["id"] for p in (await client.get("/api/pillars")).json() if p["name"][:4] == "ref-"]
+    sid = await _run(
+        client, app, {"session_name": "refs", "comparison_mode": "single", "pillar_ids": ids}
+    )
+    agreement = (await client.get(f"/api/sessions/{sid}/scores")).json()["agreement"]
+    assert agreement["n"] == 12 and agreement["reference_key"] == "reference_score"
+    for name in ("spearman", "pearson", "qwk"):
+        low, high = agreement["intervals"][name]["low"], agreement["intervals"][name]["high"]
+        assert low <= agreement[name] <= high
+    assert agreement["spearman"] > 0.5 and agreement["mae"] < 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ({"verdict_format": "tags"}, "must be score or likert"),
+        ({"verdict_format": {"kind": "score", "scale": [10, 1]}}, "min < max"),
+        ({"verdict_format": {"kind": "score", "pattern": "Score: \\d+"}}, "captures the number"),
+        ({"verdict_format": {"kind": "score", "on_unparsed": "tie"}}, "on_unparsed must be fail"),
+        ({"prompt_template": "{thread_a} vs {thread_b}"}, "unknown placeholder"),
+        ({"comparison_mode": "round_robin", "verdict_format": "score"}, "grades single threads"),
+    ],
+)
+async def test_bad_grading_sessions_are_refused_with_nothing_stored(
+    client: httpx.AsyncClient,
+    app: FastAPI,
+    demo: dict[str, int],
+    extra: dict[str, Any],
+    says: str,
+) -> None:
+    async with app.state.sessionmaker() as db:
+        before = await db.scalar(select(func.count()).select_from(JudgeSession))
+    body = {"session_name": "bad", "comparison_mode": "single", "pillar_ids": list(demo.values())}
+    r = await client.post("/api/sessions", json=body | extra)
+    assert r.status_code == 422, r.text
+    assert re.search(re.escape(says), r.text), r.text
+    async with app.state.sessionmaker() as db:
+        assert await db.scalar(select(func.count()).select_from(JudgeSession)) == before
+
+
+async def test_every_page_and_figure_of_a_grading_session_answers(
+    client: httpx.AsyncClient, app: FastAPI, demo: dict[str, int]
+) -> None:
+    sid = await _run(
+        client,
+        app,
+        {
+            "session_name": "graded pages",
+            "comparison_mode": "single",
+            "pillar_ids": [demo["gpt-4"], demo["alpaca-13b"]],
+            "verdict_format": "likert",
+        },
+    )
+    page = await client.get(f"/sessions/{sid}/results?tab=scores")
+    assert page.status_code == 200, page.text
+    assert 'id="scores-pillars"' in page.text and "Per criterion" in page.text
+    assert ">Position bias<" not in page.text  # pairs-only tabs are not offered
+    for tab in (
+        "overview",
+        "leaderboard",
+        "distribution",
+        "matrix",
+        "performance",
+        "findings",
+        "style",
+        "categories",
+        "scores",
+    ):
+        r = await client.get(f"/sessions/{sid}/partials/results/{tab}")
+        assert r.status_code == 200, (tab, r.text[:500])
+        assert "cannot be computed" not in r.text, (tab, r.text[:2000])
+    items = (await client.get(f"/api/sessions/{sid}/comparisons?limit=50")).json()["items"]
+    assert len(items) == 20 and all(i["thread_b_id"] is None for i in items)
+    assert all(1 <= i["score"] <= 5 and set(i["scores_a"]) for i in items)
+    one = items[0]
+    detail = (await client.get(f"/api/sessions/{sid}/comparisons/{one['id']}")).json()
+    assert detail["votes"] == [] or detail["votes"][0]["score"] == one["score"]
+    for url in (
+        f"/sessions/{sid}",
+        f"/sessions/{sid}/comparisons",
+        f"/sessions/{sid}/comparisons/{one['id']}",
+        f"/threads/{one['thread_a_id']}/comparisons",
+        f"/api/sessions/{sid}/export?format=csv",
+        f"/api/sessions/{sid}/estimate",
+    ):
+        r = await client.get(url)
+        assert r.status_code == 200, (url, r.text[:1000])
+
+
+async def test_the_form_offers_single_answer_grading_and_makes_it(
+    client: httpx.AsyncClient, app: FastAPI, demo: dict[str, int]
+) -> None:
+    page = await client.get("/sessions/new")
+    assert page.status_code == 200
+    assert 'value="single"' in page.text and 'id="single-grading-why"' in page.text
+    form = {
+        "session_name": "graded from the form",
+        "pillar_ids": [str(demo["gpt-4"]), str(demo["llama-13b"])],
+        "comparison_mode": "single",
+        "repetitions_per_pair": "3",
+        "position_swap": "1",
+        "match_by_prompt_key": "1",
+    }
+    estimate = await client.post(
+        "/sessions/new/estimate", data=form, headers={"HX-Request": "true"}
+    )
+    assert estimate.status_code == 200 and "60" in estimate.text  # 20 threads x 3
+    r = await client.post("/sessions/new", data=form, headers={"HX-Request": "true"})
+    assert r.status_code in (200, 204, 303), r.text
+    made = [
+        s for s in (await client.get("/api/sessions")).json() if s["name"] == "graded from the form"
+    ]
+    assert len(made) == 1 and made[0]["comparison_mode"] == "single" and made[0]["total"] == 60

@@ -4,6 +4,7 @@ process without the web app (``llmjudge worker``).
 Kinds registered: judge comparisons (a ``WorkerPool`` of ``sessions.jobs``),
 persona training (``personas.training.TrainingRunner`` on the advisory-locked runner) and
 the rounds of adaptive sessions (``sessions.rounds.AdaptiveRounds``, advisory-locked too),
+finished sessions' stored figures (``analysis.FigureStore``, advisory-locked),
 plus the provider rate shares (``providers.shares``) and the call-history retention job. The
 worker process runs every kind against the database until SIGINT/SIGTERM, then stops
 gracefully (drain, give back unfinished items).
@@ -19,6 +20,7 @@ import signal
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from llmjudge.analysis import FigureStore
 from llmjudge.infra.config import Settings
 from llmjudge.infra.db.engine import make_sessionmaker, process_engines
 from llmjudge.infra.db.migrate import current
@@ -31,11 +33,13 @@ from llmjudge.providers.llm import LLMService
 from llmjudge.providers.retention import RetentionJob
 from llmjudge.providers.shares import RateShares
 from llmjudge.sessions.adaptive.rounds import AdaptiveRounds
+from llmjudge.sessions.pages.results import default_figures
 from llmjudge.sessions.run.jobs import comparison_pool
 
 __all__ = [
     "ADAPTIVE",
     "COMPARISONS",
+    "FIGURES",
     "PERSONAS",
     "RATE_SHARES",
     "RETENTION",
@@ -51,6 +55,7 @@ PERSONAS = "personas"
 RETENTION = "retention"
 RATE_SHARES = "rate_shares"
 ADAPTIVE = "adaptive-rounds"
+FIGURES = "stored-figures"
 
 
 class WorkerStartError(RuntimeError):
@@ -102,6 +107,16 @@ def build_workers(
         ADAPTIVE,
         LockedRunner(
             engine=engine, job=AdaptiveRounds(sessionmaker=sessionmaker, hub=hub), poll_s=1.0
+        ),
+    )
+    # A finished session's results figures, computed once and stored (one session at a
+    # time per process, each in the process holding its advisory lock).
+    workers.register(
+        FIGURES,
+        LockedRunner(
+            engine=direct,
+            job=FigureStore(sessionmaker=sessionmaker, figures=default_figures),
+            poll_s=5.0,
         ),
     )
     return workers

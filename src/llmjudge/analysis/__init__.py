@@ -7,6 +7,8 @@ what writes comparisons (plans, imports) lives in the sessions domain.
   rating options of a query
 - exports: CSV and JSON downloads, streamed
 - baseline: win rates against a baseline pillar, raw and length-controlled
+- stored: a finished session's figures kept in PostgreSQL (a cache analysis writes);
+  storing: the background job computing them when a session finishes
 - api: the `/api/sessions/{id}/<figure>` and `/export` routes"""
 
 from llmjudge.infra.exports import public
@@ -32,6 +34,7 @@ __all__, __getattr__ = public(
             "thread_performance_out",
         ),
         "llmjudge.analysis.loading": ("get_analysis_session",),
+        "llmjudge.analysis.storing": ("FigureStore",),
         "llmjudge.analysis.options": (
             "BOOTSTRAP_ROUNDS",
             "RatingQuery",

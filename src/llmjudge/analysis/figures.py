@@ -28,6 +28,7 @@ from llmjudge.analysis.schemas import (
     ThreadLeaderboardOut,
     ThreadPerformanceOut,
 )
+from llmjudge.analysis.stored import stored_figure
 from llmjudge.core.analysis.categories import CategoryReport, category_report, metadata_keys
 from llmjudge.core.analysis.findings import Finding, surprise_findings
 from llmjudge.core.analysis.leaderboard import (
@@ -172,14 +173,21 @@ async def thread_leaderboard(
     opts = options or rating_options()
     if opts.interval == "bootstrap":
         opts = dataclasses.replace(opts, bootstrap_rounds=bootstrap_rounds)
-    data, board = await _leaderboard_figure(
-        cache, sessionmaker, session, aggregation, opts, reference_key, reference_ranking
+
+    async def build() -> ThreadLeaderboardOut:
+        data, board = await _leaderboard_figure(
+            cache, sessionmaker, session, aggregation, opts, reference_key, reference_ranking
+        )
+        # converted once per figure (10,000 rows); the session's fresh row goes on each time
+        out = cache.converted(
+            board, session.calculate_elo, lambda: _leaderboard_out(session, data, board)
+        )
+        return out.model_copy(update={"session": session})
+
+    params = (aggregation, opts, reference_key, reference_ranking)
+    return await stored_figure(
+        cache, sessionmaker, session, "leaderboard", params, ThreadLeaderboardOut, build
     )
-    # converted once per figure (10,000 rows); the session's fresh row goes on each time
-    out = cache.converted(
-        board, session.calculate_elo, lambda: _leaderboard_out(session, data, board)
-    )
-    return out.model_copy(update={"session": session})
 
 
 async def pillar_leaderboard(
@@ -198,24 +206,38 @@ async def pillar_leaderboard(
     if opts.interval == "bootstrap":
         opts = dataclasses.replace(opts, bootstrap_rounds=bootstrap_rounds)
     full = ("leaderboard", aggregation, opts, None, None)
-    if session.status in FINISHED and (
-        cache.finished_figure((*full, session.id), session.completed) is not None
-    ):
-        data, board = await _leaderboard_figure(cache, sessionmaker, session, aggregation, opts)
-    else:
-        data, board = await cached_figure(
-            cache,
-            sessionmaker,
-            session,
-            ("pillar-leaderboard", aggregation, opts),
-            lambda d: _leaderboard(d, aggregation, opts, None, None, threads=False),
+
+    async def build() -> ThreadLeaderboardOut:
+        if session.status in FINISHED and (
+            cache.finished_figure((*full, session.id), session.completed) is not None
+        ):
+            data, board = await _leaderboard_figure(cache, sessionmaker, session, aggregation, opts)
+        else:
+            data, board = await cached_figure(
+                cache,
+                sessionmaker,
+                session,
+                ("pillar-leaderboard", aggregation, opts),
+                lambda d: _leaderboard(d, aggregation, opts, None, None, threads=False),
+            )
+        out = cache.converted(
+            board,
+            ("pillars", session.calculate_elo),
+            lambda: _leaderboard_out(session, data, board),
         )
-    out = cache.converted(
-        board, ("pillars", session.calculate_elo), lambda: _leaderboard_out(session, data, board)
+        if board.entries:  # the full leaderboard's: its pillar figures only, as documented
+            out = out.model_copy(update={"entries": []})
+        return out.model_copy(update={"session": session})
+
+    return await stored_figure(
+        cache,
+        sessionmaker,
+        session,
+        "pillar-leaderboard",
+        (aggregation, opts),
+        ThreadLeaderboardOut,
+        build,
     )
-    if board.entries:  # the full leaderboard's: its pillar figures only, as documented
-        out = out.model_copy(update={"entries": []})
-    return out.model_copy(update={"session": session})
 
 
 async def style_out(
@@ -249,12 +271,17 @@ async def style_out(
             )
         return report, numeric
 
-    _, (report, numeric) = await cached_figure(
-        cache, sessionmaker, session, ("style", aggregation, options, metadata_keys), compute
-    )
-    return StyleOut(
-        session=session, aggregation=aggregation, available_metadata=numeric, style=report
-    )
+    params = (aggregation, options, metadata_keys)
+
+    async def build() -> StyleOut:
+        _, (report, numeric) = await cached_figure(
+            cache, sessionmaker, session, ("style", *params), compute
+        )
+        return StyleOut(
+            session=session, aggregation=aggregation, available_metadata=numeric, style=report
+        )
+
+    return await stored_figure(cache, sessionmaker, session, "style", params, StyleOut, build)
 
 
 async def categories_out(
@@ -288,11 +315,18 @@ async def categories_out(
             )
         return report, keys
 
-    _, (report, keys) = await cached_figure(
-        cache, sessionmaker, session, ("categories", aggregation, options, key), compute
-    )
-    return CategoriesOut(
-        session=session, aggregation=aggregation, available_keys=keys, categories=report
+    params = (aggregation, options, key)
+
+    async def build() -> CategoriesOut:
+        _, (report, keys) = await cached_figure(
+            cache, sessionmaker, session, ("categories", *params), compute
+        )
+        return CategoriesOut(
+            session=session, aggregation=aggregation, available_keys=keys, categories=report
+        )
+
+    return await stored_figure(
+        cache, sessionmaker, session, "categories", params, CategoriesOut, build
     )
 
 
@@ -321,15 +355,22 @@ async def score_distribution_out(
     if score == "elo" and not session.calculate_elo:
         raise Conflict(f"session {session.id} does not calculate Elo; ask for score=bt")
     kind: ScoreKind = score or ("elo" if session.calculate_elo else "bt")
-    _, dist = await cached_figure(
-        cache,
-        sessionmaker,
-        session,
-        ("distribution", aggregation, kind, bins),
-        lambda d: _distribution(d, aggregation, kind, bins),
-    )
-    return ScoreDistributionOut.model_validate(
-        vars(dist) | {"session": session, "aggregation": aggregation, "score": kind}
+    params = (aggregation, kind, bins)
+
+    async def build() -> ScoreDistributionOut:
+        _, dist = await cached_figure(
+            cache,
+            sessionmaker,
+            session,
+            ("distribution", *params),
+            lambda d: _distribution(d, aggregation, kind, bins),
+        )
+        return ScoreDistributionOut.model_validate(
+            vars(dist) | {"session": session, "aggregation": aggregation, "score": kind}
+        )
+
+    return await stored_figure(
+        cache, sessionmaker, session, "distribution", params, ScoreDistributionOut, build
     )
 
 
@@ -351,15 +392,21 @@ async def pillar_matrix_out(
     aggregation: Aggregation,
 ) -> PillarMatrixOut:
     """Each pillar's record against each other pillar; pillars best first (pillar BT)."""
-    _, matrix = await cached_figure(
-        cache,
-        sessionmaker,
-        session,
-        ("matrix", aggregation),
-        lambda d: _matrix(d, aggregation),
-    )
-    return PillarMatrixOut.model_validate(
-        vars(matrix) | {"session": session, "aggregation": aggregation}
+
+    async def build() -> PillarMatrixOut:
+        _, matrix = await cached_figure(
+            cache,
+            sessionmaker,
+            session,
+            ("matrix", aggregation),
+            lambda d: _matrix(d, aggregation),
+        )
+        return PillarMatrixOut.model_validate(
+            vars(matrix) | {"session": session, "aggregation": aggregation}
+        )
+
+    return await stored_figure(
+        cache, sessionmaker, session, "matrix", aggregation, PillarMatrixOut, build
     )
 
 
@@ -379,23 +426,29 @@ async def thread_performance_out(
             planned_repetitions=session.comparison_mode != "adaptive",
         )
 
-    data, perf = await cached_figure(
-        cache, sessionmaker, session, ("performance", aggregation), compute
-    )
-
-    def convert() -> ThreadPerformanceOut:
-        return ThreadPerformanceOut.model_validate(
-            vars(perf)
-            | {
-                "session": session,
-                "aggregation": aggregation,
-                "coverage_stats": perf.coverage,
-                "thread_labels": data.labels(t.thread_id for t in perf.threads),
-            }
+    async def build() -> ThreadPerformanceOut:
+        data, perf = await cached_figure(
+            cache, sessionmaker, session, ("performance", aggregation), compute
         )
 
-    # converted once per figure (a row per thread); the session's fresh row each time
-    return cache.converted(perf, aggregation, convert).model_copy(update={"session": session})
+        def convert() -> ThreadPerformanceOut:
+            return ThreadPerformanceOut.model_validate(
+                vars(perf)
+                | {
+                    "session": session,
+                    "aggregation": aggregation,
+                    "coverage_stats": perf.coverage,
+                    "thread_labels": data.labels(t.thread_id for t in perf.threads),
+                }
+            )
+
+        # converted once per figure (a row per thread); the session's fresh row each time
+        out = cache.converted(perf, aggregation, convert)
+        return out.model_copy(update={"session": session})
+
+    return await stored_figure(
+        cache, sessionmaker, session, "performance", aggregation, ThreadPerformanceOut, build
+    )
 
 
 async def position_swap(
@@ -408,24 +461,32 @@ async def position_swap(
 ) -> PositionSwapOut:
     """Swap consistency over every verdict (no aggregation: it needs both orders)."""
     listed = pairs_offset + pairs_limit
-    data, analysis = await cached_figure(
-        cache,
-        sessionmaker,
-        session,
-        ("position", listed),
-        lambda d: position_swap_analysis(d.table, max_pairs=listed),
-    )
-    pairs = analysis.pairs[pairs_offset:]
-    return PositionSwapOut.model_validate(
-        vars(analysis)
-        | {
-            "session": session,
-            "pairs_total": analysis.summary.total_swap_pairs,
-            "pairs_offset": pairs_offset,
-            "pairs_limit": pairs_limit,
-            "pairs": pairs,
-            "thread_labels": data.labels(t for p in pairs for t in (p.thread_a, p.thread_b)),
-        }
+
+    async def build() -> PositionSwapOut:
+        data, analysis = await cached_figure(
+            cache,
+            sessionmaker,
+            session,
+            ("position", listed),
+            lambda d: position_swap_analysis(d.table, max_pairs=listed),
+        )
+        pairs = analysis.pairs[pairs_offset:]
+        labels = data.labels(t for p in pairs for t in (p.thread_a, p.thread_b))
+        return PositionSwapOut.model_validate(
+            vars(analysis)
+            | {
+                "session": session,
+                "pairs_total": analysis.summary.total_swap_pairs,
+                "pairs_offset": pairs_offset,
+                "pairs_limit": pairs_limit,
+                "pairs": pairs,
+                "thread_labels": labels,
+            }
+        )
+
+    params = (pairs_limit, pairs_offset)
+    return await stored_figure(
+        cache, sessionmaker, session, "position", params, PositionSwapOut, build
     )
 
 
@@ -444,12 +505,17 @@ async def findings(
             thread_names=_thread_names(d),
         )
 
-    data, found = await cached_figure(
-        cache, sessionmaker, session, ("findings", aggregation), compute
-    )
-    return FindingsOut(
-        session=session,
-        aggregation=aggregation,
-        findings=found,
-        thread_labels=data.labels(f.thread_id for f in found),
+    async def build() -> FindingsOut:
+        data, found = await cached_figure(
+            cache, sessionmaker, session, ("findings", aggregation), compute
+        )
+        return FindingsOut(
+            session=session,
+            aggregation=aggregation,
+            findings=found,
+            thread_labels=data.labels(f.thread_id for f in found),
+        )
+
+    return await stored_figure(
+        cache, sessionmaker, session, "findings", aggregation, FindingsOut, build
     )

@@ -228,3 +228,11 @@ async def test_the_migration_goes_up_and_down(pg: EmbeddedPostgres) -> None:
             assert not await conn.fetchval(exists)
         finally:
             await conn.close()
+
+
+async def test_the_indicator_says_what_it_computes(client: httpx.AsyncClient, sid: int) -> None:
+    """Shown after 300 ms (test_finished_cache): what is being computed, and that a finished
+    session's figures are computed once."""
+    page = await client.get(f"/sessions/{sid}/results")
+    n = (await client.get(f"/api/sessions/{sid}")).json()["completed"]
+    assert f"Computing the figures of {n:,} comparisons (once: a finished" in page.text

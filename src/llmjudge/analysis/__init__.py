@@ -1,10 +1,11 @@
 """The analysis domain: a session's figures, read from the database and computed by the
-pure core (`llmjudge.core.analysis`, `core.ratings`, `core.agreement`). It only ever reads;
-what writes comparisons (plans, imports) lives in the sessions domain.
+pure core (`llmjudge.core.analysis`, `core.ratings`, `core.agreement`). It only reads the
+product's data (what writes comparisons, plans and imports, lives in the sessions domain);
+its one write is its own cache of computed figures (`stored`), which nothing else reads.
 
 - loading: a session's completed comparisons as an `OutcomeTable` (binary COPY, numpy)
-- figures: each figure of a session; cache: cached per completed count; options: the
-  rating options of a query
+- figures: each figure of a session; leaderboards: the rankings; cache: cached per
+  completed count; options: the rating options of a query
 - exports: CSV and JSON downloads, streamed
 - baseline: win rates against a baseline pillar, raw and length-controlled
 - stored: a finished session's figures kept in PostgreSQL (a cache analysis writes);
@@ -25,14 +26,13 @@ __all__, __getattr__ = public(
         "llmjudge.analysis.figures": (
             "categories_out",
             "findings",
-            "pillar_leaderboard",
             "pillar_matrix_out",
             "position_swap",
             "score_distribution_out",
             "style_out",
-            "thread_leaderboard",
             "thread_performance_out",
         ),
+        "llmjudge.analysis.leaderboards": ("pillar_leaderboard", "thread_leaderboard"),
         "llmjudge.analysis.loading": ("get_analysis_session",),
         "llmjudge.analysis.storing": ("FigureStore",),
         "llmjudge.analysis.options": (

@@ -26,6 +26,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 from sqlalchemy import DateTime, Float, Integer, LargeBinary, String, text
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -137,12 +138,15 @@ async def stored_figure(
             stmt = insert(StoredFigure).values(values)
             excluded = {k: stmt.excluded[k] for k in ("source", "completed", "finished_at")}
             excluded |= {k: stmt.excluded[k] for k in ("body", "compute_s")}
-            await db.execute(
-                stmt.on_conflict_do_update(
-                    index_elements=["session_id", "name", "options_hash"], set_=excluded
+            try:
+                await db.execute(
+                    stmt.on_conflict_do_update(
+                        index_elements=["session_id", "name", "options_hash"], set_=excluded
+                    )
                 )
-            )
-            await db.commit()
+                await db.commit()
+            except IntegrityError:  # the session was deleted meanwhile: nothing to keep
+                await db.rollback()
         return out
 
     out = await cache.stored((name, key, session.id, stamp), read_or_build)

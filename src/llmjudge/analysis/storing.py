@@ -15,6 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from llmjudge.analysis.cache import FINISHED, AnalysisCache
@@ -87,6 +88,9 @@ class FigureStore:
                 db.add(row)
             row.source, row.completed, row.finished_at = "", session.completed, finished
             row.compute_s = 0.0
-            await db.commit()
+            try:
+                await db.commit()
+            except IntegrityError:  # the session was deleted meanwhile
+                return
         self.stored += 1
         log.info("stored the figures of session %d (%d comparisons)", key, session.completed)

@@ -20,6 +20,7 @@ from sqlalchemy import func, select, update
 
 from llmjudge.analysis import FigureStore
 from llmjudge.analysis.cache import AnalysisCache
+from llmjudge.analysis.schemas import AnalysisSession
 from llmjudge.analysis.stored import StoredFigure
 from llmjudge.app import create_app
 from llmjudge.catalog.models import Thread
@@ -236,3 +237,20 @@ async def test_the_indicator_says_what_it_computes(client: httpx.AsyncClient, si
     page = await client.get(f"/sessions/{sid}/results")
     n = (await client.get(f"/api/sessions/{sid}")).json()["completed"]
     assert f"Computing the figures of {n:,} comparisons (once: a finished" in page.text
+
+
+async def test_a_session_deleted_while_its_figures_are_computed_stores_nothing(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    gone = await finished_session(app, client, "sfgone", 6)
+
+    async def figures_then_delete(
+        cache: AnalysisCache, sessionmaker: Any, session: AnalysisSession
+    ) -> None:
+        await default_figures(cache, sessionmaker, session)
+        assert (await client.delete(f"/api/sessions/{session.id}")).status_code == 204
+
+    job = FigureStore(sessionmaker=app.state.sessionmaker, figures=figures_then_delete)
+    await job.run(gone, asyncio.Event())  # the marker's write finds no session: no error
+    assert job.stored == 0 and await stored_rows(app, gone) == 0
+    await job.run(gone, asyncio.Event())  # and a deleted session is skipped

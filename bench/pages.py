@@ -11,10 +11,15 @@ Sessions:
   10 pillars (style features and a category in their metadata), 1,000,000 comparisons in
   swap pairs with three criteria scores each, winners drawn from a latent quality.
 
-Per tab: ``cold`` is the first view with the analysis cache empty (a fresh cache, so its
-comparisons are loaded and every figure computed), ``warm`` the median of three views
-once it and the prefetched tabs are cached. The baselines, measured in the same run:
-``GET /healthz`` and one ``SELECT count(*)`` of the session's comparisons.
+Per tab: ``cold`` is the first view with the analysis cache empty and nothing stored (a
+fresh cache, the session's stored figures deleted, so its comparisons are loaded and every
+figure of the tab computed, then stored), ``warm`` the median of three views once it is
+cached in the process, ``stored`` the median of three views each with a fresh cache (what
+a restarted process, or any process once the background job ran, gets: the figures read
+from PostgreSQL). Then ``job``: the background job computing and storing every tab of the
+session from nothing. Background prefetch and the job's own loop are off while timing.
+The baselines, measured in the same run: ``GET /healthz`` and one ``SELECT count(*)`` of
+the session's comparisons.
 
     .venv/bin/python bench/pages.py [--size demo 1m] [--tabs overview style ...]
 """
@@ -34,9 +39,11 @@ import httpx
 from harness import app_client, demo_pillars, embedded_postgres
 from sqlalchemy import text
 
+from llmjudge.analysis import FigureStore
 from llmjudge.analysis.cache import AnalysisCache
 from llmjudge.infra.db.engine import make_engine
-from llmjudge.sessions.pages.results import TAB_NAMES
+from llmjudge.sessions.pages.results import TAB_NAMES, default_figures
+from llmjudge.worker import FIGURES
 
 TOKEN = "bench-pages-admin-token"
 CRITERIA = ("helpfulness", "accuracy", "depth")
@@ -175,11 +182,10 @@ async def timed_cpu(fn: Callable[[], Awaitable[Any]]) -> tuple[float, float]:
     return wall, time.process_time() - cpu
 
 
-async def settle(app: Any) -> None:
-    """Wait for the cache's background work (prefetched tabs) to end."""
-    cache = getattr(app.state, "analysis_cache", None)
-    while cache is not None and cache.background:
-        await asyncio.gather(*list(cache.background), return_exceptions=True)
+def fresh_cache(app: Any) -> None:
+    """An empty analysis cache that starts no background work: each view times itself."""
+    cache = app.state.analysis_cache = AnalysisCache()
+    cache.prefetch = lambda *args, **kwargs: False  # type: ignore[method-assign]
 
 
 async def measure(
@@ -196,17 +202,21 @@ async def measure(
         (await client.get("/healthz")).raise_for_status()
 
     n = (await client.get(f"/api/sessions/{sid}")).json()["completed"]
+
+    async def unstore() -> None:
+        async with engine.begin() as conn:
+            await conn.execute(text("DELETE FROM stored_figures WHERE session_id = :s"), {"s": sid})
+
     await count()
     base_count = statistics.median([await timed(count) for _ in range(5)])
     base_health = statistics.median([await timed(health) for _ in range(5)])
-    await engine.dispose()
     print(f"\n{label}: session {sid}, {n:,} comparisons")
     print(
         f"baselines: GET /healthz {base_health * 1000:.1f} ms, count(*) {base_count * 1000:.1f} ms"
     )
     print(
-        f"{'tab':<14} {'cold s':>8} {'cold cpu':>9} {'warm s':>8} {'cold/count':>11}"
-        f" {'warm/healthz':>13}"
+        f"{'tab':<14} {'cold s':>8} {'cold cpu':>9} {'warm s':>8} {'stored s':>9}"
+        f" {'cold/count':>11} {'stored/count':>13}"
     )
 
     async def view(tab: str) -> None:
@@ -214,16 +224,26 @@ async def measure(
         r.raise_for_status()
         assert 'id="tab-error"' not in r.text, (tab, r.text[:2000])
 
+    async def restarted(tab: str) -> float:
+        fresh_cache(app)  # what a new process has: nothing in memory
+        return await timed(lambda: view(tab))
+
     for tab in tabs:
-        app.state.analysis_cache = AnalysisCache()  # nothing cached: the first view
+        await unstore()
+        fresh_cache(app)  # nothing cached, nothing stored: the first view
         cold, cpu = await timed_cpu(lambda t=tab: view(t))
-        await settle(app)
         warm = statistics.median([await timed(lambda t=tab: view(t)) for _ in range(3)])
+        stored = statistics.median([await restarted(tab) for _ in range(3)])
         print(
-            f"{tab:<14} {cold:>8.2f} {cpu:>9.2f} {warm:>8.3f} {cold / base_count:>11.0f}"
-            f" {warm / base_health:>13.1f}",
+            f"{tab:<14} {cold:>8.2f} {cpu:>9.2f} {warm:>8.3f} {stored:>9.3f}"
+            f" {cold / base_count:>11.0f} {stored / base_count:>13.1f}",
             flush=True,
         )
+    await unstore()
+    job = FigureStore(sessionmaker=app.state.sessionmaker, figures=default_figures)
+    took, cpu = await timed_cpu(lambda: job.run(sid, asyncio.Event()))
+    print(f"background job, every tab computed and stored: {took:.1f} s ({cpu:.1f} s CPU)")
+    await engine.dispose()
 
 
 def main() -> None:
@@ -241,6 +261,7 @@ def main() -> None:
 
         async def run() -> None:
             async with app_client(pg, Path(name), TOKEN) as (app, client):
+                await app.state.workers.get(FIGURES).stop()  # timed by hand below
                 if "demo" in args.size:
                     t = time.perf_counter()
                     sid = await seed_demo(client)

@@ -4,6 +4,7 @@ A composition root, like ``app`` and ``cli``: it knows every domain's tables, so
 outside ``db/`` (infrastructure imports no domain).
 """
 
+from llmjudge.analysis.stored import StoredFigure
 from llmjudge.auth.models import ApiToken, LoginLink, User, UserSession
 from llmjudge.catalog.models import Pillar, Thread
 from llmjudge.infra.db.base import Base
@@ -37,6 +38,7 @@ __all__ = [
     "Comparison",
     "ComparisonVote",
     "AdaptiveRound",
+    "StoredFigure",
     "Persona",
     "JudgePromptVersion",
     "PersonaPair",

@@ -5,6 +5,7 @@ Kinds registered: judge comparisons (a ``WorkerPool`` of ``sessions.jobs``),
 persona training (``personas.training.TrainingRunner`` on the advisory-locked runner) and
 the rounds of adaptive sessions (``sessions.rounds.AdaptiveRounds``, advisory-locked too),
 the provider batch jobs of batch sessions (``sessions.run.batches``, advisory-locked),
+finished sessions' stored figures (``analysis.FigureStore``, advisory-locked),
 plus the provider rate shares (``providers.shares``) and the call-history retention job. The
 worker process runs every kind against the database until SIGINT/SIGTERM, then stops
 gracefully (drain, give back unfinished items).
@@ -20,6 +21,7 @@ import signal
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from llmjudge.analysis import FigureStore
 from llmjudge.infra.config import Settings
 from llmjudge.infra.db.engine import make_sessionmaker, process_engines
 from llmjudge.infra.db.migrate import current
@@ -33,12 +35,14 @@ from llmjudge.providers.retention import RetentionJob
 from llmjudge.providers.shares import RateShares
 from llmjudge.sessions.adaptive.rounds import AdaptiveRounds
 from llmjudge.sessions.run.batches import BatchRunner
+from llmjudge.sessions.pages.results import default_figures
 from llmjudge.sessions.run.jobs import comparison_pool
 
 __all__ = [
     "ADAPTIVE",
     "BATCHES",
     "COMPARISONS",
+    "FIGURES",
     "PERSONAS",
     "RATE_SHARES",
     "RETENTION",
@@ -55,6 +59,7 @@ RETENTION = "retention"
 RATE_SHARES = "rate_shares"
 ADAPTIVE = "adaptive-rounds"
 BATCHES = "batches"
+FIGURES = "stored-figures"
 
 
 class WorkerStartError(RuntimeError):
@@ -121,6 +126,16 @@ def build_workers(
                 poll_max_s=settings.batch_poll_max_seconds,
             ),
             poll_s=2.0,
+        ),
+    )
+    # A finished session's results figures, computed once and stored (one session at a
+    # time per process, each in the process holding its advisory lock).
+    workers.register(
+        FIGURES,
+        LockedRunner(
+            engine=direct,
+            job=FigureStore(sessionmaker=sessionmaker, figures=default_figures),
+            poll_s=5.0,
         ),
     )
     return workers

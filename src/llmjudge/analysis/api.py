@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from llmjudge.analysis import exports, figures
+from llmjudge.analysis import exports, figures, leaderboards
 from llmjudge.analysis.baseline import BaselineOut, baseline_report
 from llmjudge.analysis.cache import AnalysisCache, get_cache
 from llmjudge.analysis.grading import DEFAULT_REFERENCE_KEY, ScoresOut, scores_report
@@ -119,7 +119,7 @@ async def thread_leaderboard(
     (order-dependent); records, confidence and Likert averages; pillar averages and the
     pillar-level ranking; how the scores were made (`method`) and whether the tournament
     resolves its ranking (`quality`)."""
-    return await figures.thread_leaderboard(
+    return await leaderboards.thread_leaderboard(
         **source,
         aggregation=aggregation,
         bootstrap_rounds=rating.bootstrap_rounds,
@@ -282,7 +282,7 @@ async def export(
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": f'attachment; filename="{stem}-comparisons.csv"'},
         )
-    board = await figures.thread_leaderboard(
+    board = await leaderboards.thread_leaderboard(
         cache=cache,
         sessionmaker=maker,
         session=session,

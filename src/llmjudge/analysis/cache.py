@@ -49,6 +49,10 @@ class AnalysisCache:
         self.computing = asyncio.Semaphore(max_computing)
         self._figures: OrderedDict[Hashable, asyncio.Task[Any]] = OrderedDict()
         self._sessions: OrderedDict[Hashable, asyncio.Task[Any]] = OrderedDict()
+        # stored figures (analysis.stored) read or computed here, by source stamp
+        self._stored: OrderedDict[Hashable, asyncio.Task[Any]] = OrderedDict()
+        # id(session row) -> (that row, its source stamp read): one read per request
+        self._stamps: OrderedDict[int, tuple[Any, asyncio.Task[Any]]] = OrderedDict()
         self._running: dict[Hashable, asyncio.Task[Any]] = {}
         self._max_figures, self._max_sessions = max_figures, max_sessions
         self.computed = 0  # figures and loads started for a request (tests read it)
@@ -83,6 +87,7 @@ class AnalysisCache:
         key: Hashable,
         version: int,
         make: Callable[[], Awaitable[T]],
+        counted: bool = True,
     ) -> T:
         entry, running = (key, version), (id(store), key)
         task = store.get(entry)
@@ -91,9 +96,9 @@ class AnalysisCache:
         elif (busy := self._running.get(running)) is not None:
             task = busy
         else:
-            if _AHEAD.get():
+            if counted and _AHEAD.get():
                 self.computed_ahead += 1
-            else:
+            elif counted:
                 self.computed += 1
             task = asyncio.ensure_future(make())
             store[entry] = self._running[running] = task
@@ -143,6 +148,27 @@ class AnalysisCache:
 
     async def figure(self, key: Hashable, version: int, make: Callable[[], Awaitable[T]]) -> T:
         return await self._get(self._figures, self._max_figures, key, version, make)
+
+    async def stored(self, key: Hashable, make: Callable[[], Awaitable[T]]) -> T:
+        """A stored figure, read from the database (or computed and stored) once per
+        ``key``, which names its source stamp; not counted as computed: what it builds is."""
+        return await self._get(self._stored, self._max_figures, key, 0, make, counted=False)
+
+    async def stamp(self, session: Any, read: Callable[[], Awaitable[T]]) -> T:
+        """``read()`` once per session row object (a request's figures share its row, read
+        fresh per request), so a tab of several figures reads its source stamp once."""
+        entry = self._stamps.get(id(session))
+        if entry is None or entry[0] is not session:
+            entry = (session, asyncio.ensure_future(read()))
+            self._stamps[id(session)] = entry
+            while len(self._stamps) > self._max_figures:
+                self._stamps.popitem(last=False)
+        try:
+            result: T = await asyncio.shield(entry[1])
+        except Exception:
+            self._stamps.pop(id(session), None)  # a failed read is tried again
+            raise
+        return result
 
     async def session(self, key: Hashable, version: int, make: Callable[[], Awaitable[T]]) -> T:
         return await self._get(self._sessions, self._max_sessions, key, version, make)

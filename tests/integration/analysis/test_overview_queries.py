@@ -4,105 +4,36 @@ session's first view take minutes (issue 27, item 9). Counted, not timed."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import case, event, update
+from sqlalchemy import text
 
 from llmjudge import analysis
 from llmjudge.analysis.cache import AnalysisCache
-from llmjudge.sessions.models import Comparison, JudgeSession
+from tests.integration.analysis.finished import finished_session, statements
 
 IN_PROCESS_WORKERS = False  # the test writes the verdicts itself
 HX = {"HX-Request": "true"}
-# Set around a request: what it runs (and the tasks it starts) is counted, the app's
-# background loops are not.
-_COUNTING: ContextVar[list[str] | None] = ContextVar("counting", default=None)
-
-
-async def _finished_session(app: Any, client: httpx.AsyncClient, tag: str, threads: int) -> int:
-    rows = [
-        {
-            "pillar": f"{tag}{i % 3}",
-            "external_id": f"{tag}-{i}",
-            "title": f"{tag} thread {i}",
-            "content": f"Answer {i}." * (1 + i % 3),
-            "metadata": {"category": "math" if i % 2 else "prose"},
-        }
-        for i in range(threads)
-    ]
-    body = "\n".join(json.dumps(r) for r in rows).encode()
-    r = await client.post("/api/threads/import", files={"file": ("t.jsonl", body)})
-    assert r.is_success, r.text
-    pillars = [p["id"] for p in (await client.get("/api/pillars")).json() if tag in p["name"]]
-    r = await client.post(
-        "/api/sessions",
-        json={"session_name": tag, "pillar_ids": pillars, "comparison_mode": "round_robin"},
-    )
-    assert r.status_code == 201, r.text
-    sid = int(r.json()["id"])
-    async with app.state.sessionmaker() as db:
-        done = await db.execute(
-            update(Comparison)
-            .where(Comparison.session_id == sid)
-            .values(
-                status="completed",
-                winner=case(
-                    ((Comparison.id % 4) == 0, "B"),
-                    (Comparison.thread_a_id < Comparison.thread_b_id, "A"),
-                    else_="B",
-                ),
-                confidence=0.7,
-                completed_at=datetime.now(UTC),
-                attempts=1,
-            )
-            .returning(Comparison.id)
-        )
-        s = await db.get(JudgeSession, sid)
-        assert s is not None
-        s.status, s.completed = "completed", len(done.all())
-        s.finished_at = datetime.now(UTC)
-        await db.commit()
-    return sid
 
 
 @pytest.fixture(scope="module")
 async def sizes(app: Any, client: httpx.AsyncClient) -> dict[int, int]:
     """session id -> its completed comparisons, for a small and a larger session."""
-    small = await _finished_session(app, client, "oqsmall", 6)
-    large = await _finished_session(app, client, "oqlarge", 30)
+    small = await finished_session(app, client, "oqsmall", 6)
+    large = await finished_session(app, client, "oqlarge", 30)
     return {
         sid: (await client.get(f"/api/sessions/{sid}")).json()["completed"]
         for sid in (small, large)
     }
 
 
-@contextmanager
-def statements(app: Any) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        found = _COUNTING.get()
-        if found is not None:
-            found.append(statement)
-
-    engine = app.state.engine.sync_engine
-    event.listen(engine, "before_cursor_execute", count)
-    token = _COUNTING.set(seen)
-    try:
-        yield seen
-    finally:
-        _COUNTING.reset(token)
-        event.remove(engine, "before_cursor_execute", count)
-
-
 async def _cold_overview(app: Any, client: httpx.AsyncClient, sid: int) -> list[str]:
+    """The first view: nothing cached in the process, nothing stored."""
+    async with app.state.sessionmaker() as db:
+        await db.execute(text("DELETE FROM stored_figures WHERE session_id = :s"), {"s": sid})
+        await db.commit()
     cache = app.state.analysis_cache = AnalysisCache()
     cache.prefetch = lambda *args, **kwargs: False  # type: ignore[method-assign]  # this view only
     with statements(app) as seen:
@@ -127,16 +58,18 @@ async def test_a_cold_overview_reads_in_a_fixed_number_of_statements(
 async def test_a_warm_overview_of_a_finished_session_reads_only_the_session(
     app: Any, client: httpx.AsyncClient, sizes: dict[int, int]
 ) -> None:
-    """Once cached, a finished session's Overview reads neither the catalog nor its
-    comparisons again."""
+    """Once cached, a finished session's Overview reads neither the catalog's rows nor its
+    comparisons again: the session, and one stamp of what its figures came from (the
+    catalog's thread count and latest update; ``analysis.stored``)."""
     sid = max(sizes)
     await _cold_overview(app, client, sid)
     with statements(app) as warm:
         r = await client.get(f"/sessions/{sid}/partials/results/overview", headers=HX)
     assert r.status_code == 200
-    assert not any("FROM threads" in s or "FROM pillars" in s for s in warm), warm
-    # the session's status and counters only (an aggregate of its comparisons at most)
-    assert all("FROM judge_sessions" in s for s in warm) and len(warm) <= 2, warm
+    # the session's status and counters, and its source stamp (aggregates only)
+    assert all("FROM judge_sessions" in s for s in warm) and len(warm) <= 3, warm
+    rows = [s for s in warm if "FROM threads" in s or "FROM pillars" in s]
+    assert len(rows) == 1 and "count(*)" in rows[0] and "FROM comparisons" not in rows[0], warm
 
 
 async def test_a_cached_figures_response_is_built_once(app: Any, sizes: dict[int, int]) -> None:

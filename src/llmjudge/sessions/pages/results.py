@@ -10,6 +10,7 @@ sessionmaker its figures load through and the page's options.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -52,6 +53,7 @@ from llmjudge.sessions.pages.formatting import (
 from llmjudge.sessions.panels import report as panels
 
 router = APIRouter(include_in_schema=False)
+log = logging.getLogger(__name__)
 
 TABS: tuple[tuple[str, str], ...] = (
     ("overview", "Overview"),
@@ -602,6 +604,25 @@ def _prefetch(f: _Figures, shown: str) -> None:
         ("tabs", f.session.id, f.session.completed, f.options, f.extra.key, f.extra.metadata),
         lambda: (_TAB_BUILDERS[t](f) for t in tabs),
     )
+
+
+async def default_figures(
+    cache: AnalysisCache, sessionmaker: Sessionmaker, session: AnalysisSession
+) -> None:
+    """Every prefetched tab's figures with the page's default options, one after the other:
+    what a finished session's first visit asks for, computed (and stored) ahead by the
+    background job (``analysis.storing``). A tab the analysis refuses is skipped."""
+    raw = analysis.rating_query_raw()
+    f = _Figures(
+        cache, sessionmaker, session, analysis.rating_options(**raw), _Extra(raw, CATEGORY_KEY, ())
+    )
+    for tab in PREFETCHED:
+        try:
+            await _TAB_BUILDERS[tab](f)
+        except (Invalid, Conflict):
+            pass  # the tab says why when shown
+        except Exception:  # a bug in one figure must not keep the others from being stored
+            log.exception("figures of tab %s of session %d", tab, session.id)
 
 
 _TAB_BUILDERS: dict[str, Callable[[_Figures], Awaitable[dict[str, Any]]]] = {

@@ -21,8 +21,9 @@ from llmjudge.providers import ChatResult, DeltaCallback, ProviderError
 __all__ = ["ChatGateway", "Cost", "Gateway", "Transport", "judge_call"]
 
 V = TypeVar("V")
-# (input tokens, output tokens) -> USD; a cache hit costs nothing
-Cost = Callable[[int, int], float]
+# (input tokens (all), output tokens, input read from the provider's prompt cache, input
+# written to it) -> USD: ``ModelPricing.cost``; a response-cache hit costs nothing
+Cost = Callable[[int, int, int, int], float]
 
 
 class ChatGateway(Protocol):
@@ -47,7 +48,13 @@ class Gateway:
         return await self.llm.chat(**request.chat_arguments(), on_delta=on_delta)
 
 
-_REPLY_USAGE = ("input_tokens", "output_tokens", "latency_s")
+_REPLY_USAGE = (
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "cache_write_tokens",
+    "latency_s",
+)
 
 
 def _error(exc: Exception) -> str:
@@ -78,10 +85,19 @@ async def judge_call(
         except Exception as exc:  # a bug or an unknown model must not kill the caller
             failed: JudgeResult[V] = JudgeResult(error=_error(exc), failure=exc)
             return failed if done is None else done.then(failed)
-        spent = (
-            0.0 if reply.cached or cost is None else cost(reply.input_tokens, reply.output_tokens)
-        )
         usage = {name: getattr(reply, name) for name in _REPLY_USAGE}
+        if reply.cached:  # a response-cache hit: no prompt was sent, nothing was billed
+            usage["cached_input_tokens"] = usage["cache_write_tokens"] = 0
+        spent = (
+            0.0
+            if reply.cached or cost is None
+            else cost(
+                reply.input_tokens,
+                reply.output_tokens,
+                reply.cached_input_tokens,
+                reply.cache_write_tokens,
+            )
+        )
         result = read_reply(reader, reply.text, **usage, cost_usd=spent, cache_hit=reply.cached)
         done = result if done is None else done.then(result)
         if result.parse_error is None:

@@ -6,6 +6,7 @@ __all__, __getattr__ = public(
     __name__,
     {
         "llmjudge.providers.base": (
+            "CACHE_PRICE_SHARES",
             "ChatResult",
             "DeltaCallback",
             "ModelPricing",

@@ -56,6 +56,9 @@ class Parsed:
     output_tokens: int | None = None
     finish_reason: str | None = None
     model: str | None = None
+    # Of the input tokens, those read from / written to the provider's prompt cache.
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class SseEvent(NamedTuple):
@@ -267,6 +270,8 @@ class HttpChatClient(ABC):
             attempts=1,
             model=parsed.model or req.model,
             finish_reason=parsed.finish_reason,
+            cached_input_tokens=parsed.cached_input_tokens,
+            cache_write_tokens=parsed.cache_write_tokens,
         )
 
     # -- errors --------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from llmjudge.providers.base import (
 )
 from llmjudge.providers.budget import Budgets
 from llmjudge.providers.crypto import KeyCipher, SecretKeyError
-from llmjudge.providers.gateway import DEFAULT_OUTPUT_ESTIMATE, Gateway, ModelPricing
+from llmjudge.providers.gateway import DEFAULT_OUTPUT_ESTIMATE, Gateway, ModelPricing, usage
 from llmjudge.providers.models import LLMModel, Provider
 from llmjudge.providers.schemas import (
     ConnectionTestOut,
@@ -67,10 +67,19 @@ class ModelInfo:
     default_temperature: float | None
     observed_latency_s: float | None
     simulated: bool
+    cached_input_price_per_million: float | None = None
+    cache_write_price_per_million: float | None = None
 
     @property
     def pricing(self) -> ModelPricing:
-        return ModelPricing(self.input_price_per_million, self.output_price_per_million)
+        """Its prices, the provider kind's prompt-cache defaults where it sets none."""
+        return ModelPricing.of(
+            self.provider_kind,
+            self.input_price_per_million,
+            self.output_price_per_million,
+            self.cached_input_price_per_million,
+            self.cache_write_price_per_million,
+        )
 
 
 def models_query() -> Select[tuple[LLMModel, Provider]]:
@@ -217,6 +226,7 @@ class LLMService:
         related: Mapping[str, Any] | None = None,
         on_delta: DeltaCallback = None,
         use_cache: bool | None = None,
+        cache_prefix: int = 0,
     ) -> ChatResult:
         """One model call. ``related`` ids (session_id, persona_id, comparison_id...) are
         stored with the accounting row; ``context`` feeds the simulator only. Raises
@@ -231,6 +241,7 @@ class LLMService:
             json_schema=json_schema,
             schema_name=schema_name,
             context=context,
+            cache_prefix=cache_prefix,
         )
         reservation = None
         budget_key = _budget_key(related)
@@ -252,7 +263,7 @@ class LLMService:
                 use_cache=use_cache,
             )
             if not result.cached:
-                actual = info.pricing.cost(result.input_tokens, result.output_tokens)
+                actual = info.pricing.cost(*usage(result))
         finally:
             self.budgets.settle(reservation, actual)
         if not result.cached:

@@ -40,9 +40,13 @@ def rejects_response_format(err: ProviderError) -> bool:
     return err.status == 400 and ("response_format" in cause or "json_schema" in cause)
 
 
-def _tokens(usage: Mapping[str, Any]) -> tuple[int | None, int | None]:
-    """(input, output) tokens of a usage object: a response's, or a stream's last chunk's."""
-    return usage.get("prompt_tokens"), usage.get("completion_tokens")
+def _tokens(usage: Mapping[str, Any]) -> tuple[int | None, int | None, int]:
+    """(input, output, cached input) tokens of a usage object: a response's, or a stream's
+    last chunk's. Cached tokens are part of ``prompt_tokens`` (OpenAI caches a prompt's
+    prefix of 1,024 tokens and more by itself; compatible servers may omit the details)."""
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    return usage.get("prompt_tokens"), usage.get("completion_tokens"), int(cached or 0)
 
 
 class OpenAIClient(HttpChatClient):
@@ -126,7 +130,8 @@ class OpenAIClient(HttpChatClient):
         if isinstance(content, list):  # some compatible servers answer with content parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         text = content or message.get("refusal") or ""
-        return Parsed(text, *_tokens(usage), choice.get("finish_reason"), data.get("model"))
+        inp, out, cached = _tokens(usage)
+        return Parsed(text, inp, out, choice.get("finish_reason"), data.get("model"), cached)
 
     async def consume_stream(
         self, events: AsyncIterator[SseEvent], req: ChatRequest, on_delta: DeltaCallback
@@ -157,4 +162,5 @@ class OpenAIClient(HttpChatClient):
                 finish = choice.get("finish_reason") or finish
         if not done and finish is None:
             self.fail("malformed stream: ended before [DONE] or a finish_reason", retryable=True)
-        return Parsed("".join(parts), *_tokens(usage), finish, model)
+        inp, out, cached = _tokens(usage)
+        return Parsed("".join(parts), inp, out, finish, model, cached)

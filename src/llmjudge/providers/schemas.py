@@ -149,8 +149,21 @@ MODEL_NUMBERS = (
     "provider_id",
     "input_price_per_million",
     "output_price_per_million",
+    "cached_input_price_per_million",
+    "cache_write_price_per_million",
     "context_window",
     "default_temperature",
+)
+
+_CACHED_PRICE = (
+    "USD per million input tokens read from the provider's prompt cache; null: the provider "
+    "kind's published default (OpenAI and the simulator 0.5x the input price, Anthropic "
+    "0.1x, Gemini 0.25x)"
+)
+_WRITE_PRICE = (
+    "USD per million input tokens written to the provider's prompt cache; null: the provider "
+    "kind's published default (Anthropic 1.25x the input price, a 5-minute cache; the "
+    "others 1x)"
 )
 
 
@@ -161,6 +174,12 @@ class ModelIn(BaseModel):
     model: str = Field(min_length=1, max_length=300, description="the provider's model id")
     input_price_per_million: float = Field(default=0.0, ge=0, description="USD")
     output_price_per_million: float = Field(default=0.0, ge=0, description="USD")
+    cached_input_price_per_million: float | None = Field(
+        default=None, ge=0, description=_CACHED_PRICE
+    )
+    cache_write_price_per_million: float | None = Field(
+        default=None, ge=0, description=_WRITE_PRICE
+    )
     context_window: int | None = Field(default=None, gt=0)
     default_temperature: float | None = Field(default=None, ge=0, le=2)
 
@@ -171,7 +190,8 @@ class ModelIn(BaseModel):
 
 
 class ModelPatch(BaseModel):
-    """Only the fields sent change; null clears ``context_window`` / ``default_temperature``."""
+    """Only the fields sent change; null clears ``context_window`` / ``default_temperature``,
+    and puts a prompt-cache price back to the provider's default."""
 
     model_config = ConfigDict(extra="forbid")
     provider_id: int | None = None
@@ -179,6 +199,12 @@ class ModelPatch(BaseModel):
     model: str | None = Field(default=None, min_length=1, max_length=300)
     input_price_per_million: float | None = Field(default=None, ge=0)
     output_price_per_million: float | None = Field(default=None, ge=0)
+    cached_input_price_per_million: float | None = Field(
+        default=None, ge=0, description=_CACHED_PRICE
+    )
+    cache_write_price_per_million: float | None = Field(
+        default=None, ge=0, description=_WRITE_PRICE
+    )
     context_window: int | None = Field(default=None, gt=0)
     default_temperature: float | None = Field(default=None, ge=0, le=2)
 
@@ -198,6 +224,14 @@ class ModelOut(BaseModel):
     simulated: bool
     input_price_per_million: float
     output_price_per_million: float
+    cached_input_price_per_million: float | None = Field(description=_CACHED_PRICE)
+    cache_write_price_per_million: float | None = Field(description=_WRITE_PRICE)
+    cached_input_price_in_use: float = Field(
+        description="USD per million cached input tokens charged: this model's, else the default"
+    )
+    cache_write_price_in_use: float = Field(
+        description="USD per million input tokens written to the cache charged"
+    )
     context_window: int | None
     default_temperature: float | None
     observed_latency_s: float | None

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0018_probabilities"
-down_revision = "0015"
+down_revision = "0017_prompt_caching"
 branch_labels = None
 depends_on = None
 

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0019_single_grading"
-down_revision = "0015"
+down_revision = "0018_probabilities"
 branch_labels = None
 depends_on = None
 

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0020_stored_figures"
-down_revision = "0015"
+down_revision = "0019_single_grading"
 branch_labels = None
 depends_on = None
 

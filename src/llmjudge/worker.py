@@ -34,8 +34,8 @@ from llmjudge.providers.llm import LLMService
 from llmjudge.providers.retention import RetentionJob
 from llmjudge.providers.shares import RateShares
 from llmjudge.sessions.adaptive.rounds import AdaptiveRounds
-from llmjudge.sessions.run.batches import BatchRunner
 from llmjudge.sessions.pages.results import default_figures
+from llmjudge.sessions.run.batches import BatchRunner
 from llmjudge.sessions.run.jobs import comparison_pool
 
 __all__ = [

@@ -66,6 +66,14 @@ class FakeState:
     responder: Responder | None = None
     tokens: TokenResponder | None = None  # OpenAI: the reply as tokens with log probabilities
     keep_requests: bool = True  # False: only count (long benchmark runs)
+    # A prompt cache: None: none (no cached tokens reported). Else a prompt prefix of at
+    # least this many tokens is cached, as the real services do: OpenAI by itself, in steps
+    # of ``cache_step_tokens``, reported in ``prompt_tokens_details.cached_tokens``;
+    # Anthropic up to the block marked ``cache_control``, written on first sight
+    # (``cache_creation_input_tokens``) and read after (``cache_read_input_tokens``).
+    cache_min_tokens: int | None = None
+    cache_step_tokens: int = 128
+    cached_prompts: list[list[str]] = field(default_factory=list)
     requests: list[RecordedRequest] = field(default_factory=list)
     count: int = 0  # requests received
 
@@ -81,6 +89,19 @@ class FakeState:
 def fake_tokens(text: str) -> int:
     """Deterministic token count the fakes report (one per whitespace-separated word)."""
     return max(1, len(text.split()))
+
+
+def common_prefix(words: list[str], seen: list[list[str]]) -> int:
+    """The most leading words ``words`` shares with one of the ``seen`` prompts."""
+    best = 0
+    for other in seen:
+        n = 0
+        for a, b in zip(words, other, strict=False):
+            if a != b:
+                break
+            n += 1
+        best = max(best, n)
+    return best
 
 
 def chunks(text: str, size: int = CHUNK_CHARS) -> list[str]:
@@ -220,6 +241,13 @@ class FakeProvider:
         return resp
 
 
+def block_text(content: Any) -> str:
+    """A Messages API content (a string, or a list of blocks) as its text."""
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+
+
 def sse(data: Any, event: str | None = None, sep: str = "\n\n") -> bytes:
     head = f"event: {event}\n" if event else ""
     payload = data if isinstance(data, str) else json.dumps(data)
@@ -251,6 +279,18 @@ class FakeOpenAI(FakeProvider):
 
     def structured(self, body: dict[str, Any]) -> bool:
         return "response_format" in body
+
+    def cached_tokens(self, body: dict[str, Any]) -> int:
+        """OpenAI's automatic prefix cache: the prompt's longest prefix (in whole steps)
+        shared with an earlier prompt, once it reaches the minimum."""
+        words = " ".join(str(m.get("content", "")) for m in body["messages"]).split()
+        shared = common_prefix(words, self.state.cached_prompts)
+        self.state.cached_prompts.append(words)
+        minimum = self.state.cache_min_tokens or 0
+        if shared < minimum:
+            return 0
+        step = self.state.cache_step_tokens
+        return min(len(words), shared // step * step)
 
     async def embeddings(self, request: web.Request) -> web.Response:
         """``/v1/embeddings``: a deterministic 8-dimensional vector per text (letter counts of
@@ -301,11 +341,13 @@ class FakeOpenAI(FakeProvider):
         )
         model = body["model"]
         prompt_tokens = sum(fake_tokens(str(m.get("content", ""))) for m in body["messages"])
-        usage = {
+        usage: dict[str, Any] = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": fake_tokens(text),
             "total_tokens": prompt_tokens + fake_tokens(text),
         }
+        if self.state.cache_min_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens(body)}
         if not body.get("stream"):
             if self.state.take("malformed"):
                 return self.malformed_body()
@@ -392,10 +434,36 @@ class FakeAnthropic(FakeProvider):
         )
 
     def prompt_text(self, body: dict[str, Any]) -> str:
-        return str(body["messages"][-1]["content"])
+        return block_text(body["messages"][-1]["content"])
 
     def structured(self, body: dict[str, Any]) -> bool:
         return bool(body.get("tools"))
+
+    def prompt_cache(self, body: dict[str, Any]) -> tuple[int, int] | str:
+        """(read, written) tokens of the prefix up to the ``cache_control`` block, or the
+        400 message the real API gives for a malformed marker."""
+        parts: list[tuple[str, Any]] = []  # (text, its block's cache_control)
+        for content in [body.get("system", "")] + [m["content"] for m in body["messages"]]:
+            if isinstance(content, str):
+                parts.append((content, None))
+                continue
+            parts += [(b.get("text", ""), b.get("cache_control")) for b in content]
+        marks = [i for i, (_, mark) in enumerate(parts) if mark is not None]
+        if len(marks) > 4:
+            return "A maximum of 4 blocks with cache_control may be provided."
+        for i in marks:
+            mark = parts[i][1]
+            if mark.get("type") != "ephemeral" or set(mark) - {"type", "ttl"}:
+                return f"cache_control: unexpected value {json.dumps(mark)}"
+        if not marks or self.state.cache_min_tokens is None:
+            return 0, 0
+        words = "".join(text for text, _ in parts[: marks[-1] + 1]).split()
+        if len(words) < self.state.cache_min_tokens:
+            return 0, 0  # too short to cache: sent uncached, without an error
+        if words in self.state.cached_prompts:
+            return len(words), 0
+        self.state.cached_prompts.append(words)
+        return 0, len(words)
 
     async def messages(self, request: web.Request) -> web.StreamResponse:
         body, failed = await self.gate(request)
@@ -406,9 +474,18 @@ class FakeAnthropic(FakeProvider):
         text = self.reply_text(body)
         model = body["model"]
         tool = body["tools"][0]["name"] if self.structured(body) else None
-        input_tokens = fake_tokens(str(body.get("system", ""))) + sum(
-            fake_tokens(str(m["content"])) for m in body["messages"]
+        cache = self.prompt_cache(body)
+        if isinstance(cache, str):
+            return self.error(400, cache, "invalid_request_error")
+        read, written = cache
+        # Anthropic's input_tokens leaves out what was read from or written to the cache.
+        input_tokens = (
+            fake_tokens(block_text(body.get("system", "")))
+            + sum(fake_tokens(block_text(m["content"])) for m in body["messages"])
+            - read
+            - written
         )
+        cache_usage = {"cache_read_input_tokens": read, "cache_creation_input_tokens": written}
         output_tokens = fake_tokens(text)
         stop_reason = "tool_use" if tool else "end_turn"
         if not body.get("stream"):
@@ -429,9 +506,13 @@ class FakeAnthropic(FakeProvider):
                 "stop_sequence": None,
             }
             if self.state.send_usage:
-                reply["usage"] = {"input_tokens": input_tokens, "output_tokens": output_tokens}
+                reply["usage"] = {
+                    "input_tokens": input_tokens,
+                    "output_tokens": output_tokens,
+                    **cache_usage,
+                }
             return web.json_response(reply)
-        usage_start = {"input_tokens": input_tokens, "output_tokens": 1}
+        usage_start = {"input_tokens": input_tokens, "output_tokens": 1, **cache_usage}
         events = [
             sse(
                 {

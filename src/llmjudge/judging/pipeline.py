@@ -21,8 +21,9 @@ from llmjudge.providers import ChatResult, DeltaCallback, ProviderError
 __all__ = ["ChatGateway", "Cost", "Gateway", "Transport", "at_batch_price", "judge_call"]
 
 V = TypeVar("V")
-# (input tokens, output tokens) -> USD; a cache hit costs nothing
-Cost = Callable[[int, int], float]
+# (input tokens (all), output tokens, input read from the provider's prompt cache, input
+# written to it) -> USD: ``ModelPricing.cost``; a response-cache hit costs nothing
+Cost = Callable[[int, int, int, int], float]
 
 
 def at_batch_price(cost: Cost, discount: float) -> Cost:
@@ -30,8 +31,10 @@ def at_batch_price(cost: Cost, discount: float) -> Cost:
     off every call."""
     keep = 1.0 - discount
 
-    def batch_cost(input_tokens: int, output_tokens: int) -> float:
-        return cost(input_tokens, output_tokens) * keep
+    def batch_cost(
+        input_tokens: int, output_tokens: int, cached_tokens: int = 0, written_tokens: int = 0
+    ) -> float:
+        return cost(input_tokens, output_tokens, cached_tokens, written_tokens) * keep
 
     return batch_cost
 
@@ -58,7 +61,13 @@ class Gateway:
         return await self.llm.chat(**request.chat_arguments(), on_delta=on_delta)
 
 
-_REPLY_USAGE = ("input_tokens", "output_tokens", "latency_s")
+_REPLY_USAGE = (
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "cache_write_tokens",
+    "latency_s",
+)
 
 
 def _error(exc: Exception) -> str:
@@ -89,10 +98,19 @@ async def judge_call(
         except Exception as exc:  # a bug or an unknown model must not kill the caller
             failed: JudgeResult[V] = JudgeResult(error=_error(exc), failure=exc)
             return failed if done is None else done.then(failed)
-        spent = (
-            0.0 if reply.cached or cost is None else cost(reply.input_tokens, reply.output_tokens)
-        )
         usage = {name: getattr(reply, name) for name in _REPLY_USAGE}
+        if reply.cached:  # a response-cache hit: no prompt was sent, nothing was billed
+            usage["cached_input_tokens"] = usage["cache_write_tokens"] = 0
+        spent = (
+            0.0
+            if reply.cached or cost is None
+            else cost(
+                reply.input_tokens,
+                reply.output_tokens,
+                reply.cached_input_tokens,
+                reply.cache_write_tokens,
+            )
+        )
         result = read_reply(
             reader,
             reply.text,

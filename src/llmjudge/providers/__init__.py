@@ -7,6 +7,7 @@ __all__, __getattr__ = public(
     {
         "llmjudge.providers.base": (
             "ChatRequest",
+            "CACHE_PRICE_SHARES",
             "ChatResult",
             "DeltaCallback",
             "ModelPricing",

@@ -19,31 +19,84 @@ DEFAULT_MAX_TOKENS = 1024
 _RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
 
 
+# Anthropic caches a prompt's prefix only where it is asked to: up to the block that carries
+# this marker (5-minute TTL; prefixes under the model's minimum, 1,024 or 2,048 tokens, are
+# sent uncached, without an error).
+CACHE_CONTROL = {"type": "ephemeral"}
+
+
 def split_system(
-    messages: Sequence[Mapping[str, str]],
-) -> tuple[str, list[dict[str, str]]]:
+    messages: Sequence[Mapping[str, str]], cache_prefix: int = 0
+) -> tuple[str | list[dict[str, Any]], list[dict[str, Any]]]:
     """Top-level system text, and user/assistant turns with consecutive same roles merged
-    (the API wants alternating roles)."""
-    system = [str(m.get("content", "")) for m in messages if m.get("role") == "system"]
-    turns: list[dict[str, str]] = []
+    (the API wants alternating roles).
+
+    ``cache_prefix`` (``ChatRequest.cache_prefix``): the characters of the messages' contents
+    that many calls share. Their end gets the cache marker: the system prompt becomes one
+    marked text block when they end inside it, else the turn they end in is split into a
+    marked text block (the shared head) and a plain one (the rest)."""
+    system: list[str] = []
+    turns: list[dict[str, Any]] = []
+    mark: tuple[str, int] | None = None  # ("system", 0) or ("turn", characters of its head)
+    marked = -1  # the marked turn
+    consumed = 0
     for m in messages:
-        role = m.get("role")
-        if role == "system":
-            continue
-        role = "assistant" if role == "assistant" else "user"
         content = str(m.get("content", ""))
+        ends_here = consumed < cache_prefix <= consumed + len(content)
+        cut = cache_prefix - consumed
+        consumed += len(content)
+        if m.get("role") == "system":
+            system.append(content)
+            if ends_here:
+                mark = ("system", 0)
+            continue
+        role = "assistant" if m.get("role") == "assistant" else "user"
         if turns and turns[-1]["role"] == role:
+            head = len(turns[-1]["content"]) + 2
             turns[-1]["content"] += "\n\n" + content
         else:
+            head = 0
             turns.append({"role": role, "content": content})
-    return "\n\n".join(system), turns
+        if ends_here:
+            mark = ("turn", head + cut)
+            marked = len(turns) - 1
+    text = "\n\n".join(system)
+    if mark is None:
+        return text, turns
+    if mark[0] == "system":
+        return [{"type": "text", "text": text, "cache_control": dict(CACHE_CONTROL)}], turns
+    turn = turns[marked]
+    whole, cut = turn["content"], mark[1]
+    blocks: list[dict[str, Any]] = [
+        {"type": "text", "text": whole[:cut], "cache_control": dict(CACHE_CONTROL)}
+    ]
+    if whole[cut:]:
+        blocks.append({"type": "text", "text": whole[cut:]})
+    turns[marked] = {"role": turn["role"], "content": blocks}
+    return text, turns
+
+
+def _cache_tokens(usage: Mapping[str, Any], before: tuple[int, int] = (0, 0)) -> tuple[int, int]:
+    """(read from, written to) the prompt cache; a usage that omits one keeps ``before``."""
+    read = usage.get("cache_read_input_tokens")
+    written = usage.get("cache_creation_input_tokens")
+    return (
+        before[0] if read is None else int(read),
+        before[1] if written is None else int(written),
+    )
+
+
+def _prompt_tokens(input_tokens: int | None, read: int, written: int) -> int | None:
+    """The whole prompt: Anthropic's ``input_tokens`` leaves out the tokens read from and
+    written to the cache, where ``ChatResult.input_tokens`` counts them (as OpenAI does)."""
+    return None if input_tokens is None else input_tokens + read + written
 
 
 class AnthropicClient(HttpChatClient):
     default_base_url = "https://api.anthropic.com"
 
     def build(self, req: ChatRequest, *, stream: bool) -> HttpCall:
-        system, turns = split_system(req.messages)
+        system, turns = split_system(req.messages, req.cache_prefix)
         body: dict[str, Any] = {
             "model": req.model,
             "max_tokens": req.max_tokens or DEFAULT_MAX_TOKENS,
@@ -77,12 +130,15 @@ class AnthropicClient(HttpChatClient):
         else:
             text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
         usage = data.get("usage") or {}
+        read, written = _cache_tokens(usage)
         return Parsed(
             text=text,
-            input_tokens=usage.get("input_tokens"),
+            input_tokens=_prompt_tokens(usage.get("input_tokens"), read, written),
             output_tokens=usage.get("output_tokens"),
             finish_reason=data.get("stop_reason"),
             model=data.get("model"),
+            cached_input_tokens=read,
+            cache_write_tokens=written,
         )
 
     async def consume_stream(
@@ -94,6 +150,7 @@ class AnthropicClient(HttpChatClient):
         output_tokens: int | None = None
         finish: str | None = None
         model: str | None = None
+        read = written = 0
         stopped = False
         async for ev in events:
             data = self.load_event(ev.data)
@@ -104,6 +161,7 @@ class AnthropicClient(HttpChatClient):
                 usage = message.get("usage") or {}
                 input_tokens = usage.get("input_tokens", input_tokens)
                 output_tokens = usage.get("output_tokens", output_tokens)
+                read, written = _cache_tokens(usage, (read, written))
             elif kind == "content_block_delta":
                 delta = data["delta"]
                 if delta.get("type") == "input_json_delta":
@@ -121,6 +179,7 @@ class AnthropicClient(HttpChatClient):
                 usage = data.get("usage") or {}
                 output_tokens = usage.get("output_tokens", output_tokens)
                 input_tokens = usage.get("input_tokens", input_tokens)
+                read, written = _cache_tokens(usage, (read, written))
             elif kind == "message_stop":
                 stopped = True
                 await drain(events)
@@ -139,4 +198,13 @@ class AnthropicClient(HttpChatClient):
                 json.loads(text)
             except ValueError:
                 self.fail("malformed stream: tool input is not complete JSON", retryable=True)
-        return Parsed(text, input_tokens, output_tokens, finish, model)
+        total = _prompt_tokens(input_tokens, read, written)
+        return Parsed(
+            text,
+            total,
+            output_tokens,
+            finish,
+            model,
+            cached_input_tokens=read,
+            cache_write_tokens=written,
+        )

@@ -58,6 +58,11 @@ class ChatRequest:
     top_logprobs: int | None = None
     # Hints for the simulator only: never sent to real providers, never part of the cache key.
     context: Mapping[str, Any] | None = None
+    # Characters at the start of the messages' contents, taken in order, that many calls
+    # share (a judge's system prompt, rubric and instructions): where a provider needs a
+    # marker for its prompt cache (Anthropic's cache_control), it marks their end. Not part
+    # of the response cache key: it changes the price, never the answer.
+    cache_prefix: int = 0
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,10 @@ class ChatResult:
     # Per generated token: (token, logprob, [(alternative, logprob), ...]); None when the
     # request did not ask for them (``ChatRequest.top_logprobs``) or the server sent none.
     logprobs: tuple[tuple[str, float, tuple[tuple[str, float], ...]], ...] | None = None
+    # Of ``input_tokens`` (always the whole prompt): those read from the provider's prompt
+    # cache, and those written to it (Anthropic bills a write above the input price).
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class ProviderError(Exception):
@@ -207,17 +216,89 @@ async def call_with_retries(
     raise AssertionError("unreachable: the loop either returns or raises")
 
 
-@dataclass(frozen=True)
+# Prompt-cache prices as shares of a model's input price, by provider kind: the published
+# defaults, used where a model sets no price of its own (``llm_models``
+# ``cached_input_price_per_million`` / ``cache_write_price_per_million``, on the provider
+# page). (read, write):
+# - OpenAI: cached input at half price for most models (the newest, e.g. gpt-4.1 and gpt-5,
+#   at 0.1x or 0.25x: set the model's own price), writing costs nothing extra;
+# - Anthropic: a cache read at 0.1x, a cache write (5-minute TTL) at 1.25x;
+# - Gemini: implicit caching reads at 0.25x (Gemini 2.5), no write price;
+# - the simulator is priced like OpenAI, so a simulated session shows what caching saves.
+CACHE_PRICE_SHARES: Mapping[str, tuple[float, float]] = {
+    "openai": (0.5, 1.0),
+    "anthropic": (0.1, 1.25),
+    "gemini": (0.25, 1.0),
+    "simulator": (0.5, 1.0),
+}
+
+
+@dataclass(frozen=True, slots=True)
 class ModelPricing:
-    """A model's price per million tokens, in USD."""
+    """A model's prices per million tokens, in USD: input, output, and input read from or
+    written to the provider's prompt cache (None: the input price)."""
 
     input_per_million: float = 0
     output_per_million: float = 0
+    cached_input_per_million: float | None = None
+    cache_write_per_million: float | None = None
 
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
+    @classmethod
+    def of(
+        cls,
+        kind: str,
+        input_per_million: float,
+        output_per_million: float,
+        cached_input_per_million: float | None = None,
+        cache_write_per_million: float | None = None,
+    ) -> ModelPricing:
+        """A model's prices with its provider kind's cache defaults where it sets none."""
+        read, write = CACHE_PRICE_SHARES.get(kind, (1.0, 1.0))
+        return cls(
+            input_per_million,
+            output_per_million,
+            read * input_per_million
+            if cached_input_per_million is None
+            else cached_input_per_million,
+            write * input_per_million
+            if cache_write_per_million is None
+            else cache_write_per_million,
+        )
+
+    def cost(
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        cached_input_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> float:
+        """The price of one call; ``input_tokens`` counts the whole prompt, cached and
+        written tokens included (the one cost function: a batch price is a discount on it)."""
+        fresh = max(0, input_tokens - cached_input_tokens - cache_write_tokens)
         return (
-            input_tokens * self.input_per_million + output_tokens * self.output_per_million
+            fresh * self.input_per_million
+            + cached_input_tokens * self._read
+            + cache_write_tokens * self._write
+            + output_tokens * self.output_per_million
         ) / 1_000_000
+
+    def cache_saving(self, cached_input_tokens: int, cache_write_tokens: int = 0) -> float:
+        """What the prompt cache saved on one call against paying the input price for every
+        token (negative when writes cost more than the reads saved)."""
+        return (
+            cached_input_tokens * (self.input_per_million - self._read)
+            - cache_write_tokens * (self._write - self.input_per_million)
+        ) / 1_000_000
+
+    @property
+    def _read(self) -> float:
+        read = self.cached_input_per_million
+        return self.input_per_million if read is None else read
+
+    @property
+    def _write(self) -> float:
+        write = self.cache_write_per_million
+        return self.input_per_million if write is None else write
 
 
 NO_PRICING = ModelPricing()

@@ -57,6 +57,9 @@ class Parsed:
     finish_reason: str | None = None
     model: str | None = None
     logprobs: tuple[tuple[str, float, tuple[tuple[str, float], ...]], ...] | None = None
+    # Of the input tokens, those read from / written to the provider's prompt cache.
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class SseEvent(NamedTuple):
@@ -269,6 +272,8 @@ class HttpChatClient(ABC):
             model=parsed.model or req.model,
             finish_reason=parsed.finish_reason,
             logprobs=parsed.logprobs,
+            cached_input_tokens=parsed.cached_input_tokens,
+            cache_write_tokens=parsed.cache_write_tokens,
         )
 
     # -- errors --------------------------------------------------------------------------------

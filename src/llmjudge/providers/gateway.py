@@ -65,6 +65,11 @@ class CallRecord:
     status: Literal["ok", "error"]
     error: str | None
     related: Mapping[str, Any]
+    # The provider's prompt cache (not the response cache): input tokens read from it and
+    # written to it, and what it saved against the full input price.
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_saving_usd: float = 0.0
 
 
 class Accounting(Protocol):
@@ -91,6 +96,17 @@ def cache_key(cfg: ProviderConfig, req: ChatRequest) -> str:
         material["settings"] = dict(cfg.settings)
     blob = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def usage(result: ChatResult) -> tuple[int, int, int, int]:
+    """A call's billed tokens in ``ModelPricing.cost``'s order: input (all of it), output,
+    input read from the prompt cache, input written to it."""
+    return (
+        result.input_tokens,
+        result.output_tokens,
+        result.cached_input_tokens,
+        result.cache_write_tokens,
+    )
 
 
 def estimate_request_tokens(req: ChatRequest) -> int:
@@ -192,8 +208,9 @@ class Gateway:
         )
         if cache is not None and key is not None:
             await self._cache_put(cache, key, result)
-        cost = pricing.cost(result.input_tokens, result.output_tokens)
-        await self._record_ok(record, result, req.model, cost_usd=cost)
+        cost = pricing.cost(*usage(result))
+        saving = pricing.cache_saving(result.cached_input_tokens, result.cache_write_tokens)
+        await self._record_ok(record, result, req.model, cost_usd=cost, cache_saving_usd=saving)
         return result
 
     async def embed(
@@ -286,8 +303,10 @@ class Gateway:
         *,
         cost_usd: float,
         cache_hit: bool = False,
+        cache_saving_usd: float = 0.0,
     ) -> None:
-        """Account a call that answered (from the provider, or the cache: no attempts)."""
+        """Account a call that answered (from the provider, or the response cache: no
+        attempts, and no prompt-cache tokens, since no prompt was sent)."""
         await self._record(
             record(
                 model=result.model or model,
@@ -299,6 +318,9 @@ class Gateway:
                 cache_hit=cache_hit,
                 status="ok",
                 error=None,
+                cached_input_tokens=0 if cache_hit else result.cached_input_tokens,
+                cache_write_tokens=0 if cache_hit else result.cache_write_tokens,
+                cache_saving_usd=cache_saving_usd,
             )
         )
 

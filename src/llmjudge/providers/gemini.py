@@ -119,6 +119,11 @@ def _usage(data: Mapping[str, Any]) -> tuple[int | None, int | None]:
     return meta.get("promptTokenCount"), output
 
 
+def _cached(data: Mapping[str, Any]) -> int:
+    """Prompt tokens read from the implicit cache (part of ``promptTokenCount``)."""
+    return int((data.get("usageMetadata") or {}).get("cachedContentTokenCount") or 0)
+
+
 class GeminiClient(HttpChatClient):
     default_base_url = "https://generativelanguage.googleapis.com"
 
@@ -179,7 +184,10 @@ class GeminiClient(HttpChatClient):
             self.fail("malformed response: no candidates", retryable=True)
         text, finish = _candidate_text(data)
         input_tokens, output_tokens = _usage(data)
-        return Parsed(text, input_tokens, output_tokens, finish, data.get("modelVersion"))
+        model = data.get("modelVersion")
+        return Parsed(
+            text, input_tokens, output_tokens, finish, model, cached_input_tokens=_cached(data)
+        )
 
     async def consume_stream(
         self, events: AsyncIterator[SseEvent], req: ChatRequest, on_delta: DeltaCallback
@@ -189,6 +197,7 @@ class GeminiClient(HttpChatClient):
         input_tokens: int | None = None
         output_tokens: int | None = None
         model: str | None = None
+        cached = 0
         async for ev in events:
             data = self.load_event_object(ev.data)
             self._check_blocked(data)
@@ -201,8 +210,16 @@ class GeminiClient(HttpChatClient):
             chunk_in, chunk_out = _usage(data)  # cumulative: the last chunk's counts win
             input_tokens = chunk_in if chunk_in is not None else input_tokens
             output_tokens = chunk_out if chunk_out is not None else output_tokens
+            cached = _cached(data) or cached
             model = data.get("modelVersion") or model
         # Gemini's SSE has no terminator event: the last chunk carries finishReason.
         if finish is None:
             self.fail("malformed stream: ended without a finishReason", retryable=True)
-        return Parsed("".join(parts), input_tokens, output_tokens, finish, model)
+        return Parsed(
+            "".join(parts),
+            input_tokens,
+            output_tokens,
+            finish,
+            model,
+            cached_input_tokens=cached,
+        )

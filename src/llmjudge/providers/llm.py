@@ -36,7 +36,13 @@ from llmjudge.providers.batches import BatchClient, batch_client, batch_unsuppor
 from llmjudge.providers.budget import Budgets
 from llmjudge.providers.clients import HttpChatClient
 from llmjudge.providers.crypto import KeyCipher, SecretKeyError
-from llmjudge.providers.gateway import DEFAULT_OUTPUT_ESTIMATE, CallRecord, Gateway, ModelPricing
+from llmjudge.providers.gateway import (
+    DEFAULT_OUTPUT_ESTIMATE,
+    CallRecord,
+    Gateway,
+    ModelPricing,
+    usage,
+)
 from llmjudge.providers.models import LLMModel, Provider
 from llmjudge.providers.registry import make_client
 from llmjudge.providers.schemas import (
@@ -71,18 +77,19 @@ class ModelInfo:
     observed_latency_s: float | None
     simulated: bool
     batch_discount: float = 0.5  # models.BATCH_DISCOUNT
-
-    @property
-    def batch_pricing(self) -> ModelPricing:
-        """The model's price through the provider's batch API."""
-        keep = 1.0 - self.batch_discount
-        return ModelPricing(
-            self.input_price_per_million * keep, self.output_price_per_million * keep
-        )
+    cached_input_price_per_million: float | None = None
+    cache_write_price_per_million: float | None = None
 
     @property
     def pricing(self) -> ModelPricing:
-        return ModelPricing(self.input_price_per_million, self.output_price_per_million)
+        """Its prices, the provider kind's prompt-cache defaults where it sets none."""
+        return ModelPricing.of(
+            self.provider_kind,
+            self.input_price_per_million,
+            self.output_price_per_million,
+            self.cached_input_price_per_million,
+            self.cache_write_price_per_million,
+        )
 
 
 def models_query() -> Select[tuple[LLMModel, Provider]]:
@@ -231,6 +238,7 @@ class LLMService:
         related: Mapping[str, Any] | None = None,
         on_delta: DeltaCallback = None,
         use_cache: bool | None = None,
+        cache_prefix: int = 0,
     ) -> ChatResult:
         """One model call. ``related`` ids (session_id, persona_id, comparison_id...) are
         stored with the accounting row; ``context`` feeds the simulator only. Raises
@@ -246,6 +254,7 @@ class LLMService:
             schema_name=schema_name,
             top_logprobs=top_logprobs,
             context=context,
+            cache_prefix=cache_prefix,
         )
         reservation = None
         budget_key = _budget_key(related)
@@ -267,7 +276,7 @@ class LLMService:
                 use_cache=use_cache,
             )
             if not result.cached:
-                actual = info.pricing.cost(result.input_tokens, result.output_tokens)
+                actual = info.pricing.cost(*usage(result))
         finally:
             self.budgets.settle(reservation, actual)
         if not result.cached:

@@ -64,6 +64,11 @@ class LLMModel(Base):
             "input_price_per_million >= 0 AND output_price_per_million >= 0", name="prices"
         ),
         CheckConstraint("batch_discount BETWEEN 0 AND 1", name="batch_discount"),
+        CheckConstraint(
+            "(cached_input_price_per_million IS NULL OR cached_input_price_per_million >= 0)"
+            " AND (cache_write_price_per_million IS NULL OR cache_write_price_per_million >= 0)",
+            name="cache_prices",
+        ),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -75,6 +80,10 @@ class LLMModel(Base):
     batch_discount: Mapped[float] = mapped_column(
         Float, default=BATCH_DISCOUNT, server_default=str(BATCH_DISCOUNT)
     )
+    # Prompt-cache prices; None: the provider kind's published default
+    # (``base.CACHE_PRICE_SHARES`` of the input price).
+    cached_input_price_per_million: Mapped[float | None] = mapped_column(Float)
+    cache_write_price_per_million: Mapped[float | None] = mapped_column(Float)
     context_window: Mapped[int | None] = mapped_column(Integer)
     default_temperature: Mapped[float | None] = mapped_column(Float)
     # Exponential moving average of successful, uncached call latencies (for estimates).
@@ -109,6 +118,11 @@ class LLMCall(Base):
     cache_hit: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
     status: Mapped[str] = mapped_column(String(10))
     error: Mapped[str | None] = mapped_column(Text)
+    # The provider's prompt cache: input tokens read from it and written to it (both part
+    # of input_tokens), and what it saved against the full input price (USD).
+    cached_input_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    cache_write_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    cache_saving_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
 
 
 class LLMCacheEntry(Base):

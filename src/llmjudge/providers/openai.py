@@ -56,9 +56,13 @@ def token_logprobs(content: Any) -> Logprobs:
     )
 
 
-def _tokens(usage: Mapping[str, Any]) -> tuple[int | None, int | None]:
-    """(input, output) tokens of a usage object: a response's, or a stream's last chunk's."""
-    return usage.get("prompt_tokens"), usage.get("completion_tokens")
+def _tokens(usage: Mapping[str, Any]) -> tuple[int | None, int | None, int]:
+    """(input, output, cached input) tokens of a usage object: a response's, or a stream's
+    last chunk's. Cached tokens are part of ``prompt_tokens`` (OpenAI caches a prompt's
+    prefix of 1,024 tokens and more by itself; compatible servers may omit the details)."""
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    return usage.get("prompt_tokens"), usage.get("completion_tokens"), int(cached or 0)
 
 
 class OpenAIClient(HttpChatClient):
@@ -148,8 +152,15 @@ class OpenAIClient(HttpChatClient):
         logprobs = None
         if req.top_logprobs is not None:
             logprobs = token_logprobs((choice.get("logprobs") or {}).get("content"))
+        inp, out, cached = _tokens(usage)
         return Parsed(
-            text, *_tokens(usage), choice.get("finish_reason"), data.get("model"), logprobs
+            text,
+            inp,
+            out,
+            choice.get("finish_reason"),
+            data.get("model"),
+            logprobs=logprobs,
+            cached_input_tokens=cached,
         )
 
     async def consume_stream(
@@ -185,4 +196,7 @@ class OpenAIClient(HttpChatClient):
         if not done and finish is None:
             self.fail("malformed stream: ended before [DONE] or a finish_reason", retryable=True)
         kept = tuple(logprobs) if req.top_logprobs is not None else None
-        return Parsed("".join(parts), *_tokens(usage), finish, model, kept)
+        inp, out, cached = _tokens(usage)
+        return Parsed(
+            "".join(parts), inp, out, finish, model, logprobs=kept, cached_input_tokens=cached
+        )

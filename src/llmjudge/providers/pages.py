@@ -21,7 +21,15 @@ router = APIRouter(include_in_schema=False)
 
 PAGE = "/settings/providers"
 # Form fields that are nullable numbers / strings: an empty box means "none".
-_OPTIONAL = {"base_url", "rpm", "tpm", "context_window", "default_temperature"}
+_OPTIONAL = {
+    "base_url",
+    "rpm",
+    "tpm",
+    "context_window",
+    "default_temperature",
+    "cached_input_price_per_million",
+    "cache_write_price_per_million",
+}
 
 
 def form_values(form: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
@@ -62,6 +70,8 @@ MODEL_FIELDS = (
     "input_price_per_million",
     "output_price_per_million",
     "batch_discount",
+    "cached_input_price_per_million",
+    "cache_write_price_per_million",
     "context_window",
     "default_temperature",
 )

@@ -150,8 +150,21 @@ MODEL_NUMBERS = (
     "input_price_per_million",
     "output_price_per_million",
     "batch_discount",
+    "cached_input_price_per_million",
+    "cache_write_price_per_million",
     "context_window",
     "default_temperature",
+)
+
+_CACHED_PRICE = (
+    "USD per million input tokens read from the provider's prompt cache; null: the provider "
+    "kind's published default (OpenAI and the simulator 0.5x the input price, Anthropic "
+    "0.1x, Gemini 0.25x)"
+)
+_WRITE_PRICE = (
+    "USD per million input tokens written to the provider's prompt cache; null: the provider "
+    "kind's published default (Anthropic 1.25x the input price, a 5-minute cache; the "
+    "others 1x)"
 )
 
 
@@ -169,6 +182,12 @@ class ModelIn(BaseModel):
         description="share of the live price a provider batch call saves (OpenAI Batch and "
         "Anthropic Message Batches: 0.5, half price)",
     )
+    cached_input_price_per_million: float | None = Field(
+        default=None, ge=0, description=_CACHED_PRICE
+    )
+    cache_write_price_per_million: float | None = Field(
+        default=None, ge=0, description=_WRITE_PRICE
+    )
     context_window: int | None = Field(default=None, gt=0)
     default_temperature: float | None = Field(default=None, ge=0, le=2)
 
@@ -179,7 +198,8 @@ class ModelIn(BaseModel):
 
 
 class ModelPatch(BaseModel):
-    """Only the fields sent change; null clears ``context_window`` / ``default_temperature``."""
+    """Only the fields sent change; null clears ``context_window`` / ``default_temperature``,
+    and puts a prompt-cache price back to the provider's default."""
 
     model_config = ConfigDict(extra="forbid")
     provider_id: int | None = None
@@ -188,6 +208,12 @@ class ModelPatch(BaseModel):
     input_price_per_million: float | None = Field(default=None, ge=0)
     output_price_per_million: float | None = Field(default=None, ge=0)
     batch_discount: float | None = Field(default=None, ge=0, le=1)
+    cached_input_price_per_million: float | None = Field(
+        default=None, ge=0, description=_CACHED_PRICE
+    )
+    cache_write_price_per_million: float | None = Field(
+        default=None, ge=0, description=_WRITE_PRICE
+    )
     context_window: int | None = Field(default=None, gt=0)
     default_temperature: float | None = Field(default=None, ge=0, le=2)
 
@@ -208,6 +234,14 @@ class ModelOut(BaseModel):
     input_price_per_million: float
     output_price_per_million: float
     batch_discount: float = BATCH_DISCOUNT
+    cached_input_price_per_million: float | None = Field(description=_CACHED_PRICE)
+    cache_write_price_per_million: float | None = Field(description=_WRITE_PRICE)
+    cached_input_price_in_use: float = Field(
+        description="USD per million cached input tokens charged: this model's, else the default"
+    )
+    cache_write_price_in_use: float = Field(
+        description="USD per million input tokens written to the cache charged"
+    )
     context_window: int | None
     default_temperature: float | None
     observed_latency_s: float | None

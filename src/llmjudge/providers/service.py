@@ -200,7 +200,16 @@ async def delete_provider(
 
 
 def _model_out(m: LLMModel, p: Provider) -> ModelOut:
-    return ModelOut.model_validate(dataclasses.asdict(info_of(m, p)) | {"created_at": m.created_at})
+    info = info_of(m, p)
+    pricing = info.pricing
+    return ModelOut.model_validate(
+        dataclasses.asdict(info)
+        | {
+            "created_at": m.created_at,
+            "cached_input_price_in_use": pricing.cached_input_per_million,
+            "cache_write_price_in_use": pricing.cache_write_per_million,
+        }
+    )
 
 
 async def list_models(*, db: AsyncSession, provider_id: int | None = None) -> list[ModelOut]:

@@ -89,6 +89,9 @@ _RECORD_COLUMNS = (
     "cache_hit",
     "status",
     "error",
+    "cached_input_tokens",
+    "cache_write_tokens",
+    "cache_saving_usd",
 )
 
 

@@ -30,9 +30,15 @@ VERDICT = json.dumps({"winner": "A", "confidence": 0.7, "reasoning": "A is clear
 
 
 class FakeGateway:
-    def __init__(self, *answers: str | BaseException, cached: bool = False) -> None:
+    def __init__(
+        self,
+        *answers: str | BaseException,
+        cached: bool = False,
+        prompt_cache: tuple[int, int] = (0, 0),
+    ) -> None:
         self.answers = list(answers)
         self.cached = cached
+        self.prompt_cache = prompt_cache  # input tokens (read from, written to) the cache
         self.calls: list[dict[str, Any]] = []
 
     async def chat(self, **kw: Any) -> ChatResult:
@@ -40,7 +46,18 @@ class FakeGateway:
         answer = self.answers.pop(0)
         if isinstance(answer, BaseException):
             raise answer
-        return ChatResult(answer, 100, 10, False, 0.5, 1, cached=self.cached)
+        read, written = self.prompt_cache
+        return ChatResult(
+            answer,
+            100,
+            10,
+            False,
+            0.5,
+            1,
+            cached=self.cached,
+            cached_input_tokens=read,
+            cache_write_tokens=written,
+        )
 
 
 def request(**kw: Any) -> JudgeRequest:
@@ -53,8 +70,8 @@ def request(**kw: Any) -> JudgeRequest:
     return JudgeRequest(**(base | kw))
 
 
-def price(input_tokens: int, output_tokens: int) -> float:
-    return input_tokens * 1e-3 + output_tokens * 1e-2
+def price(input_tokens: int, output_tokens: int, cached: int = 0, written: int = 0) -> float:
+    return input_tokens * 1e-3 + output_tokens * 1e-2 - cached * 5e-4 + written * 2e-4
 
 
 async def test_an_unreadable_reply_is_asked_again_fresh_and_the_usage_adds_up() -> None:
@@ -70,6 +87,22 @@ async def test_an_unreadable_reply_is_asked_again_fresh_and_the_usage_adds_up() 
     assert first["use_cache"] is None and "call_key" not in first["context"]
     assert retry["use_cache"] is False and retry["context"]["call_key"] == 1
     assert retry["messages"] == first["messages"] and "retries" not in retry
+
+
+async def test_prompt_cache_tokens_reach_the_cost_and_add_up_over_retries() -> None:
+    llm = FakeGateway("no idea", LABEL, prompt_cache=(64, 8))
+    request_ = request(retries=1, cache_prefix=120)
+    result = await judge_call(Gateway(llm), request_, LabelReader(), cost=price)
+    assert (result.cached_input_tokens, result.cache_write_tokens) == (128, 16)
+    assert result.cost_usd == pytest.approx(2 * price(100, 10, 64, 8))
+    assert [c["cache_prefix"] for c in llm.calls] == [120, 120]
+
+
+async def test_a_response_cache_hit_reports_no_prompt_cache_tokens() -> None:
+    llm = FakeGateway(LABEL, cached=True, prompt_cache=(64, 8))
+    result = await judge_call(Gateway(llm), request(), LabelReader(), cost=price)
+    assert result.cost_usd == 0.0 and result.cache_hit
+    assert (result.cached_input_tokens, result.cache_write_tokens) == (0, 0)
 
 
 async def test_without_retries_an_unreadable_reply_is_a_parse_error() -> None:

@@ -149,6 +149,9 @@ class JudgeRequest:
     related: Mapping[str, Any] | None = None  # ids stored with the accounting row
     use_cache: bool | None = None
     retries: int = 0
+    # Characters at the start of the messages that every call of the session shares
+    # (``prompts.static_prefix_chars``): the provider's prompt cache may keep them.
+    cache_prefix: int = 0
 
     def retry(self, attempt: int) -> JudgeRequest:
         """The request that asks again after ``attempt`` unreadable replies."""
@@ -201,6 +204,9 @@ class JudgeResult(Generic[V]):
     latency_s: float | None = None
     cache_hit: bool = False
     calls: int = 0
+    # Of input_tokens: read from the provider's prompt cache, and written to it.
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
     error: str | None = None
     failure: BaseException | None = field(default=None, compare=False, repr=False)
 
@@ -210,6 +216,8 @@ class JudgeResult(Generic[V]):
             later,
             input_tokens=self.input_tokens + later.input_tokens,
             output_tokens=self.output_tokens + later.output_tokens,
+            cached_input_tokens=self.cached_input_tokens + later.cached_input_tokens,
+            cache_write_tokens=self.cache_write_tokens + later.cache_write_tokens,
             cost_usd=self.cost_usd + later.cost_usd,
             latency_s=_add(self.latency_s, later.latency_s),
             calls=self.calls + later.calls,
@@ -233,6 +241,8 @@ def read_reply(
     cost_usd: float = 0.0,
     latency_s: float | None = None,
     cache_hit: bool = False,
+    cached_input_tokens: int = 0,
+    cache_write_tokens: int = 0,
 ) -> JudgeResult[V]:
     """One reply read by ``reader``: the reading step of a judge call, apart from the
     sending (a batch transport reads its replies when they arrive)."""
@@ -244,6 +254,8 @@ def read_reply(
         "latency_s": latency_s,
         "cache_hit": cache_hit,
         "calls": 1,
+        "cached_input_tokens": cached_input_tokens,
+        "cache_write_tokens": cache_write_tokens,
     }
     try:
         reading = reader.read(text, logprobs)

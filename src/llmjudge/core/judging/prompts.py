@@ -46,6 +46,7 @@ __all__ = [
     "render_answer",
     "render_criteria",
     "render_thread",
+    "static_prefix_chars",
     "verdict_json_schema",
 ]
 
@@ -218,13 +219,12 @@ SYSTEM_PROMPT = (
     "or any names influence you."
 )
 
+# The part every comparison shares comes first (criteria, instructions, answer format) and
+# the two threads last, so a provider's prompt cache can keep the shared prefix
+# (``static_prefix_chars``); a one-line reminder of the format closes the prompt.
 DEFAULT_TEMPLATE = """\
 Compare thread A and thread B on these criteria:
 {criteria}
-
-{thread_a}
-
-{thread_b}
 
 For each criterion, score each thread on a Likert scale from 1 (very poor) to 5 (excellent).
 Then decide which thread is better overall: "A", "B", or "TIE" if they are equally good.
@@ -232,7 +232,13 @@ Give your confidence in that decision as a number from 0 to 1, and a short reaso
 (at most three sentences).
 
 Answer with only this JSON object, no other text:
-{answer_format}"""
+{answer_format}
+
+{thread_a}
+
+{thread_b}
+
+Answer with the JSON object only."""
 
 _PLACEHOLDERS = (
     "thread_a",
@@ -243,6 +249,8 @@ _PLACEHOLDERS = (
     "answer_b",
     "reference",
 )
+# What changes from one comparison to the next; the rest of a template is the same for all.
+_PER_PAIR = frozenset(("thread_a", "thread_b", "prompt", "answer_a", "answer_b", "reference"))
 
 
 def _answer_format(criteria: Sequence[str]) -> str:
@@ -357,6 +365,42 @@ def build_judge_messages(
     system = SYSTEM_PROMPT if system_prompt is None else system_prompt
     messages = [{"role": "system", "content": system}] if system else []
     return [*messages, {"role": "user", "content": user}]
+
+
+def static_prefix_chars(
+    criteria: Sequence[str] = DEFAULT_CRITERIA,
+    template: str | None = None,
+    system_prompt: str | None = None,
+) -> int:
+    """How many characters at the start of ``build_judge_messages``' contents (the system
+    message's, then the user message's, in order) are the same for every comparison of a
+    session: the system prompt and the user template up to its first per-pair placeholder
+    (a thread, an answer or the prompt). A published template that opens with the question
+    shares only its system prompt. Raises ``ValueError`` for a template that cannot be used.
+    """
+    return _static_prefix_chars(tuple(criteria), template, system_prompt)
+
+
+@functools.lru_cache(maxsize=256)
+def _static_prefix_chars(
+    criteria: tuple[str, ...], template: str | None, system_prompt: str | None
+) -> int:
+    system = SYSTEM_PROMPT if system_prompt is None else system_prompt
+    if template is None:
+        template = DEFAULT_TEMPLATE
+        static = {"criteria": render_criteria(criteria), "answer_format": _answer_format(criteria)}
+    else:
+        _check_template(template)
+        static = {"criteria": render_criteria(criteria)}
+    length = len(system)
+    for literal, name, _, _ in string.Formatter().parse(template):
+        length += len(literal)
+        if name is None:
+            continue
+        if name in _PER_PAIR:
+            break
+        length += len(static[name])
+    return length
 
 
 def verdict_json_schema(criteria: Sequence[str] = DEFAULT_CRITERIA) -> dict[str, Any]:

@@ -343,7 +343,7 @@ class BatchRunner:
         config, panel = await self.kind.session(job.session_id)
         _, info = await self.llm.batch_client(job.model_id)
         member = panel.members[0]
-        cost = at_batch_price(member.cost, info.batch_discount)
+        cost = at_batch_price(member.pricing.cost, info.batch_discount)
         async with self.engine.connect() as conn:
             stored = {r.custom_id: r for r in await load_requests(conn, job.id)}
             claims = await load_claims(conn, job.id)
@@ -408,9 +408,17 @@ class BatchRunner:
             result = read_reply(
                 reader,
                 reply.text,
+                logprobs=reply.logprobs,
                 input_tokens=reply.input_tokens,
                 output_tokens=reply.output_tokens,
-                cost_usd=cost(reply.input_tokens, reply.output_tokens),
+                cached_input_tokens=reply.cached_input_tokens,
+                cache_write_tokens=reply.cache_write_tokens,
+                cost_usd=cost(
+                    reply.input_tokens,
+                    reply.output_tokens,
+                    reply.cached_input_tokens,
+                    reply.cache_write_tokens,
+                ),
             )
             return storable_finish(solo_finish(item, member, result, None, self.max_attempts))
         if not line.retry and (line.error or "").startswith("malformed"):

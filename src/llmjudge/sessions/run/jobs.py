@@ -23,6 +23,7 @@ from llmjudge.infra.events.hub import EventHub
 from llmjudge.infra.queue.pool import WorkerPool
 from llmjudge.infra.queue.work import Group, Token, WorkKind, Written
 from llmjudge.infra.rowfiles import storable_text, unstorable_text
+from llmjudge.providers import ModelPricing
 from llmjudge.sessions.run.claims import (
     WORK_CHANNEL,
     Claimed,
@@ -101,9 +102,7 @@ class Breaker:
 
 class Prices(Protocol):
     @property
-    def input_price_per_million(self) -> float: ...
-    @property
-    def output_price_per_million(self) -> float: ...
+    def pricing(self) -> ModelPricing: ...
 
 
 class JudgeLLM(ChatService, Protocol):
@@ -224,7 +223,7 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
             tuple(criteria),
             template,
             model_id,
-            *prices,
+            prices,
             system_prompt=system_prompt,
             # Validated when the session was created; None is the built-in JSON reading.
             verdict_format=VerdictFormat.model_validate(verdict_format or {}),
@@ -237,12 +236,11 @@ class JudgeComparisons(WorkKind[Claimed, Finish]):
         self._configs[session_id] = config
         return config
 
-    async def _prices(self, model_id: int | None) -> tuple[float, float]:
+    async def _prices(self, model_id: int | None) -> ModelPricing:
         if model_id is not None:
             with contextlib.suppress(LookupError):  # deleted: the judging says so
-                info = await self.llm.model_info(model_id)
-                return (info.input_price_per_million, info.output_price_per_million)
-        return (0.0, 0.0)
+                return (await self.llm.model_info(model_id)).pricing
+        return ModelPricing()
 
     async def run(self, item: Claimed) -> Finish:
         finish = await judge_comparison(

@@ -16,7 +16,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from llmjudge.catalog import Thread
 from llmjudge.core.judging.formats import VerdictFormat
 from llmjudge.core.judging.grading import build_grading_messages
-from llmjudge.core.judging.prompts import build_judge_messages, thread_body
+from llmjudge.core.judging.prompts import (
+    build_judge_messages,
+    static_prefix_chars,
+    thread_body,
+)
 from llmjudge.core.judging.verdicts import Verdict
 from llmjudge.judging import PairwiseReader, ScoreReader
 from llmjudge.providers import ChatResult, DeltaCallback, ModelPricing
@@ -71,21 +75,29 @@ class SessionConfig:
     criteria: tuple[str, ...]
     prompt_template: str | None
     judge_model_id: int | None
-    input_price_per_million: float = 0.0
-    output_price_per_million: float = 0.0
+    pricing: ModelPricing = ModelPricing()  # its judge's prices (prompt cache included)
     system_prompt: str | None = None  # None: the built-in one; "": none
     verdict_format: VerdictFormat = VerdictFormat()
     # how its judges' replies are read: made once per session, not per comparison (a
     # score format grades single threads: mode single)
     reader: PairwiseReader | ScoreReader = field(init=False, compare=False, repr=False)
+    # characters at the start of every judge prompt of the session that are the same for
+    # every comparison (the prompt cache's share): computed once per session
+    cache_prefix: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        kind = ScoreReader if self.verdict_format.grades else PairwiseReader
+        grades = self.verdict_format.grades
+        kind = ScoreReader if grades else PairwiseReader
         object.__setattr__(self, "reader", kind(self.verdict_format, self.criteria))
-
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        pricing = ModelPricing(self.input_price_per_million, self.output_price_per_million)
-        return pricing.cost(input_tokens, output_tokens)
+        prefix = 0
+        if not grades:  # a grading prompt marks no shared part (yet)
+            try:
+                prefix = static_prefix_chars(
+                    self.criteria, self.prompt_template, self.system_prompt
+                )
+            except ValueError:  # a template that cannot be used: each comparison says so
+                prefix = 0
+        object.__setattr__(self, "cache_prefix", prefix)
 
 
 @dataclass(frozen=True, slots=True)

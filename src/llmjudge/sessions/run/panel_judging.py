@@ -72,13 +72,8 @@ _USAGE = ("input_tokens", "output_tokens", "cost_usd", "latency_s", "cache_hit")
 class MemberConfig:
     model_id: int | None
     label: str
-    input_price_per_million: float = 0.0
-    output_price_per_million: float = 0.0
+    pricing: ModelPricing = ModelPricing()  # prompt-cache prices included
     weight: float | None = None
-
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        pricing = ModelPricing(self.input_price_per_million, self.output_price_per_million)
-        return pricing.cost(input_tokens, output_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,11 +93,11 @@ class PanelConfig:
         return [1.0 if m.weight is None else m.weight for m in self.members]
 
 
-def panel_config(stored: dict[str, Any], prices: Sequence[tuple[float, float]]) -> PanelConfig:
+def panel_config(stored: dict[str, Any], prices: Sequence[ModelPricing]) -> PanelConfig:
     """The stored ``judge_sessions.panel`` with each member's prices."""
     members = tuple(
-        MemberConfig(m.get("model_id"), m.get("label") or "", p_in, p_out, m.get("weight"))
-        for m, (p_in, p_out) in zip(stored["members"], prices, strict=True)
+        MemberConfig(m.get("model_id"), m.get("label") or "", pricing, m.get("weight"))
+        for m, pricing in zip(stored["members"], prices, strict=True)
     )
     cascade = stored.get("cascade")
     policy = (
@@ -115,9 +110,7 @@ def panel_config(stored: dict[str, Any], prices: Sequence[tuple[float, float]]) 
 
 def solo_panel(config: SessionConfig) -> PanelConfig:
     """A single-judge session as the panel of one it is."""
-    member = MemberConfig(
-        config.judge_model_id, "", config.input_price_per_million, config.output_price_per_million
-    )
+    member = MemberConfig(config.judge_model_id, "", config.pricing)
     return PanelConfig("solo", (member,))
 
 
@@ -188,7 +181,7 @@ class _Judging:
                 Gateway(self.llm),
                 self.request(k),
                 self.config.reader,
-                cost=member.cost,
+                cost=member.pricing.cost,
                 on_delta=on_delta,
             )
         vote = _as_vote(result, k, member)
@@ -235,6 +228,7 @@ def judge_request(
         related=related,
         # Repetitions and retries must be fresh judgements, not the cached first one.
         use_cache=False if item.repetition > 0 or item.attempts > 1 else None,
+        cache_prefix=config.cache_prefix,
     )
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from llmjudge.providers.base import ChatResult, DeltaCallback, ProviderError
+from llmjudge.core.judging.prompts import static_prefix_chars
+from llmjudge.providers.base import ChatResult, DeltaCallback, ModelPricing, ProviderError
 from llmjudge.sessions.run.claims import Claimed
 from llmjudge.sessions.run.judging import MAX_ATTEMPTS, SessionConfig, ThreadCache, ThreadData
 from llmjudge.sessions.run.panel_judging import judge_comparison
@@ -25,9 +26,16 @@ GOOD = json.dumps(
 
 
 class FakeLLM:
-    def __init__(self, answer: str | Exception, *, cached: bool = False) -> None:
+    def __init__(
+        self,
+        answer: str | Exception,
+        *,
+        cached: bool = False,
+        prompt_cache: tuple[int, int] = (0, 0),
+    ) -> None:
         self.answer = answer
         self.cached = cached
+        self.prompt_cache = prompt_cache  # (read, written) input tokens
         self.calls: list[dict[str, Any]] = []
 
     async def chat(self, *, on_delta: DeltaCallback = None, **kw: Any) -> ChatResult:
@@ -45,6 +53,8 @@ class FakeLLM:
             latency_s=0.5,
             attempts=1,
             cached=self.cached,
+            cached_input_tokens=self.prompt_cache[0],
+            cache_write_tokens=self.prompt_cache[1],
         )
 
 
@@ -70,8 +80,7 @@ CONFIG = SessionConfig(
     criteria=CRITERIA,
     prompt_template=None,
     judge_model_id=5,
-    input_price_per_million=3.0,
-    output_price_per_million=15.0,
+    pricing=ModelPricing.of("anthropic", 3.0, 15.0),
 )
 
 
@@ -143,6 +152,21 @@ async def test_retries_and_repetitions_bypass_the_cache(
     llm = FakeLLM(GOOD)
     await judge_comparison(llm=llm, item=item(attempts, repetition), config=CONFIG, threads=threads)
     assert llm.calls[0]["use_cache"] is False
+
+
+async def test_the_static_prompt_prefix_is_offered_to_the_cache_and_cached_tokens_priced(
+    threads: ThreadCache,
+) -> None:
+    # Anthropic's default cache prices: reads 0.1x the input price, writes 1.25x.
+    llm = FakeLLM(GOOD, prompt_cache=(600, 100))
+    f = await judge_comparison(llm=llm, item=item(), config=CONFIG, threads=threads)
+    assert f.status == "completed"
+    prefix = llm.calls[0]["cache_prefix"]
+    assert prefix == static_prefix_chars(CONFIG.criteria) > 0
+    text = "".join(m["content"] for m in llm.calls[0]["messages"])
+    # the shared part ends where the first thread's fence opens
+    assert text.index("<thread_a>\n") >= prefix and text[prefix:].lstrip().startswith("<thread_a>")
+    assert f.answer.cost_usd == pytest.approx((300 * 3 + 600 * 0.3 + 100 * 3.75 + 200 * 15) / 1e6)
 
 
 async def test_cached_answers_cost_nothing(threads: ThreadCache) -> None:

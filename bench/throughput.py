@@ -323,6 +323,7 @@ class Run:
     cpu_ms: float  # per call, the Python process(es)
     pg_cpu_ms: float = 0.0
     failed: int = 0
+    created: float = 0.0  # seconds the create request took (the engine)
 
     def __post_init__(self) -> None:
         self.done = sorted(self.done)
@@ -457,6 +458,7 @@ class Engine:
             before = cpu_s([child.pid]), cpu_s(pg)
             start = time.time()
             sid = self.create(http, self.pillars, workers)
+            created = time.time() - start
             out = wait(http, sid)
             after = cpu_s([child.pid]), cpu_s(postgres_pids(self.pg.pgdata))
         done = asyncio.run(self._finished(sid))
@@ -466,6 +468,7 @@ class Engine:
             1000 * spent(before[0], after[0]) / len(done),
             1000 * spent(before[1], after[1]) / len(done),
             failed=out["failed"],
+            created=created,
         )
 
     async def _finished(self, sid: int) -> list[float]:
@@ -505,7 +508,7 @@ def wait(http: httpx.Client, sid: int) -> dict[str, Any]:
 
 HEADER = (
     f"{'workers':>7} {'run':>3} | {'bare steady/s':>13} {'whole/s':>7} {'first s':>7} | "
-    f"{'engine steady/s':>15} {'whole/s':>7} {'first s':>7} | {'steady':>6} {'whole':>5} | "
+    f"{'engine steady/s':>15} {'whole/s':>7} {'first s':>7} {'create s':>8} | {'steady':>6} {'whole':>5} | "
     f"{'bare cpu':>8} {'eng cpu':>7} {'pg cpu':>6} {'failed':>6} {'load':>4}"
 )
 
@@ -513,7 +516,7 @@ HEADER = (
 def row(workers: int, n: int, bare: Run, eng: Run) -> str:
     return (
         f"{workers:>7} {n:>3} | {bare.steady:>13.1f} {bare.whole:>7.1f} {bare.first:>7.2f} | "
-        f"{eng.steady:>15.1f} {eng.whole:>7.1f} {eng.first:>7.2f} | "
+        f"{eng.steady:>15.1f} {eng.whole:>7.1f} {eng.first:>7.2f} {eng.created:>8.2f} | "
         f"{eng.steady / bare.steady:>6.2f} {eng.whole / bare.whole:>5.2f} | "
         f"{bare.cpu_ms:>8.2f} {eng.cpu_ms:>7.2f} {eng.pg_cpu_ms:>6.2f} {eng.failed:>6} "
         f"{os.getloadavg()[0]:>4.1f}"
@@ -532,7 +535,8 @@ def spread(values: Sequence[float], digits: int = 2) -> str:
 LEGEND = """\
 steady: calls per second between the 10th and 90th percentile of completion times;
 whole: calls / (last completion - start); first: first completion - start. The engine's
-start is its create request (POST /api/sessions, auto_start), the bare loop's its first call.
+start is its create request (POST /api/sessions, auto_start), the bare loop's its first call;
+create s: how long the create request took (planning and storing the comparisons).
 Ratios (steady, whole) are the engine's over the bare loop's, measured one after the other.
 cpu: ms per call of the bare loop's process, of the llmjudge serve process (eng) and of
 the PostgreSQL processes (pg) during the timed session; load: 1-minute load average."""

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from llmjudge.catalog import Thread
 from llmjudge.core.judging.formats import VerdictFormat
-from llmjudge.core.judging.prompts import build_judge_messages, thread_body
+from llmjudge.core.judging.prompts import build_judge_messages, thread_body, verdict_json_schema
 from llmjudge.core.judging.verdicts import Verdict
 from llmjudge.judging import PairwiseReader
 from llmjudge.providers import ChatResult, DeltaCallback, ModelPricing
@@ -73,11 +73,16 @@ class SessionConfig:
     output_price_per_million: float = 0.0
     system_prompt: str | None = None  # None: the built-in one; "": none
     verdict_format: VerdictFormat = VerdictFormat()
-    # how its judges' replies are read: made once per session, not per comparison
+    # how its judges' replies are read, and the structured output asked of them (the
+    # built-in JSON verdict only: a published judge answers in its own words, and forcing
+    # JSON on it would change what it says): made once per session, not per comparison
     reader: PairwiseReader = field(init=False, compare=False, repr=False)
+    json_schema: Mapping[str, Any] | None = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "reader", PairwiseReader(self.verdict_format, self.criteria))
+        schema = verdict_json_schema(self.criteria) if self.verdict_format.kind == "json" else None
+        object.__setattr__(self, "json_schema", schema)
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         pricing = ModelPricing(self.input_price_per_million, self.output_price_per_million)

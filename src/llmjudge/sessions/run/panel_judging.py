@@ -24,7 +24,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from llmjudge.core.judging.panels import CascadePolicy, Vote, aggregate, panel_strength, should_stop
-from llmjudge.core.judging.prompts import verdict_json_schema
 from llmjudge.core.judging.verdicts import Verdict
 from llmjudge.infra.events.hub import DeltaBatcher
 from llmjudge.judging import Gateway, JudgeRequest, JudgeResult, judge_call
@@ -165,11 +164,7 @@ class _Judging:
             model_id=member.model_id,  # type: ignore[arg-type]
             messages=self.messages,
             purpose="judge",
-            # Structured output only for the built-in JSON verdict: a published judge
-            # answers in its own words, and forcing JSON on it would change what it says.
-            json_schema=verdict_json_schema(self.config.criteria)
-            if self.config.verdict_format.kind == "json"
-            else None,
+            json_schema=self.config.json_schema,
             context=context,
             related=related,
             # Repetitions and retries must be fresh judgements, not the cached first one.

@@ -1,26 +1,33 @@
-"""Benchmark: judge throughput of the whole engine against a bare HTTP loop, in one run.
+"""Benchmark: what a user sees of the engine's throughput, against a bare HTTP loop, in one run.
 
-Run: .venv/bin/python bench/throughput.py [--concurrency 16 64 256] [--processes 1 2]
-     [--latency-ms 200] [--per-slot 50] [--chunk-chars 16]
+Run: .venv/bin/python bench/throughput.py [--workers 256 64] [--threads 81] [--repeat 3]
+     [--latency-ms 200] [--chunk-chars 16]
 
-Pieces, each in its own process (the fake server must never be the bottleneck):
+A free-for-all of ``threads`` threads (81: 3,240 calls, one per pair) created through the
+HTTP API of a running ``llmjudge serve`` with ``auto_start``, judged by a fake
+OpenAI-compatible server in its own process, beside a bare loop of the same calls at the
+same concurrency on the same server. Each worker count is measured ``repeat`` times, the
+bare loop and the engine in turn, so both see the same machine.
 
-- a fake OpenAI-compatible server on 127.0.0.1 that answers every chat completion after a
-  fixed latency with a valid JSON verdict, streamed as SSE when asked (precomputed bytes, so
-  it costs next to nothing per call);
-- the ceiling: a bare asyncio loop per process, ``concurrency / processes`` calls in flight,
-  on the same HTTP stack as the engine (httpx + httpx-aiohttp transport), sending the exact
-  request the engine sends and reading the streamed answer with the engine's SSE reader;
-- the engine: ``llmjudge serve`` (web app with its worker pool) and, for two processes, one
-  ``llmjudge worker`` beside it, on an embedded PostgreSQL. A real session (plan, queue,
-  claims, gateway, verdict parsing, batched results, events) of ``per_slot x concurrency``
-  comparisons; a session's ``worker_count`` applies per process, so it is
-  ``concurrency / processes``.
+- **The judge**: a process on 127.0.0.1 that answers every chat completion after a fixed
+  latency with a valid JSON verdict, streamed as server-sent events when asked (the engine
+  streams whenever live events are on). Its replies are precomputed bytes.
+- **The bare loop**: one asyncio process, ``workers`` calls in flight, on the engine's HTTP
+  stack (httpx over the httpx-aiohttp transport), sending the requests the engine sends for
+  the same pairs (its prompt builder, its client's request) and reading the streamed
+  answers with the engine's SSE reader. No queue, no database, no parsing of verdicts.
+- **The engine**: a fresh ``llmjudge serve`` (its worker pool inside) on an embedded
+  PostgreSQL, warmed by a six-call session; then the timed session: ``POST /api/sessions``
+  (``comparison_mode`` free_for_all, ``worker_count`` = workers, ``auto_start``), which
+  plans and stores the comparisons and starts them, until the session has ended.
 
-Every process is fresh for each measurement (so peak RSS is per measurement) and warmed up
-with a small session or a few calls first. Rates use the database's own ``started_at`` and
-``finished_at``. CPU time is summed over the engine's Python processes and, separately, over
-the PostgreSQL server processes; the fake server's CPU share is printed to show it idles.
+Figures, each the engine's over the bare loop's:
+
+- **steady**: calls per second between the 10th and the 90th percentile of completion
+  times (a comparison's ``completed_at``, when its result is stored);
+- **whole**: calls over the time from the start (the create request; the bare loop's first
+  request) to the last completion;
+- **first**: seconds from that start to the first completion.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -59,6 +67,8 @@ DEFAULT_CRITERIA = (
     "authenticity",
     "solution_orientation",
 )
+PILLARS = 3  # the threads are spread over three pillars (a free-for-all ignores them)
+WARM_THREADS = 4  # the warm-up session: a free-for-all of 4 threads, 6 calls
 
 
 # -- the fake provider ----------------------------------------------------------------------
@@ -136,7 +146,7 @@ def run_fake(port: int, latency_s: float, chunk_chars: int) -> None:
     )
 
 
-# -- threads and the engine's request --------------------------------------------------------
+# -- threads and the calls --------------------------------------------------------------
 
 
 WORDS = (
@@ -159,66 +169,75 @@ def conversation(seed: int, chars: int = 1500) -> list[dict[str, str]]:
     return messages
 
 
-async def engine_request(base_url: str) -> tuple[str, dict[str, Any], dict[str, str]]:
-    """URL, body and headers of a judge call exactly as the engine builds it (streamed)."""
+def thread_rows(count: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "pillar": f"bench-{i % PILLARS}",
+            "external_id": f"t{i}",
+            "title": f"thread {i}",
+            "content": conversation(i),
+        }
+        for i in range(count)
+    ]
+
+
+async def pair_requests(
+    base_url: str, threads: int
+) -> list[tuple[str, dict[str, Any], dict[str, str]]]:
+    """URL, body and headers of every pair's call as the engine builds it (streamed)."""
     from llmjudge.core.judging.prompts import build_judge_messages, verdict_json_schema
     from llmjudge.providers.base import ChatRequest, ProviderConfig
     from llmjudge.providers.openai import OpenAIClient
 
-    cfg = ProviderConfig(id=1, name="bench", kind="openai", base_url=base_url)
-    req = ChatRequest(
-        model=MODEL,
-        messages=build_judge_messages(content_a=conversation(1), content_b=conversation(2)),
-        json_schema=verdict_json_schema(),
-    )
-    client = OpenAIClient(cfg)
-    call = client.build(req, stream=True)
+    rows = thread_rows(threads)
+    client = OpenAIClient(ProviderConfig(id=1, name="bench", kind="openai", base_url=base_url))
+    schema = verdict_json_schema(DEFAULT_CRITERIA)
+    out = []
+    for i in range(threads):
+        for j in range(i + 1, threads):
+            messages = build_judge_messages(
+                content_a=rows[i]["content"],
+                content_b=rows[j]["content"],
+                criteria=DEFAULT_CRITERIA,
+                title_a=rows[i]["title"],
+                title_b=rows[j]["title"],
+            )
+            req = ChatRequest(model=MODEL, messages=messages, json_schema=schema)
+            call = client.build(req, stream=True)
+            out.append((call.url, dict(call.body), dict(call.headers)))
     await client.aclose()
-    return call.url, dict(call.body), dict(call.headers)
+    return out
 
 
 # -- the bare loop ---------------------------------------------------------------------------
 
 
-async def bare_loop(base_url: str, concurrency: int, calls: int, start_at: float) -> dict:
-    """``calls`` streamed calls, ``concurrency`` at a time, with nothing else around them."""
+async def bare_loop(base_url: str, concurrency: int, threads: int) -> dict[str, Any]:
+    """Every pair's call, ``concurrency`` at a time, with nothing else around them."""
     from httpx_aiohttp import AiohttpTransport
 
     from llmjudge.providers.clients import iter_sse
 
-    url, body, headers = await engine_request(base_url)
+    calls = await pair_requests(base_url, threads)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     client = httpx.AsyncClient(transport=AiohttpTransport(limits=limits), timeout=60)
-    left = 0
-
-    async def one() -> None:
-        async with client.stream("POST", url, json=body, headers=headers) as resp:
-            resp.raise_for_status()
-            async for ev in iter_sse(resp.aiter_lines()):
-                if ev.data != "[DONE]":
-                    json.loads(ev.data)
+    done: list[float] = []
+    queue = iter(calls)
 
     async def lane() -> None:
-        nonlocal left
-        while left > 0:
-            left -= 1
-            await one()
+        for url, body, headers in queue:
+            async with client.stream("POST", url, json=body, headers=headers) as resp:
+                resp.raise_for_status()
+                async for ev in iter_sse(resp.aiter_lines()):
+                    if ev.data != "[DONE]":
+                        json.loads(ev.data)
+            done.append(time.time())
 
-    left = 2 * concurrency  # warm-up: open the connections
-    await asyncio.gather(*(lane() for _ in range(concurrency)))
-    await asyncio.sleep(max(0.0, start_at - time.time()))
     cpu0, start = time.process_time(), time.time()
-    left = calls
     await asyncio.gather(*(lane() for _ in range(concurrency)))
-    end = time.time()
+    cpu = time.process_time() - cpu0
     await client.aclose()
-    return {
-        "start": start,
-        "end": end,
-        "calls": calls,
-        "cpu_s": time.process_time() - cpu0,
-        "hwm_mb": hwm_mb(os.getpid()),
-    }
+    return {"start": start, "done": done, "cpu_s": cpu}
 
 
 # -- processes -------------------------------------------------------------------------------
@@ -228,14 +247,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def hwm_mb(pid: int) -> float:
-    """Peak resident set size (VmHWM) of a live process, in MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def cpu_s(pids: Sequence[int]) -> dict[int, float]:
@@ -300,30 +311,55 @@ def spawn(args: Sequence[str], log: Path, env: dict[str, str] | None = None) -> 
     return Child(popen, log)
 
 
-# -- the engine ------------------------------------------------------------------------------
+# -- figures ---------------------------------------------------------------------------------
 
 
 @dataclass
-class EngineResult:
-    comparisons: int
-    seconds: float
-    python_cpu_s: float
-    postgres_cpu_s: float
-    fake_cpu_s: float
-    peak_rss_mb: float  # the largest engine process
-    failed: int
-    retried: int
-    call_errors: int
+class Run:
+    """One measured run: when it started and when each call completed (epoch seconds)."""
+
+    start: float
+    done: list[float]
+    cpu_ms: float  # per call, the Python process(es)
+    pg_cpu_ms: float = 0.0
+    failed: int = 0
+    created: float = 0.0  # seconds the create request took (the engine)
+
+    def __post_init__(self) -> None:
+        self.done = sorted(self.done)
 
     @property
-    def rate(self) -> float:
-        return self.comparisons / self.seconds
+    def steady(self) -> float:
+        """Calls per second from the 10th to the 90th percentile of completion times."""
+        n = len(self.done)
+        lo, hi = round(0.1 * (n - 1)), round(0.9 * (n - 1))
+        return (hi - lo) / (self.done[hi] - self.done[lo])
+
+    @property
+    def whole(self) -> float:
+        return len(self.done) / (self.done[-1] - self.start)
+
+    @property
+    def first(self) -> float:
+        return self.done[0] - self.start
+
+
+def measure_bare(tmp: Path, fake_url: str, workers: int, threads: int) -> Run:
+    child = spawn(
+        [__file__, "bare", fake_url, str(workers), str(threads)], tmp / f"bare-{workers}.log"
+    )
+    child.popen.wait()
+    out = json.loads(child.log.read_text().strip().splitlines()[-1])
+    return Run(out["start"], out["done"], 1000 * out["cpu_s"] / len(out["done"]))
+
+
+# -- the engine ------------------------------------------------------------------------------
 
 
 class Engine:
-    """Embedded PostgreSQL with the data every measurement needs; starts the processes."""
+    """Embedded PostgreSQL with the threads, the judge's provider and model."""
 
-    def __init__(self, tmp: Path, fake_url: str) -> None:
+    def __init__(self, tmp: Path, fake_url: str, threads: int) -> None:
         from llmjudge.infra.db.embedded import EmbeddedPostgres
 
         self.tmp = tmp
@@ -337,7 +373,9 @@ class Engine:
             "LLMJUDGE_DATA_DIR": str(tmp / "data"),
         }
         self.model_id = 0
-        self.pillars: dict[int, list[int]] = {}  # side k -> two pillar ids
+        self.pillars: list[int] = []
+        self.warm_pillar = 0
+        self._setup(threads)
 
     async def _migrate(self) -> None:
         from llmjudge.infra.db.engine import make_engine
@@ -349,130 +387,104 @@ class Engine:
         await engine.dispose()
 
     @contextmanager
-    def processes(self, count: int, *, web_pool: bool = True) -> Iterator[tuple[str, list[Child]]]:
-        """``llmjudge serve`` (with its own pool, or without: ``web_pool=False``) and as many
-        ``llmjudge worker``s as make ``count`` processes that judge."""
+    def serve(self) -> Iterator[tuple[httpx.Client, Child]]:
+        """A fresh ``llmjudge serve`` with its worker pool, and an admin client of its API."""
         port = free_port()
         logs = self.tmp / "logs"
         logs.mkdir(exist_ok=True)
-        n = len(list(logs.iterdir()))
-        serve_env = self.env | {"LLMJUDGE_WORKERS_ENABLED": str(web_pool).lower()}
-        children = [
-            spawn(
-                ["-m", "llmjudge.cli", "serve", "--port", str(port)],
-                logs / f"{n}-serve.log",
-                serve_env,
-            )
-        ]
+        child = spawn(
+            ["-m", "llmjudge.cli", "serve", "--port", str(port)],
+            logs / f"{len(list(logs.iterdir()))}-serve.log",
+            self.env,
+        )
         try:
-            children[0].wait_for("Uvicorn running")
-            for i in range(count - 1 if web_pool else count):
-                children.append(
-                    spawn(["-m", "llmjudge.cli", "worker"], logs / f"{n}-worker{i}.log", self.env)
-                )
-                children[-1].wait_for("started (")
-            yield f"http://127.0.0.1:{port}", children
+            child.wait_for("Uvicorn running")
+            with api(f"http://127.0.0.1:{port}") as http:
+                yield http, child
         finally:
-            for child in reversed(children):
-                child.stop()
+            child.stop()
 
-    def setup(self, sides: Sequence[int]) -> None:
-        """Provider, judge model and two pillars of ``k`` threads per side ``k``."""
-        with self.processes(1) as (url, _):
-            with api(url) as http:
-                provider = http.post(
-                    "/api/providers",
-                    json={
-                        "name": "bench-fake",
-                        "kind": "openai",
-                        "base_url": self.fake_url,
-                        "max_concurrency": 1024,
-                        "max_retries": 4,
-                    },
-                ).json()
-                self.model_id = http.post(
-                    "/api/models",
-                    json={"provider_id": provider["id"], "name": MODEL, "model": MODEL},
-                ).json()["id"]
-                for k in sides:
-                    rows = [
-                        {
-                            "pillar": f"k{k}-{side}",
-                            "external_id": f"{side}{i}",
-                            "title": f"thread {side}{i}",
-                            "content": conversation(k * 1000 + i + (500 if side == "b" else 0)),
-                        }
-                        for side in "ab"
-                        for i in range(k)
-                    ]
-                    data = "\n".join(json.dumps(r) for r in rows).encode()
-                    r = http.post("/api/threads/import", files={"file": ("t.jsonl", data)})
-                    r.raise_for_status()
-                    names = {p["name"]: p["id"] for p in http.get("/api/pillars").json()}
-                    self.pillars[k] = [names[f"k{k}-a"], names[f"k{k}-b"]]
+    def _setup(self, threads: int) -> None:
+        """The provider, its model, the threads; one session, so the provider has answered
+        (a session's start tests a provider that never has: not what is measured here)."""
+        with self.serve() as (http, _):
+            provider = http.post(
+                "/api/providers",
+                json={
+                    "name": "bench-fake",
+                    "kind": "openai",
+                    "base_url": self.fake_url,
+                    "max_concurrency": 1024,
+                    "max_retries": 4,
+                },
+            ).json()
+            self.model_id = http.post(
+                "/api/models",
+                json={"provider_id": provider["id"], "name": MODEL, "model": MODEL},
+            ).json()["id"]
+            rows = thread_rows(threads)
+            rows += [
+                {"pillar": "warm-up", "external_id": f"w{i}", "content": conversation(-1 - i)}
+                for i in range(WARM_THREADS)
+            ]
+            data = "\n".join(json.dumps(r) for r in rows).encode()
+            r = http.post("/api/threads/import", files={"file": ("t.jsonl", data)})
+            r.raise_for_status()
+            names = {p["name"]: p["id"] for p in http.get("/api/pillars").json()}
+            self.pillars = [names[f"bench-{k}"] for k in range(PILLARS)]
+            self.warm_pillar = names["warm-up"]
+            wait(http, self.create(http, [self.warm_pillar], 4))
 
-    def session(self, http: httpx.Client, k: int, workers: int, mode: str, **extra: Any) -> int:
+    def create(self, http: httpx.Client, pillars: list[int], workers: int) -> int:
         body = {
-            "session_name": f"bench k={k} w={workers}",
-            "pillar_ids": self.pillars[k],
-            "comparison_mode": mode,
-            "position_swap": True,
+            "session_name": f"bench w={workers}",
+            "pillar_ids": pillars,
+            "comparison_mode": "free_for_all",
+            "position_swap": False,
             "worker_count": workers,
             "judge_model_id": self.model_id,
+            "criteria": list(DEFAULT_CRITERIA),
             "seed": 1,
+            "auto_start": True,
         }
-        r = http.post("/api/sessions", json=body | extra)
+        r = http.post("/api/sessions", json=body)
         r.raise_for_status()
         return r.json()["id"]
 
-    def measure(self, k: int, concurrency: int, processes: int, fake_pid: int) -> EngineResult:
-        workers = concurrency // processes
-        with self.processes(processes) as (url, children), api(url) as http:
-            warm = self.session(http, k, workers, "pillar_sample", samples_per_pillar=concurrency)
-            run(http, warm)
-            sid = self.session(http, k, workers, "round_robin")
-            pids = [c.pid for c in children]
-            before = cpu_s(pids), cpu_s(postgres_pids(self.pg.pgdata)), cpu_s([fake_pid])
-            out = run(http, sid)
-            after = cpu_s(pids), cpu_s(postgres_pids(self.pg.pgdata)), cpu_s([fake_pid])
-            peak = max(hwm_mb(p) for p in pids)
-        counts = asyncio.run(self._counts(sid))
-        seconds = (timestamp(out["finished_at"]) - timestamp(out["started_at"])).total_seconds()
-        return EngineResult(
-            comparisons=out["total"],
-            seconds=seconds,
-            python_cpu_s=spent(before[0], after[0]),
-            postgres_cpu_s=spent(before[1], after[1]),
-            fake_cpu_s=spent(before[2], after[2]),
-            peak_rss_mb=peak,
+    def measure(self, workers: int) -> Run:
+        with self.serve() as (http, child):
+            wait(http, self.create(http, [self.warm_pillar], workers))
+            pg = postgres_pids(self.pg.pgdata)
+            before = cpu_s([child.pid]), cpu_s(pg)
+            start = time.time()
+            sid = self.create(http, self.pillars, workers)
+            created = time.time() - start
+            out = wait(http, sid)
+            after = cpu_s([child.pid]), cpu_s(postgres_pids(self.pg.pgdata))
+        done = asyncio.run(self._finished(sid))
+        return Run(
+            start,
+            done,
+            1000 * spent(before[0], after[0]) / len(done),
+            1000 * spent(before[1], after[1]) / len(done),
             failed=out["failed"],
-            retried=counts[0],
-            call_errors=counts[1],
+            created=created,
         )
 
-    async def _counts(self, sid: int) -> tuple[int, int]:
+    async def _finished(self, sid: int) -> list[float]:
         conn = await asyncpg.connect(self.pg.dsn("llmjudge"))
         try:
-            retried = await conn.fetchval(
-                "SELECT count(*) FROM comparisons WHERE session_id = $1 AND attempts > 1", sid
-            )
-            errors = await conn.fetchval(
-                "SELECT count(*) FROM llm_calls WHERE session_id = $1 "
-                "AND (status <> 'ok' OR attempts > 1)",
+            rows = await conn.fetch(
+                "SELECT extract(epoch FROM completed_at)::float8 FROM comparisons "
+                "WHERE session_id = $1 AND completed_at IS NOT NULL",
                 sid,
             )
         finally:
             await conn.close()
-        return retried, errors
+        return [r[0] for r in rows]
 
     def close(self) -> None:
         self.pg.stop()
-
-
-def timestamp(value: str) -> Any:
-    from datetime import datetime
-
-    return datetime.fromisoformat(value)
 
 
 @contextmanager
@@ -482,109 +494,60 @@ def api(url: str) -> Iterator[httpx.Client]:
         yield client
 
 
-def run(http: httpx.Client, sid: int) -> dict[str, Any]:
-    """Start session ``sid`` and wait until it ends."""
-    http.post(f"/api/sessions/{sid}/start").raise_for_status()
+def wait(http: httpx.Client, sid: int) -> dict[str, Any]:
+    """Session ``sid`` once it has ended."""
     while True:
         out = http.get(f"/api/sessions/{sid}").json()
         if out["status"] in ("completed", "failed", "cancelled"):
             return out
-        time.sleep(0.5)
-
-
-# -- the bare loop, one process per engine process ------------------------------------------
-
-
-@dataclass
-class BareResult:
-    calls: int
-    seconds: float
-    cpu_s: float
-    fake_cpu_s: float
-    peak_rss_mb: float
-
-    @property
-    def rate(self) -> float:
-        return self.calls / self.seconds
-
-
-def measure_bare(
-    tmp: Path, fake_url: str, concurrency: int, calls: int, processes: int, fake_pid: int
-) -> BareResult:
-    start_at = time.time() + 3.0  # every process warmed up and waiting by then
-    children = [
-        spawn(
-            [
-                __file__,
-                "bare",
-                fake_url,
-                str(concurrency // processes),
-                str(calls // processes),
-                str(start_at),
-            ],
-            tmp / f"bare-{concurrency}-{processes}-{i}.log",
-        )
-        for i in range(processes)
-    ]
-    before = cpu_s([fake_pid])
-    time.sleep(max(0.0, start_at - time.time()))
-    for c in children:
-        c.popen.wait()
-    after = cpu_s([fake_pid])
-    results = [json.loads(c.log.read_text().strip().splitlines()[-1]) for c in children]
-    return BareResult(
-        calls=sum(r["calls"] for r in results),
-        seconds=max(r["end"] for r in results) - min(r["start"] for r in results),
-        cpu_s=sum(r["cpu_s"] for r in results),
-        fake_cpu_s=spent(before, after),
-        peak_rss_mb=max(r["hwm_mb"] for r in results),
-    )
+        time.sleep(0.1)
 
 
 # -- report ----------------------------------------------------------------------------------
 
 
 HEADER = (
-    f"{'conc':>5} {'proc':>4} {'ideal/s':>8} {'bare/s':>8} {'engine/s':>9} {'ratio':>6} "
-    f"{'bare cpu':>9} {'eng cpu':>8} {'pg cpu':>7} {'all cpu':>8} {'fake %':>7} {'bare MB':>8} "
-    f"{'eng MB':>7} {'failed':>6} {'retried':>7} {'load':>5}"
+    f"{'workers':>7} {'run':>3} | {'bare steady/s':>13} {'whole/s':>7} {'first s':>7} | "
+    f"{'engine steady/s':>15} {'whole/s':>7} {'first s':>7} {'create s':>8} | {'steady':>6} {'whole':>5} | "
+    f"{'bare cpu':>8} {'eng cpu':>7} {'pg cpu':>6} {'failed':>6} {'load':>4}"
 )
 
 
-def row(
-    concurrency: int, processes: int, latency_s: float, bare: BareResult, eng: EngineResult
-) -> str:
-    per = 1000 / eng.comparisons
-    fake_share = 100 * eng.fake_cpu_s / eng.seconds
+def row(workers: int, n: int, bare: Run, eng: Run) -> str:
     return (
-        f"{concurrency:>5} {processes:>4} {concurrency / latency_s:>8.0f} {bare.rate:>8.1f} "
-        f"{eng.rate:>9.1f} {eng.rate / bare.rate:>6.2f} "
-        f"{1000 * bare.cpu_s / bare.calls:>9.2f} {eng.python_cpu_s * per:>8.2f} "
-        f"{eng.postgres_cpu_s * per:>7.2f} "
-        f"{(eng.python_cpu_s + eng.postgres_cpu_s) * per:>8.2f} {fake_share:>6.0f}% "
-        f"{bare.peak_rss_mb:>8.0f} "
-        f"{eng.peak_rss_mb:>7.0f} {eng.failed:>6} {eng.retried:>7} {os.getloadavg()[0]:>5.1f}"
+        f"{workers:>7} {n:>3} | {bare.steady:>13.1f} {bare.whole:>7.1f} {bare.first:>7.2f} | "
+        f"{eng.steady:>15.1f} {eng.whole:>7.1f} {eng.first:>7.2f} {eng.created:>8.2f} | "
+        f"{eng.steady / bare.steady:>6.2f} {eng.whole / bare.whole:>5.2f} | "
+        f"{bare.cpu_ms:>8.2f} {eng.cpu_ms:>7.2f} {eng.pg_cpu_ms:>6.2f} {eng.failed:>6} "
+        f"{os.getloadavg()[0]:>4.1f}"
+    )
+
+
+def spread(values: Sequence[float], digits: int = 2) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return (
+        f"{statistics.median(values):.{digits}f} "
+        f"({min(values):.{digits}f}-{max(values):.{digits}f})"
     )
 
 
 LEGEND = """\
-conc: calls in flight in all; proc: processes (engine: serve + workers; bare: loops)
-ideal/s = conc / latency; bare/s: the bare loop; engine/s: comparisons per second of a
-session (its started_at..finished_at); ratio = engine / bare
-bare cpu, eng cpu: CPU ms per call / comparison of the Python processes (all of them);
-pg cpu: CPU ms per comparison of the PostgreSQL processes; all cpu = eng cpu + pg cpu
-fake %: the fake server's CPU share during the engine run (100% = one core)
-MB: peak RSS (VmHWM) of the largest process
-failed: comparisons failed; retried: comparisons that needed more than one attempt;
-load: the machine's 1-minute load average after the run (other work on the machine shows)"""
+steady: calls per second between the 10th and 90th percentile of completion times;
+whole: calls / (last completion - start); first: first completion - start. The engine's
+start is its create request (POST /api/sessions, auto_start), the bare loop's its first call;
+create s: how long the create request took (planning and storing the comparisons).
+Ratios (steady, whole) are the engine's over the bare loop's, measured one after the other.
+cpu: ms per call of the bare loop's process, of the llmjudge serve process (eng) and of
+the PostgreSQL processes (pg) during the timed session; load: 1-minute load average."""
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--concurrency", type=int, nargs="+", default=[16, 64, 256])
-    p.add_argument("--processes", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--workers", type=int, nargs="+", default=[256, 64])
+    p.add_argument("--threads", type=int, default=81, help="free-for-all of n(n-1)/2 calls")
+    p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--latency-ms", type=float, default=200.0)
-    p.add_argument("--per-slot", type=int, default=50, help="comparisons per slot of concurrency")
     p.add_argument("--chunk-chars", type=int, default=16, help="characters per streamed event")
     args = p.parse_args(argv)
     latency_s = args.latency_ms / 1000
@@ -596,24 +559,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     fake.wait_for("ready")
     fake_url = f"http://127.0.0.1:{port}/v1"
-    # round_robin of two pillars of k threads with swap: 2 k^2 comparisons ~ per_slot x conc.
-    sides = {c: max(2, round((args.per_slot * c / 2) ** 0.5)) for c in args.concurrency}
     engine: Engine | None = None
+    ratios: dict[int, list[tuple[float, float, float, float]]] = {w: [] for w in args.workers}
     try:
-        engine = Engine(tmp, fake_url)
-        engine.setup(sorted(set(sides.values())))
+        engine = Engine(tmp, fake_url, args.threads)
+        calls = args.threads * (args.threads - 1) // 2
         print(
-            f"latency {args.latency_ms:.0f} ms, {len(verdict_text())}-character verdict streamed "
-            f"in {args.chunk_chars}-character events; {os.cpu_count()} CPU cores shared by "
-            "every process (fake server, engine, PostgreSQL)\n"
+            f"free-for-all of {args.threads} threads: {calls:,} calls; judge latency "
+            f"{args.latency_ms:.0f} ms, {len(verdict_text())}-character verdict streamed in "
+            f"{args.chunk_chars}-character events; {os.cpu_count()} CPU cores shared by "
+            "every process (judge server, bare loop or engine, PostgreSQL)\n"
         )
         print(HEADER, flush=True)
-        for c in args.concurrency:
-            for n in args.processes:
-                k = sides[c]
-                bare = measure_bare(tmp, fake_url, c, 2 * k * k, n, fake.pid)
-                eng = engine.measure(k, c, n, fake.pid)
-                print(row(c, n, latency_s, bare, eng), flush=True)
+        for n in range(1, args.repeat + 1):
+            for w in args.workers:
+                bare = measure_bare(tmp, fake_url, w, args.threads)
+                eng = engine.measure(w)
+                print(row(w, n, bare, eng), flush=True)
+                ratios[w].append(
+                    (eng.steady / bare.steady, eng.whole / bare.whole, eng.first, bare.first)
+                )
     except BaseException:
         print(f"failed: logs kept in {tmp}", file=sys.stderr)
         raise
@@ -621,6 +586,13 @@ def main(argv: list[str] | None = None) -> int:
         if engine is not None:
             engine.close()
         fake.stop()
+    print("\nmedian (min-max) over runs:")
+    for w, got in ratios.items():
+        steady, whole, first, bare_first = zip(*got, strict=True)
+        print(
+            f"  {w:>4} workers: steady {spread(steady)}, whole {spread(whole)}, "
+            f"first result {spread(first)} s (bare loop {spread(bare_first)} s)"
+        )
     print("\n" + LEGEND)
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
@@ -630,7 +602,7 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "fake":
         run_fake(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))
     elif len(sys.argv) > 1 and sys.argv[1] == "bare":
-        url, conc, calls, start_at = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-        print(json.dumps(asyncio.run(bare_loop(url, conc, calls, float(start_at)))), flush=True)
+        url, workers, threads = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+        print(json.dumps(asyncio.run(bare_loop(url, workers, threads))), flush=True)
     else:
         raise SystemExit(main())

@@ -55,7 +55,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from llmjudge.core.text.replies import json_objects
+from llmjudge.core.text.replies import json_objects, whole_object
 
 __all__ = ["Verdict", "VerdictParseError", "Winner", "parse_tags", "parse_verdict"]
 
@@ -126,6 +126,12 @@ def parse_tags(text: str) -> Verdict:
 
 def _last_json_verdict(text: str) -> tuple[dict[str, Any], int] | None:
     """The last-starting JSON object with a ``winner`` key, and where it ends."""
+    whole = whole_object(text)
+    # The usual answer, one JSON object, read in one decode: the scan below would find it
+    # unless an object inside it has a winner (then the scan decides).
+    if whole is not None and not any(_has_winner(obj) for obj in whole[1]):
+        found = whole[0]
+        return (found.value, found.end) if _has_winner(found.value) else None
     for found in json_objects(text, nested=True):
         if _has_winner(found.value):
             return found.value, found.end

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_JSON_ATTEMPTS", "JsonObject", "json_objects"]
+__all__ = ["MAX_JSON_ATTEMPTS", "JsonObject", "json_objects", "whole_object"]
 
 MAX_JSON_ATTEMPTS = 200
 _DECODER = json.JSONDecoder()
@@ -68,3 +68,39 @@ def json_objects(
             found.append(JsonObject(hit[0], start, hit[1]))
         start = text.find("{", hit[1])  # past this object: nested ones are part of it
     yield from reversed(found)
+
+
+def whole_object(
+    text: str, *, max_attempts: int = MAX_JSON_ATTEMPTS
+) -> tuple[JsonObject, list[dict[str, Any]]] | None:
+    """``text`` in one decode when it is one JSON object and nothing else (what a judge
+    asked for JSON, or held to a schema, answers), with the objects inside it; None when
+    it is anything else.
+
+    Only when every brace of the text opens one of the object's own objects (none sits in
+    a string or under a key given twice) and there are at most ``max_attempts`` of them:
+    then ``json_objects(text, nested=True)`` yields exactly the inner objects, then the
+    whole, and a caller can check them without decoding each again (the scan decodes the
+    text once per brace)."""
+    start = len(text) - len(text.lstrip())
+    end = len(text.rstrip())
+    if not text.startswith("{", start) or not text.endswith("}", 0, end):
+        return None
+    braces = text.count("{", start, end)
+    if braces > max_attempts:
+        return None
+    hit = _decode(text, start)
+    if hit is None or hit[1] != end or not isinstance(hit[0], dict):
+        return None
+    inner: list[dict[str, Any]] = []
+    values: list[Any] = list(hit[0].values())
+    while values:
+        value = values.pop()
+        if isinstance(value, dict):
+            inner.append(value)
+            values.extend(value.values())
+        elif isinstance(value, list):
+            values.extend(value)
+    if len(inner) + 1 != braces:
+        return None
+    return JsonObject(hit[0], start, end), inner

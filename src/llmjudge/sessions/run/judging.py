@@ -20,6 +20,7 @@ from llmjudge.core.judging.prompts import (
     build_judge_messages,
     static_prefix_chars,
     thread_body,
+    verdict_json_schema,
 )
 from llmjudge.core.judging.verdicts import Verdict
 from llmjudge.judging import PairwiseReader, ScoreReader
@@ -78,9 +79,12 @@ class SessionConfig:
     pricing: ModelPricing = ModelPricing()  # its judge's prices (prompt cache included)
     system_prompt: str | None = None  # None: the built-in one; "": none
     verdict_format: VerdictFormat = VerdictFormat()
-    # how its judges' replies are read: made once per session, not per comparison (a
-    # score format grades single threads: mode single)
+    # how its judges' replies are read (a score format grades single threads: mode
+    # single), and the structured output asked of them (the built-in JSON verdict only: a
+    # published judge answers in its own words, and forcing JSON on it would change what
+    # it says): made once per session, not per comparison
     reader: PairwiseReader | ScoreReader = field(init=False, compare=False, repr=False)
+    json_schema: Mapping[str, Any] | None = field(init=False, compare=False, repr=False)
     # characters at the start of every judge prompt of the session that are the same for
     # every comparison (the prompt cache's share): computed once per session
     cache_prefix: int = field(init=False, compare=False, repr=False)
@@ -89,6 +93,8 @@ class SessionConfig:
         grades = self.verdict_format.grades
         kind = ScoreReader if grades else PairwiseReader
         object.__setattr__(self, "reader", kind(self.verdict_format, self.criteria))
+        schema = verdict_json_schema(self.criteria) if self.verdict_format.kind == "json" else None
+        object.__setattr__(self, "json_schema", schema)
         prefix = 0
         if not grades:  # a grading prompt marks no shared part (yet)
             try:

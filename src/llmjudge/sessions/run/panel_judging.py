@@ -32,7 +32,6 @@ from llmjudge.core.judging.panels import (
     panel_strength,
     should_stop,
 )
-from llmjudge.core.judging.prompts import verdict_json_schema
 from llmjudge.core.judging.scores import Score
 from llmjudge.core.judging.verdicts import Verdict
 from llmjudge.infra.events.hub import DeltaBatcher
@@ -220,9 +219,7 @@ def judge_request(
         purpose="judge",
         # Structured output only for the built-in JSON verdict: a published judge
         # answers in its own words, and forcing JSON on it would change what it says.
-        json_schema=verdict_json_schema(config.criteria)
-        if config.verdict_format.kind == "json"
-        else None,
+        json_schema=config.json_schema,
         top_logprobs=tokens.top_logprobs if tokens is not None else None,
         context=context,
         related=related,

@@ -78,3 +78,37 @@ def test_repeated_reads_agree(
     first = read()
     parse_verdict('{"winner": "A", "scores": {"A": {"quality": 5}}}', ["Quality"])
     assert read() == first
+
+
+_VERDICT_VALUES = st.recursive(
+    st.sampled_from(["A", "b", "TIE", "{", "[[B]]", 4, 0.7, None, "Assistant B is better."]),
+    lambda inner: (
+        st.lists(inner, max_size=2)
+        | st.dictionaries(st.sampled_from(["winner", "A", "B", "quality", "confidence"]), inner)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["winner", "Winner", "confidence", "scores", "reasoning"]),
+        _VERDICT_VALUES,
+        max_size=5,
+    ),
+    st.sampled_from(["", "  ", "\n", " Thread B is better."]),
+)
+def test_one_json_object_reads_as_the_scan_reads_it(obj: dict[str, Any], tail: str) -> None:
+    """The one-decode reading of an answer that is one JSON object finds what the scan of
+    every brace finds."""
+    text = json.dumps(obj) + tail
+    scanned = next(
+        (
+            (f.value, f.end)
+            for f in verdicts.json_objects(text, nested=True)
+            if verdicts._has_winner(f.value)
+        ),
+        None,
+    )
+    assert verdicts._last_json_verdict(text) == scanned

@@ -3,9 +3,11 @@
 Every judge in the application calls through here: a session's judge (a panel of one),
 each panel member, a persona's judge in training and at work (the CI gate). The request
 and the reading are pure (``core.judging.calls``); this module sends. ``Gateway`` is the
-transport of live calls (``LLMService.chat``: cache, limits, accounting); a provider batch
-API is another ``Transport`` that submits ``request.to_json()`` and reads each reply with
-``read_reply`` when it arrives.
+transport of live calls (``LLMService.chat``: cache, limits, accounting). The batch
+transport (``sessions.run.batches`` over ``providers.batches``) cannot answer within a call:
+it stores ``request.to_json()`` under a ``custom_id``, sends the stored requests as a
+provider batch job, and reads each reply with ``read_reply`` when the job ends, priced by
+``at_batch_price(cost, discount)``.
 """
 
 from __future__ import annotations

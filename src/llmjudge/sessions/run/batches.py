@@ -306,6 +306,8 @@ class BatchRunner:
             failed: list[Finish] = []
             size = 0
             for n, item in enumerate(items):
+                if n % 500 == 499:
+                    await asyncio.sleep(0)  # a job of 50,000 prompts: let others run
                 prepared = prepare_prompt(item, config, self.kind.threads, self.max_attempts)
                 if isinstance(prepared, Finish):
                     failed.append(prepared)

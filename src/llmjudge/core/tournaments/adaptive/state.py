@@ -29,12 +29,11 @@ _BLAS = ThreadpoolController() if ThreadpoolController is not None else None
 DENSE_LIMIT = 1000  # players; above it the covariance is diagonal (n^3 inverse per round)
 # Two fits, one prior for what is shown. The design (which pairs next, when to stop) reads
 # the evidence alone: a prior of 0.04 of a drawn game, negligible beside any data. Under the
-# ratings' prior (0.5, two drawn games) the design chose worse pairs, because shrunk early
-# strengths make distant pairs look close and the prior's precision makes barely judged
-# threads look known: Kendall tau at a third of a free-for-all fell 0.932 -> 0.927 (100
-# threads, 6 fields) and the same selection fed the truth 0.931 -> 0.841; and the ranking
-# rule's widths kept shrinking as the prior's pull lifted, so no run over 40 threads
-# stopped within a free-for-all (at 0.01, 4 of 5 did; issue 27, bench/adaptive.py).
+# ratings' prior (0.5, two drawn games) the ranking rule's rank intervals kept narrowing as
+# the prior's pull lifted, so no simulated run over 40 threads stopped within a free-for-all
+# (at 0.01, 4 of 5 did) -- even with the rule reading an evidence fit, when the pairs were
+# chosen under 0.5 (0 of 5); the pairs chosen under 0.5 ranked about the same (100 threads, tau
+# at a third of a free-for-all 0.927 shown against 0.922 here, within the runs' spread).
 DEFAULT_PRIOR = 0.01
 # The ranking a session shows (the adaptive table, GET /api/sessions/{id}/adaptive) is
 # refitted with the ratings' prior, so it reads on the leaderboard's scale.

@@ -12,6 +12,8 @@ random order (no swapped twins, so counts are comparable):
 - ``adaptive``: ``select_batch`` strategy ``information`` for the ``ranking`` rule,
   batches of n/2, epsilon 0.1; ``adaptive-top10``: the same for ``top_k`` with k = 10;
 - ``swiss``: ``select_batch`` strategy ``swiss`` (neighbours in a posterior draw);
+- ``adaptive-evidence``: the same runs as ``adaptive``, ranked by the design's own fit
+  (a negligible prior) instead of the ratings' prior the session shows;
 - ``oracle``: ``select_batch`` strategy ``information`` fed the true strengths (on the
   logit scale, ``1.702 q / noise``) with their Laplace covariance at the truth, instead of
   the fit: what the selection could do if it knew the order from the start. The fit and
@@ -27,8 +29,9 @@ against qualities N(0, 1)) a large share of a free-for-all's pairs are already c
 enough to be informative, which is what limits the saving; ``--noise`` shows a sharper
 judge.
 
-Every method is refitted with the same Bradley-Terry fit (``fit_state``) and scored
-against the truth: Kendall's tau, top-10 precision, and coverage (share of threads whose
+Every method is refitted with the same Bradley-Terry fit (``fit_state`` with the ratings'
+prior, ``SHOWN_PRIOR``: the ranking a session shows; the design itself reads a negligible
+prior) and scored against the truth: Kendall's tau, top-10 precision, and coverage (share of threads whose
 true rank lies in their 95% rank interval from the Laplace intervals). "to ffa tau" is the
 number of comparisons after which the seed-averaged tau first reaches the free-for-all's
 (linear interpolation between checkpoints); ">x" means not reached within x.
@@ -50,6 +53,7 @@ import numpy as np  # noqa: E402
 from scipy.stats import kendalltau, norm  # noqa: E402
 
 from llmjudge.core.tournaments.adaptive import (
+    SHOWN_PRIOR,
     AdaptiveState,
     Budget,
     StopRule,
@@ -58,6 +62,7 @@ from llmjudge.core.tournaments.adaptive import (
     select_batch,
     state_at,
 )
+from llmjudge.core.tournaments.adaptive.state import DEFAULT_PRIOR
 from llmjudge.core.tournaments.simulation import JudgeModel, judge, simulate_session
 
 MODEL = JudgeModel()  # replaced by --noise
@@ -86,7 +91,7 @@ def ffa_run(quality: np.ndarray, rng: np.random.Generator) -> Curve:
     flip = rng.random(i.size) < 0.5
     a, b = np.where(flip, j, i), np.where(flip, i, j)
     s = judge(MODEL, quality[a], quality[b], rng)
-    return {int(i.size): scores(fit_state(n, a, b, s), quality)}
+    return {int(i.size): scores(fit_state(n, a, b, s, prior=SHOWN_PRIOR), quality)}
 
 
 def random_run(quality: np.ndarray, rng: np.random.Generator, checkpoints: list[int]) -> Curve:
@@ -98,19 +103,40 @@ def random_run(quality: np.ndarray, rng: np.random.Generator, checkpoints: list[
     s = judge(MODEL, quality[a], quality[b], rng)
     curve, theta = {}, None
     for c in sorted(checkpoints):
-        state = fit_state(n, a[:c], b[:c], s[:c], init=theta)
+        state = fit_state(n, a[:c], b[:c], s[:c], init=theta, prior=SHOWN_PRIOR)
         theta = state.theta
         curve[c] = scores(state, quality)
     return curve
 
 
-def session_run(quality: np.ndarray, seed: int, limit: int, rule: StopRule, strategy: str) -> Curve:
-    curve: Curve = {}
+def shown_curve(
+    quality: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    s: np.ndarray,
+    spends: list[int],
+    prior: float = SHOWN_PRIOR,
+) -> Curve:
+    """Scores of the ranking a session would show after each of ``spends`` calls (with
+    ``prior`` DEFAULT_PRIOR: of the design's own fit, the evidence alone)."""
+    curve, theta = {}, None
+    for c in sorted(spends):
+        state = fit_state(quality.size, a[:c], b[:c], s[:c], init=theta, prior=prior)
+        theta = state.theta
+        curve[c] = scores(state, quality)
+    return curve
 
-    def record(state: AdaptiveState, spent: int) -> None:
-        curve[spent] = scores(state, quality)
 
-    simulate_session(
+def session_run(
+    quality: np.ndarray,
+    seed: int,
+    limit: int,
+    rule: StopRule,
+    strategy: str,
+    prior: float = SHOWN_PRIOR,
+) -> Curve:
+    spends: list[int] = []
+    run = simulate_session(
         quality,
         StopRule(kind="budget", budget=Budget(comparisons=limit)),
         selection_rule=rule,  # shapes the pairs; the budget decides when the run ends
@@ -120,9 +146,9 @@ def session_run(quality: np.ndarray, seed: int, limit: int, rule: StopRule, stra
         strategy=strategy,  # type: ignore[arg-type]
         swap_share=0.0,
         max_comparisons=limit,
-        on_round=record,
+        on_round=lambda _state, spent: spends.append(spent),
     )
-    return curve
+    return shown_curve(quality, run.a, run.b, run.score_a, spends, prior)
 
 
 def oracle_run(quality: np.ndarray, seed: int, limit: int) -> Curve:
@@ -131,7 +157,7 @@ def oracle_run(quality: np.ndarray, seed: int, limit: int) -> Curve:
     rng = np.random.default_rng([seed, 3])
     a = b = np.empty(0, dtype=np.int64)
     s = np.empty(0)
-    fit, curve, r = fit_state(n, a, b, s), {}, 0
+    spends, r = [], 0
     size = max(16, n // 2)
     while a.size < limit:
         batch = select_batch(
@@ -139,9 +165,9 @@ def oracle_run(quality: np.ndarray, seed: int, limit: int) -> Curve:
         )
         a, b = np.r_[a, batch.a], np.r_[b, batch.b]
         s = np.r_[s, judge(MODEL, quality[batch.a], quality[batch.b], rng)]
-        fit, r = fit_state(n, a, b, s, init=fit.theta), r + 1
-        curve[int(a.size)] = scores(fit, quality)
-    return curve
+        spends.append(int(a.size))
+        r += 1
+    return shown_curve(quality, a, b, s, spends)
 
 
 def information_floor(n: int, noise: float) -> float:
@@ -192,10 +218,44 @@ def at(x: np.ndarray, values: np.ndarray, c: float) -> np.ndarray | None:
     return np.array([np.interp(c, x, values[:, m]) for m in range(values.shape[1])])
 
 
+def per_seed(n: int, ffa_count: int, curves: dict[str, list[Curve]], first: int) -> None:
+    """Each field on its own: the free-for-all's tau, adaptive and random at a third of its
+    comparisons, and the share adaptive needs for the free-for-all's tau minus 0.01."""
+    print(f"\n## {n} threads, per field: tau at 33% and the share to reach ffa tau - 0.01")
+    print(
+        "field  ffa tau  adaptive@33%  random@33%  gap     within 0.01  adaptive share"
+        "  evidence-fit@33%"
+    )
+    hits = 0
+    for k, ffa in enumerate(curves["ffa"]):
+        tau_ffa = ffa[ffa_count][0]
+        cells = []
+        for name in ("adaptive", "random", "adaptive-evidence"):
+            x = np.array(sorted(curves[name][k]))
+            tau = np.array([curves[name][k][c][0] for c in x])
+            cells.append((float(np.interp(ffa_count / 3, x, tau)), x, tau))
+        (ad, x, tau), (rnd, _, _), (evidence, _, _) = cells
+        r = reach(x, tau, tau_ffa - 0.01)
+        hits += ad >= tau_ffa - 0.01
+        share = "not reached" if r is None else f"{r / ffa_count:.1%}"
+        print(
+            f"{first + k:>5}  {tau_ffa:7.3f}  {ad:12.3f}  {rnd:10.3f}  {ad - tau_ffa:+.3f}"
+            f"  {'yes' if ad >= tau_ffa - 0.01 else 'no':>11}  {share:>14}  {evidence:16.3f}"
+        )
+    print(f"within 0.01 of the free-for-all at 33%: {hits} of {len(curves['ffa'])} fields")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[30, 100, 300])
     parser.add_argument("--seeds", type=int, nargs="+", default=[10, 6, 3])
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="the first seeded field (0: the fields the figures in bench/README.md were "
+        "measured on; e.g. 100 for fields the design was never looked at on)",
+    )
     parser.add_argument(
         "--noise", type=float, default=JudgeModel().noise, help="judge noise (simulator's)"
     )
@@ -216,13 +276,17 @@ def main() -> None:
             "swiss": lambda q, s, m=lim: session_run(q, s, m, StopRule(), "swiss"),
             "adaptive": lambda q, s, m=lim: session_run(q, s, m, StopRule(), "information"),
             "oracle": lambda q, s, m=lim: oracle_run(q, s, m),
+            # the same runs, ranked by the design's own fit of the evidence
+            "adaptive-evidence": lambda q, s, m=lim: session_run(
+                q, s, m, StopRule(), "information", DEFAULT_PRIOR
+            ),
             "adaptive-top10": lambda q, s, m=lim // 2: session_run(
                 q, s, m, StopRule(kind="top_k", k=10), "information"
             ),
         }
         curves: dict[str, list[Curve]] = {"ffa": [], **{m: [] for m in methods}}
         times: dict[str, float] = dict.fromkeys(curves, 0.0)
-        for seed in range(seeds_for[n]):
+        for seed in range(args.first_seed, args.first_seed + seeds_for[n]):
             quality = np.random.default_rng([n, seed]).standard_normal(n)
             t = time.perf_counter()
             curves["ffa"].append(ffa_run(quality, np.random.default_rng([n, seed, 1])))
@@ -231,6 +295,7 @@ def main() -> None:
                 t = time.perf_counter()
                 curves[name].append(fn(quality, 1000 * n + seed))
                 times[name] += time.perf_counter() - t
+        per_seed(n, ffa_count, curves, args.first_seed)
         _, ffa_vals = mean_curve(curves["ffa"])
         ffa_tau, ffa_top, ffa_cov = ffa_vals[0]
         print(

@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from scipy.stats import kendalltau
 from sqlalchemy import func, select
 
+from llmjudge.core.ratings.bradley_terry import PairIndex, fit_bradley_terry
 from llmjudge.infra.queue.registry import Workers
 from llmjudge.sessions.adaptive import field as fields
 from llmjudge.sessions.adaptive import rounds
@@ -275,6 +276,18 @@ async def test_top_k_rule_and_budget_are_exact(
     state = (await client.get(f"/api/sessions/{sid}/adaptive")).json()
     assert state["progress"].startswith("top 3 separated at 95%: ")
     assert state["spent_text"] == "spent 101 of 101 comparisons"
+    # The ranking shown is the ratings' fit of the stored verdicts (their prior: two drawn
+    # games), on the leaderboard's scale; the design's near-flat fit spreads wider.
+    async with app.state.sessionmaker() as db:
+        field = await fields.load_field(db, "threads", pillars)
+        out = await fields.load_outcomes(db, sid, field)
+    pairs = PairIndex.build(out.a, out.b, out.score_a, field.n)
+    wins, games = pairs.totals()
+    ratings = fit_bradley_terry(pairs, wins, games)
+    shown = {p["id"]: p["theta"] for p in state["ranking"]}
+    np.testing.assert_allclose([shown[int(i)] for i in field.ids], ratings, atol=1e-4)
+    design = fit_bradley_terry(pairs, wins, games, prior=0.01)
+    assert np.ptp(ratings) < np.ptp(design)
 
 
 async def test_crash_between_rounds_resumes_from_the_database(

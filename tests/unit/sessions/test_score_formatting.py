@@ -86,4 +86,6 @@ def test_the_adaptive_table_shows_elo_points_with_intervals_and_their_meaning() 
     assert f"{elo_points(-3.5):.0f} to {elo_points(1.0):.0f}" in html
     assert "100 points = 64% expected win rate" in html
     assert "1 to 3" in html  # the rank interval too
+    # refitted with the leaderboard's prior, said in the page's words
+    assert "a weak prior worth 2 drawn games" in html
     assert not re.search(r"\d–\d", html)

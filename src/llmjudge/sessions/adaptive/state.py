@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.core.tournaments.adaptive import (
+    SHOWN_PRIOR,
     AdaptiveState,
     check_stop,
     fit_state,
@@ -133,7 +134,8 @@ async def plan_estimate(
 
 async def adaptive_state(*, db: AsyncSession, session_id: int) -> AdaptiveOut:
     """The current ranking of an adaptive session with its intervals, refitted from the
-    stored verdicts (off the event loop), the rule's progress and the spend."""
+    stored verdicts with the ratings' prior (off the event loop), the rule's progress and
+    the spend."""
     s = await session_row(db, session_id)
     if s.comparison_mode != "adaptive":
         raise Conflict(f"session {session_id} is not an adaptive session")
@@ -153,17 +155,20 @@ async def adaptive_state(*, db: AsyncSession, session_id: int) -> AdaptiveOut:
     init = np.asarray(rows[-1].theta) if rows and rows[-1].theta else None
 
     def fit() -> tuple[AdaptiveState, Any, Any, Any]:
-        state = fit_state(field.n, a, b, score, init=init)
+        # the rule reads the design's fit of the evidence, as the rounds did; the ranking
+        # shown is refitted with the ratings' prior, on the leaderboard's scale
+        design = fit_state(field.n, a, b, score, init=init)
+        shown = fit_state(field.n, a, b, score, init=design.theta, prior=SHOWN_PRIOR)
         return (
-            state,
+            shown,
             check_stop(
-                state,
+                design,
                 rule,
                 spent=total,
-                width_history=stability_widths(field.n, a, b, score, rule, init=state.theta),
+                width_history=stability_widths(field.n, a, b, score, rule, init=design.theta),
             ),
-            state.intervals(0.95),
-            state.rank_intervals(0.95),
+            shown.intervals(0.95),
+            shown.rank_intervals(0.95),
         )
 
     state, decision, (low, high), (best, worst) = await asyncio.to_thread(fit)

@@ -5,7 +5,9 @@ previous round, with a Laplace covariance; :mod:`.state`) -> :func:`check_stop`
 (:mod:`.stopping`) -> :func:`select_batch` (the next judge calls; :mod:`.design`) -> judge
 them -> repeat. Everything here works on player indices 0..n-1: players are threads, or
 pillars (then :func:`pillar_prompt_keys` draws the prompt key each pillar comparison is
-judged on). The caller maps indices to ids and stores rounds; nothing here does I/O or
+judged on). The design reads the evidence (a negligible prior); the ranking a session
+shows is refitted with the ratings' prior, ``SHOWN_PRIOR`` (:mod:`.state` says why). The
+caller maps indices to ids and stores rounds; nothing here does I/O or
 keeps state between calls, so a round can be rebuilt from the stored comparisons after a
 crash.
 """
@@ -25,7 +27,12 @@ from llmjudge.core.tournaments.adaptive.design import (
     pillar_prompt_keys,
     select_batch,
 )
-from llmjudge.core.tournaments.adaptive.state import AdaptiveState, fit_state, state_at
+from llmjudge.core.tournaments.adaptive.state import (
+    SHOWN_PRIOR,
+    AdaptiveState,
+    fit_state,
+    state_at,
+)
 from llmjudge.core.tournaments.adaptive.stopping import (
     Budget,
     StopDecision,
@@ -41,6 +48,7 @@ __all__ = [
     "SOURCE_FILL",
     "SOURCE_RANDOM",
     "SOURCE_SWISS",
+    "SHOWN_PRIOR",
     "AdaptiveState",
     "Batch",
     "Budget",

@@ -293,13 +293,21 @@ def select_batch(
     # pairs, each pair in it with probability (its size) / (the field's pairs)
     draw(SOURCE_RANDOM, n_random)
     n_uniform = int(taken.size)
-    # players below the evidence floor next, each with a random partner
+    # players below the evidence floor next (those the uniform share missed): a random
+    # matching among them first (a first round of n/2 pairs then covers about every
+    # player once), then a random partner for each
+    # one the matching missed (an odd one out, or a pair that may not meet)
     under = np.flatnonzero(state.games < floor_games)
+    under = under[~np.isin(under, np.r_[taken // n, taken % n])]  # in the uniform share
     if under.size and n_chosen > 0:
         under = rng.permutation(under)
-        partner = rng.integers(0, n - 1, under.size)
-        partner += partner >= under
-        add(under, partner, SOURCE_COVERAGE, n_chosen)
+        half = under.size // 2
+        add(under[0 : 2 * half : 2], under[1 : 2 * half : 2], SOURCE_COVERAGE, n_chosen)
+        met = np.isin(under, np.r_[taken // n, taken % n])
+        missed = under[~met]
+        partner = rng.integers(0, n - 1, missed.size)
+        partner += partner >= missed
+        add(missed, partner, SOURCE_COVERAGE, n_chosen - taken.size + n_uniform)
     left = n_pairs - taken.size
     if left > 0 and strategy == "information":
         i, j = _information_candidates(state, rule, window, rng)

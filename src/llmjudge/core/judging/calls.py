@@ -112,7 +112,9 @@ class ScoreReader:
     fmt: VerdictFormat
     criteria: Sequence[str] = ()
 
-    def read(self, text: str) -> Reading[Score]:
+    def read(self, text: str, logprobs: Logprobs = None) -> Reading[Score]:
+        # A grade is read from the text; a probability-weighted grade (G-Eval) would read
+        # ``logprobs``.
         try:
             score = read_score(text, self.fmt, self.criteria)
         except ScoreParseError as exc:

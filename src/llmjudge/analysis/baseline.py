@@ -42,6 +42,11 @@ class BaselinePillarOut(BaseModel):
     length_effect: float | None = Field(
         description="logits the judge adds for a much longer answer (at tanh = 1)"
     )
+    penalty: float | None = Field(
+        default=None,
+        description="L2 strength of this pillar's length-controlled fit, chosen by 5-fold "
+        "cross-validation over prompts (fixed `ridge` below 5 prompts)",
+    )
     mean_length: float | None = Field(description="characters of the pillar's answers")
     baseline_mean_length: float | None = Field(description="of the baseline's, same rows")
 
@@ -55,7 +60,10 @@ class BaselineOut(BaseModel):
         description="comparisons with the baseline whose threads have no shared prompt key"
     )
     bootstrap_rounds: int
-    ridge: float = Field(description="L2 penalty of the length-controlled fits")
+    ridge: float = Field(
+        description="L2 penalty of the length-controlled fits of pillars with fewer than 5 "
+        "prompts (the others' is cross-validated: `penalty`)"
+    )
 
 
 async def pillar_names(db: AsyncSession, ids: list[int]) -> dict[int, str]:
@@ -79,6 +87,7 @@ async def baseline_report(
                 Comparison.pillar_a_id,
                 Comparison.pillar_b_id,
                 Comparison.winner,
+                Comparison.prob_a,
                 ta.prompt_key,
                 tb.prompt_key,
                 ta.style_features[1],  # PostgreSQL arrays count from 1: the length
@@ -102,13 +111,14 @@ async def baseline_report(
     await db.close()  # nothing more to read: the fits need no connection
     others = [p for p in session.pillar_ids if p != baseline_pillar_id]
     index = {p: k for k, p in enumerate(others)}
-    kept = [r for r in rows if r[3] is not None and r[3] == r[4]]
+    kept = [r for r in rows if r[4] is not None and r[4] == r[5]]
     pillar, prompt, preference, length, base_length = [], [], [], [], []
-    for pa, pb, winner, key, _, len_a, len_b in kept:
+    for pa, pb, winner, prob_a, key, _, len_a, len_b in kept:
         mine_first = pb == baseline_pillar_id
         pillar.append(index[pa if mine_first else pb])
         prompt.append(key)
-        p = _PREFERENCE[winner]
+        # the judge's probability where it gave one (AlpacaEval's weighted preference)
+        p = _PREFERENCE[winner] if prob_a is None else prob_a
         preference.append(p if mine_first else 1.0 - p)
         length.append((len_a if mine_first else len_b) or 0.0)
         base_length.append((len_b if mine_first else len_a) or 0.0)

@@ -83,6 +83,11 @@ async def test_probability_and_alpacaeval_scales_are_stored_as_prob_a(
     gap_2 = bt["pref-2pref-y"] - bt["pref-2pref-x"]
     assert 0 < gap_1 < gap_2 - 50
     assert bt["pref-0pref-x"] - bt["pref-0pref-y"] == pytest.approx(gap_2)
+    # the win rate against a baseline is the mean probability (hard verdicts: 2/3)
+    pillars = {p["name"]: p["id"] for p in (await client.get("/api/pillars")).json()}
+    url = f"/api/sessions/{r.json()['session_id']}/baseline?pillar_id={pillars['pref-x']}"
+    versus = (await client.get(url)).json()
+    assert versus["pillars"][0]["win_rate"] == pytest.approx((0 + 0.75 + 1) / 3)
 
 
 async def test_a_panel_of_imported_probabilities_stores_their_mean(

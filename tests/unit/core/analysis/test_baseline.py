@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.special import expit
 from scipy.stats import spearmanr
 
-from llmjudge.core.analysis.baseline import BaselineRow, baseline_win_rates
+from llmjudge.core.analysis.baseline import (
+    PENALTY_GRID,
+    RIDGE,
+    BaselineRow,
+    baseline_win_rates,
+    choose_penalty,
+)
 
 
 def test_the_raw_rate_is_the_mean_over_prompts_with_ties_half() -> None:
@@ -79,3 +86,32 @@ def test_the_controlled_rate_has_a_bootstrap_interval_over_prompts() -> None:
         assert r.win_rate_low <= r.win_rate <= r.win_rate_high
         assert r.lc_win_rate_high - r.lc_win_rate_low < 0.3  # widest for the 4x-long pillar
         assert r.mean_length > r.baseline_mean_length * 0.4 and r.prompts == 600
+
+
+def test_cross_validation_weakens_the_penalty_for_a_real_effect_and_keeps_it_for_noise() -> None:
+    """The L2 strength of a pillar's fit is chosen by 5-fold cross-validation over
+    prompts: a strong planted length effect is let through (a weak penalty), preferences
+    unrelated to anything are shrunk (the strongest penalties); below 5 prompts, RIDGE."""
+    rng = np.random.default_rng(4)
+    n = 400
+    prompt = np.arange(n) // 2
+    length = np.tanh(rng.normal(0, 1.5, n))
+    gamma = np.repeat(rng.normal(0, 0.5, n // 2), 2)
+    x = np.column_stack([np.ones(n), length, gamma])
+    signal = expit(0.2 + 3.0 * length + gamma)
+    strong = choose_penalty(x, signal, prompt)
+    noise = choose_penalty(x, rng.uniform(0.3, 0.7, n), prompt)
+    assert strong <= 1.0 < noise
+    assert strong in PENALTY_GRID and noise in PENALTY_GRID
+    assert choose_penalty(x[:8], signal[:8], prompt[:8]) == RIDGE  # 4 prompts
+
+
+def test_the_report_names_each_pillars_chosen_penalty() -> None:
+    rng = np.random.default_rng(5)
+    prompts = np.tile(np.arange(40), 2)
+    pillar = np.repeat([0, 1], 40)
+    length = rng.normal(500, 100, 80)
+    rows = baseline_win_rates(
+        pillar, prompts, rng.uniform(0, 1, 80), length, np.full(80, 500.0), pillars=2, rounds=5
+    )
+    assert all(r.penalty in PENALTY_GRID for r in rows)

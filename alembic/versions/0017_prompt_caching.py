@@ -44,9 +44,18 @@ def upgrade() -> None:
         "llm_calls",
         sa.Column("cache_saving_usd", sa.Float(), nullable=False, server_default="0"),
     )
+    # A session's prompt-cache sums by an index-only scan; empty until calls use the cache.
+    op.create_index(
+        "ix_llm_calls_prompt_cache",
+        "llm_calls",
+        ["session_id"],
+        postgresql_include=["cached_input_tokens", "cache_write_tokens", "cache_saving_usd"],
+        postgresql_where=sa.text("cached_input_tokens > 0 OR cache_write_tokens > 0"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_llm_calls_prompt_cache", table_name="llm_calls")
     op.drop_column("llm_calls", "cache_saving_usd")
     for name in reversed(_CALL_COLUMNS):
         op.drop_column("llm_calls", name)

@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     Text,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -98,7 +99,16 @@ class LLMCall(Base):
     sessions and personas (cost history), and batched inserts never fail on a deleted parent."""
 
     __tablename__ = "llm_calls"
-    __table_args__ = (Index("ix_llm_calls_created_at", "created_at"),)  # retention
+    __table_args__ = (
+        Index("ix_llm_calls_created_at", "created_at"),  # retention
+        # a session's prompt-cache sums, read by an index-only scan (sessions.reads)
+        Index(
+            "ix_llm_calls_prompt_cache",
+            "session_id",
+            postgresql_include=["cached_input_tokens", "cache_write_tokens", "cache_saving_usd"],
+            postgresql_where=text("cached_input_tokens > 0 OR cache_write_tokens > 0"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     created_at: Mapped[datetime] = created_at_column()

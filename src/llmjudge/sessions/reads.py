@@ -12,12 +12,13 @@ from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import Select, case, func, or_, select, text
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from llmjudge.catalog import Pillar, Thread
 from llmjudge.infra.errors import Invalid, NotFound
-from llmjudge.providers import LLMModel, Provider
+from llmjudge.providers import LLMCall, LLMModel, Provider
 from llmjudge.references import ReferenceLabel
 from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
 from llmjudge.sessions.schemas import (
@@ -26,6 +27,7 @@ from llmjudge.sessions.schemas import (
     ComparisonPage,
     Counts,
     JudgeModelOut,
+    PromptCacheOut,
     SessionOut,
     SessionSummary,
     ThreadComparison,
@@ -146,18 +148,51 @@ async def get_session(*, db: AsyncSession, session_id: int) -> SessionOut:
     row = (
         await db.execute(
             _sessions_query()
-            .add_columns(counts_json)
+            .add_columns(counts_json, _prompt_cache(session_id))
             .where(JudgeSession.id == session_id)
             .execution_options(populate_existing=True)
         )
     ).first()
     if row is None:
         raise NotFound(f"session {session_id} not found")
-    s, m, p, counts = row
+    s, m, p, counts, cache = row
     fields = _summary_fields(s, model_out(m, p) if m is not None else None, SessionOut)
+    calls, read, written, saving = cache
+    cached = PromptCacheOut(
+        calls=calls,
+        cached_input_tokens=read,
+        cache_write_tokens=written,
+        saving_usd=saving,
+        input_tokens=s.input_tokens,
+        cached_share=read / s.input_tokens if s.input_tokens else None,
+    )
     return SessionOut(
         **fields
-        | {"criteria": list(s.criteria), "counts": Counts(total=sum(counts.values()), **counts)}
+        | {
+            "criteria": list(s.criteria),
+            "counts": Counts(total=sum(counts.values()), **counts),
+            "prompt_cache": cached,
+        }
+    )
+
+
+def _prompt_cache(session_id: int) -> Any:
+    """The session's prompt-cache sums as one array [calls, read, written, saving]: an
+    index-only scan of the calls that touched the cache (a partial index, migration 0017),
+    so a session without caching costs nothing to poll."""
+    touched = or_(LLMCall.cached_input_tokens > 0, LLMCall.cache_write_tokens > 0)
+    return (
+        select(
+            func.jsonb_build_array(
+                func.count(),
+                func.coalesce(func.sum(LLMCall.cached_input_tokens), 0),
+                func.coalesce(func.sum(LLMCall.cache_write_tokens), 0),
+                func.coalesce(func.sum(LLMCall.cache_saving_usd), 0.0),
+                type_=JSONB,
+            )
+        )
+        .where(LLMCall.session_id == session_id, touched)
+        .scalar_subquery()
     )
 
 

@@ -336,6 +336,25 @@ class Counts(BaseModel):
     cancelled: int = 0
 
 
+class PromptCacheOut(BaseModel):
+    """What the providers' prompt caches did for a session's judge calls (from their
+    accounting rows in ``llm_calls``)."""
+
+    calls: int = Field(default=0, description="judge calls that read from or wrote to the cache")
+    cached_input_tokens: int = Field(default=0, description="input tokens read from the cache")
+    cache_write_tokens: int = Field(default=0, description="input tokens written to the cache")
+    saving_usd: float = Field(
+        default=0.0,
+        description="against the full input price for every token (writes above it count "
+        "against); already taken off cost_usd",
+    )
+    input_tokens: int = Field(default=0, description="the session's input tokens, all calls")
+    cached_share: float | None = Field(
+        default=None,
+        description="cached_input_tokens / input_tokens; null without input tokens",
+    )
+
+
 class SessionSummary(BaseModel):
     id: int
     name: str
@@ -366,6 +385,9 @@ class SessionOut(SessionSummary):
     input_tokens: int
     output_tokens: int
     panel: dict[str, Any] | None = None
+    prompt_cache: PromptCacheOut = Field(
+        default_factory=PromptCacheOut, description="the providers' prompt caches"
+    )
 
 
 class EstimateOut(BaseModel):

@@ -286,6 +286,8 @@ async def test_every_page_and_figure_of_a_grading_session_answers(
         f"/threads/{one['thread_a_id']}/comparisons",
         f"/api/sessions/{sid}/export?format=csv",
         f"/api/sessions/{sid}/estimate",
+        f"/api/sessions/{sid}/agreement",
+        f"/sessions/{sid}/review",
     ):
         r = await client.get(url)
         assert r.status_code == 200, (url, r.text[:1000])
@@ -315,3 +317,35 @@ async def test_the_form_offers_single_answer_grading_and_makes_it(
         s for s in (await client.get("/api/sessions")).json() if s["name"] == "graded from the form"
     ]
     assert len(made) == 1 and made[0]["comparison_mode"] == "single" and made[0]["total"] == 60
+
+
+async def test_a_panel_of_graders_stores_each_grade_and_their_median(
+    client: httpx.AsyncClient, app: FastAPI, demo: dict[str, int]
+) -> None:
+    judge = next(
+        m["id"] for m in (await client.get("/api/models")).json() if m["name"] == "simulated-judge"
+    )
+    body = {
+        "session_name": "graded by a panel",
+        "comparison_mode": "single",
+        "pillar_ids": [demo["gpt-4"], demo["vicuna-13b-v1.3"]],
+        "panel": {"members": [{"model_id": judge}] * 3, "rule": "median"},
+    }
+    estimate = (await client.post("/api/sessions/estimate", json=body)).json()
+    assert (estimate["total_comparisons"], estimate["panel_members"]) == (20, 3)
+    bad = await client.post(
+        "/api/sessions", json=body | {"panel": body["panel"] | {"rule": "majority"}}
+    )
+    assert bad.status_code == 422 and "mean or median" in bad.text
+    sid = await _run(client, app, body)
+    rows = await _rows(
+        app,
+        "SELECT c.score, array_agg(v.score ORDER BY v.member), c.votes_cast "
+        "FROM comparisons c JOIN comparison_votes v ON v.comparison_id = c.id "
+        "WHERE c.session_id = :s GROUP BY c.id",
+        s=sid,
+    )
+    assert len(rows) == 20
+    for score, members, cast in rows:
+        assert cast == 3 and len(members) == 3 and score == sorted(members)[1]
+    assert any(len(set(m)) > 1 for _, m, _ in rows)  # members graded independently

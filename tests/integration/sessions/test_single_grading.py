@@ -349,3 +349,7 @@ async def test_a_panel_of_graders_stores_each_grade_and_their_median(
     for score, members, cast in rows:
         assert cast == 3 and len(members) == 3 and score == sorted(members)[1]
     assert any(len(set(m)) > 1 for _, m, _ in rows)  # members graded independently
+    panel_report = await client.get(f"/api/sessions/{sid}/panel")
+    assert panel_report.status_code in (200, 409), panel_report.text
+    tab = await client.get(f"/sessions/{sid}/partials/results/panel")
+    assert tab.status_code in (200, 409), tab.text[:500]

@@ -258,6 +258,8 @@ async def test_every_page_and_figure_of_a_grading_session_answers(
     page = await client.get(f"/sessions/{sid}/results?tab=scores")
     assert page.status_code == 200, page.text
     assert 'id="scores-pillars"' in page.text and "Per criterion" in page.text
+    # the simulator's note says what its grades rest on
+    assert "each grade is that quality placed on the scale" in page.text
     assert ">Position bias<" not in page.text  # pairs-only tabs are not offered
     for tab in (
         "overview",

@@ -5,6 +5,7 @@ scale failing its item with the reason, and bad sessions refused with nothing st
 
 from __future__ import annotations
 
+import csv
 import re
 from typing import Any
 
@@ -281,6 +282,10 @@ async def test_every_page_and_figure_of_a_grading_session_answers(
     one = items[0]
     detail = (await client.get(f"/api/sessions/{sid}/comparisons/{one['id']}")).json()
     assert detail["votes"] == [] or detail["votes"][0]["score"] == one["score"]
+    export = await client.get(f"/api/sessions/{sid}/export?format=csv")
+    table = list(csv.DictReader(line for line in export.text.splitlines() if line[:1] != "#"))
+    assert len(table) == 20 and all(1 <= float(row["grade"]) <= 5 for row in table)
+    assert all(row["thread_b_id"] == "" for row in table)
     for url in (
         f"/sessions/{sid}",
         f"/sessions/{sid}/comparisons",

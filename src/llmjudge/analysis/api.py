@@ -36,7 +36,6 @@ from llmjudge.analysis.schemas import (
     ThreadPerformanceOut,
 )
 from llmjudge.core.analysis.outcomes import Aggregation
-from llmjudge.infra.errors import ErrorOut
 from llmjudge.infra.web import ID_MAX, DbSession, Offset
 
 router = APIRouter(prefix="/api/sessions", tags=["analysis"])
@@ -321,11 +320,7 @@ async def baseline(
     return await baseline_report(db=db, session=session, baseline_pillar_id=pillar_id)
 
 
-@router.get(
-    "/{session_id}/scores",
-    response_model=ScoresOut,
-    responses={409: {"model": ErrorOut, "description": "a pairwise session: no grades"}},
-)
+@router.get("/{session_id}/scores", response_model=ScoresOut)
 async def scores(
     session: Session,
     db: DbSession,

@@ -78,6 +78,7 @@ _TEXT_COLUMNS = frozenset(
 ROUNDING: dict[str, int] = {
     "confidence": 3,
     "avg_confidence": 3,
+    "grade": 3,
     "cost_usd": 6,
     "latency_s": 3,
     "elo_score": 1,
@@ -122,9 +123,10 @@ def rounded(value: Any, key: str | None = None) -> Any:
     return value
 
 
-def _export_query(session_id: int, criteria: Sequence[str]) -> Any:
+def _export_query(session_id: int, criteria: Sequence[str], graded: bool = False) -> Any:
     """Every comparison in queue order, one labelled column per export column: one score
-    column per criterion and side, thread and pillar names, costs."""
+    column per criterion and side, thread and pillar names, costs; ``graded`` (a session of
+    mode single) adds each item's ``grade`` after the verdict columns."""
     ta, tb = aliased(Thread), aliased(Thread)
     pa, pb = aliased(Pillar), aliased(Pillar)
     c = Comparison
@@ -152,6 +154,7 @@ def _export_query(session_id: int, criteria: Sequence[str]) -> Any:
             c.strength,
             c.prob_a,
             c.confidence,
+            *((c.score.label("grade"),) if graded else ()),
             *(c.scores_a[k].astext.cast(Float).label(f"score_a_{k}") for k in criteria),
             *(c.scores_b[k].astext.cast(Float).label(f"score_b_{k}") for k in criteria),
             c.reasoning,
@@ -175,9 +178,9 @@ def _export_query(session_id: int, criteria: Sequence[str]) -> Any:
     )
 
 
-def comparison_columns(criteria: Sequence[str]) -> list[str]:
+def comparison_columns(criteria: Sequence[str], graded: bool = False) -> list[str]:
     """Export columns, in order."""
-    return [col.name for col in _export_query(0, criteria).selected_columns]
+    return [col.name for col in _export_query(0, criteria, graded).selected_columns]
 
 
 async def _comparison_chunks(
@@ -187,7 +190,9 @@ async def _comparison_chunks(
     server-side cursor: memory stays flat however large the session."""
     async with sessionmaker() as db:
         result = await db.stream(
-            _export_query(session.id, session.criteria).execution_options(yield_per=EXPORT_CHUNK)
+            _export_query(
+                session.id, session.criteria, session.comparison_mode == "single"
+            ).execution_options(yield_per=EXPORT_CHUNK)
         )
         async for part in result.partitions(EXPORT_CHUNK):
             yield part
@@ -233,7 +238,7 @@ async def export_comparisons_csv(
     """The comparisons table as CSV (provenance block, header, then one line per
     comparison with the judge's raw response); cells that a spreadsheet would run as
     formulas are neutralised."""
-    columns = comparison_columns(session.criteria)
+    columns = comparison_columns(session.criteria, session.comparison_mode == "single")
     if provenance is not None:
         yield provenance_lines(provenance)
     yield _header_line(columns)
@@ -334,7 +339,7 @@ async def export_json(
     chunks; floats rounded (ROUNDING)."""
     head = '{"provenance":' + _dumps(provenance) + "," if provenance is not None else "{"
     yield head + '"session":' + session.model_dump_json() + ',"comparisons":['
-    columns = comparison_columns(session.criteria)
+    columns = comparison_columns(session.criteria, session.comparison_mode == "single")
     first = True
     async for chunk in _comparison_chunks(sessionmaker, session):
         text = ",".join(

@@ -114,6 +114,7 @@ class ThreadScoreOut(MeanScoreOut):
     thread_id: int
     title: str
     pillar_id: int
+    pillar_name: str
     prompt_key: str | None
 
 
@@ -184,6 +185,7 @@ def _report(
             thread_id=m.key,
             title=grades.titles.get(m.key, ""),
             pillar_id=pillar_of[m.key],
+            pillar_name=names.get(pillar_of[m.key], f"pillar {pillar_of[m.key]}"),
             prompt_key=key_of[m.key],
         )
         for m in mean_scores(grades.thread, grades.score)

@@ -121,8 +121,12 @@ def test_mode_counts_explain_impossible_modes() -> None:
     counts = mode_counts(data, {1: 5})
     assert counts["free_for_all"] == (20, None)
     assert counts["round_robin"][0] is None and "2 pillars" in (counts["round_robin"][1] or "")
+    assert counts["single"] == (5, None)  # one grade per thread: no pair needed
     keyed = SessionIn(session_name="x", pillar_ids=[1, 2], match_by_prompt_key=True)
-    assert set(mode_counts(keyed, {1: 3, 2: 3}).values()) == {(None, None)}
+    # pair modes are counted from a built plan; single grades every thread, keys or not
+    counted = mode_counts(keyed, {1: 3, 2: 3})
+    assert counted.pop("single") == (6, None)
+    assert set(counted.values()) == {(None, None)}
 
 
 def row(thread_id: int, **kw: Any) -> LeaderboardRow:
@@ -325,7 +329,8 @@ async def test_new_session_page_shows_chips_modes_and_summary(
     assert r.status_code == 200
     assert r.text.count('name="pillar_ids"') == PILLARS
     assert re.search(r'class="chip-count">4<', r.text)
-    assert r.text.count('type="radio" name="comparison_mode"') == 4  # adaptive too
+    # adaptive and single-answer grading too
+    assert r.text.count('type="radio" name="comparison_mode"') == 5
     # all pillars chosen, pillar sample, 5 samples, swap: 3 pillar pairs x 5 x 2
     assert re.search(r'id="sum-total" class="big">30<', r.text)
     assert re.search(r'id="mode-count-free_for_all">132 comparisons<', r.text)
@@ -382,6 +387,7 @@ async def test_mode_counts_api_twin_matches_the_form(
         "pillar_sample": {"comparisons": 3 * 5 * 2, "reason": None},
         "round_robin": {"comparisons": (36 - 3 * 4) // 2 * 2, "reason": None},
         "free_for_all": {"comparisons": 15 * 2, "reason": None},
+        "single": {"comparisons": 6, "reason": None},  # each capped thread graded once
     }
     form = {k: [str(x) for x in v] if isinstance(v, list) else str(v) for k, v in body.items()}
     page = await client.post("/sessions/new/estimate", data=form, headers=HX)
@@ -397,7 +403,7 @@ async def test_mode_counts_api_twin_matches_the_form(
     assert one["round_robin"]["comparisons"] is None and "2 pillars" in one["round_robin"]["reason"]
     keyed = body | {"match_by_prompt_key": True}  # counted from a built plan, not formulas
     got = (await client.post("/api/sessions/estimate/modes", json=keyed)).json()
-    assert set(got) == {"pillar_sample", "round_robin", "free_for_all"}
+    assert set(got) == {"pillar_sample", "round_robin", "free_for_all", "single"}
     for count in got.values():
         assert (count["comparisons"] is None) != (count["reason"] is None)
     bad = await client.post("/api/sessions/estimate/modes", json=body | {"pillar_ids": []})

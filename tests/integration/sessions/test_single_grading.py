@@ -5,6 +5,7 @@ scale failing its item with the reason, and bad sessions refused with nothing st
 
 from __future__ import annotations
 
+import csv
 import re
 from typing import Any
 
@@ -258,6 +259,8 @@ async def test_every_page_and_figure_of_a_grading_session_answers(
     page = await client.get(f"/sessions/{sid}/results?tab=scores")
     assert page.status_code == 200, page.text
     assert 'id="scores-pillars"' in page.text and "Per criterion" in page.text
+    # the simulator's note says what its grades rest on
+    assert "each grade is that quality placed on the scale" in page.text
     assert ">Position bias<" not in page.text  # pairs-only tabs are not offered
     for tab in (
         "overview",
@@ -279,6 +282,10 @@ async def test_every_page_and_figure_of_a_grading_session_answers(
     one = items[0]
     detail = (await client.get(f"/api/sessions/{sid}/comparisons/{one['id']}")).json()
     assert detail["votes"] == [] or detail["votes"][0]["score"] == one["score"]
+    export = await client.get(f"/api/sessions/{sid}/export?format=csv")
+    table = list(csv.DictReader(line for line in export.text.splitlines() if line[:1] != "#"))
+    assert len(table) == 20 and all(1 <= float(row["grade"]) <= 5 for row in table)
+    assert all(row["thread_b_id"] == "" for row in table)
     for url in (
         f"/sessions/{sid}",
         f"/sessions/{sid}/comparisons",
@@ -286,6 +293,8 @@ async def test_every_page_and_figure_of_a_grading_session_answers(
         f"/threads/{one['thread_a_id']}/comparisons",
         f"/api/sessions/{sid}/export?format=csv",
         f"/api/sessions/{sid}/estimate",
+        f"/api/sessions/{sid}/agreement",
+        f"/sessions/{sid}/review",
     ):
         r = await client.get(url)
         assert r.status_code == 200, (url, r.text[:1000])
@@ -315,3 +324,39 @@ async def test_the_form_offers_single_answer_grading_and_makes_it(
         s for s in (await client.get("/api/sessions")).json() if s["name"] == "graded from the form"
     ]
     assert len(made) == 1 and made[0]["comparison_mode"] == "single" and made[0]["total"] == 60
+
+
+async def test_a_panel_of_graders_stores_each_grade_and_their_median(
+    client: httpx.AsyncClient, app: FastAPI, demo: dict[str, int]
+) -> None:
+    judge = next(
+        m["id"] for m in (await client.get("/api/models")).json() if m["name"] == "simulated-judge"
+    )
+    body = {
+        "session_name": "graded by a panel",
+        "comparison_mode": "single",
+        "pillar_ids": [demo["gpt-4"], demo["vicuna-13b-v1.3"]],
+        "panel": {"members": [{"model_id": judge}] * 3, "rule": "median"},
+    }
+    estimate = (await client.post("/api/sessions/estimate", json=body)).json()
+    assert (estimate["total_comparisons"], estimate["panel_members"]) == (20, 3)
+    bad = await client.post(
+        "/api/sessions", json=body | {"panel": body["panel"] | {"rule": "majority"}}
+    )
+    assert bad.status_code == 422 and "mean or median" in bad.text
+    sid = await _run(client, app, body)
+    rows = await _rows(
+        app,
+        "SELECT c.score, array_agg(v.score ORDER BY v.member), c.votes_cast "
+        "FROM comparisons c JOIN comparison_votes v ON v.comparison_id = c.id "
+        "WHERE c.session_id = :s GROUP BY c.id",
+        s=sid,
+    )
+    assert len(rows) == 20
+    for score, members, cast in rows:
+        assert cast == 3 and len(members) == 3 and score == sorted(members)[1]
+    assert any(len(set(m)) > 1 for _, m, _ in rows)  # members graded independently
+    panel_report = await client.get(f"/api/sessions/{sid}/panel")
+    assert panel_report.status_code in (200, 409), panel_report.text
+    tab = await client.get(f"/sessions/{sid}/partials/results/panel")
+    assert tab.status_code in (200, 409), tab.text[:500]

@@ -26,7 +26,7 @@ from llmjudge.core.judging.panel_report import (
     position_consistency,
 )
 from llmjudge.core.judging.panels import calibrate_cascade, calibrated_weights
-from llmjudge.infra.errors import Invalid, NotFound
+from llmjudge.infra.errors import Conflict, Invalid, NotFound
 from llmjudge.references import labels_of_pairs
 from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
 
@@ -105,6 +105,12 @@ async def panel_report(
     panel = session.panel
     if not panel:
         raise Invalid("this session has one judge, not a panel")
+    if session.comparison_mode == "single":  # member agreement here is on A/B verdicts
+        raise Conflict(
+            "a panel of graders has no A/B votes to compare: each member's grade is a vote "
+            "(GET /api/sessions/{id}/comparisons/{comparison_id}) and the panel's grades are "
+            "on the Scores tab"
+        )
     members: list[dict[str, Any]] = list(panel.get("members", []))
     m = len(members)
     comps = (

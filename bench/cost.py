@@ -18,9 +18,9 @@ Kendall tau of the adaptive curve reaches the seed-averaged tau of the free-for-
 product's own price function (``ModelPricing.cost``: input, output, cached input), with:
 
 - ``live``: list prices;
-- ``batch``: the same calls through a provider's batch API, at ``BATCH_DISCOUNT`` of the
-  price (OpenAI's and Anthropic's published 50%; the batch transport adds the per-model
-  ``batch_discount``: this constant stands for its default until the two are joined);
+- ``batch``: the same calls through a provider's batch API, priced as the batch transport
+  prices them (``judging.pipeline.at_batch_price`` with the model's default
+  ``batch_discount``: OpenAI's and Anthropic's published 50% off);
 - ``batch + caching``: the shared prefix of every prompt (system prompt, rubric,
   instructions) read from the provider's prompt cache at the model's cached-input price,
   priced as the product prices it, the batch discount on top (the product's one cost
@@ -44,14 +44,15 @@ import numpy as np  # noqa: E402
 from adaptive import ffa_run, mean_curve, reach, session_run  # noqa: E402
 
 from llmjudge.core.tournaments.adaptive import StopRule, free_for_all_comparisons  # noqa: E402
+from llmjudge.judging.pipeline import at_batch_price  # noqa: E402
 from llmjudge.providers.base import ModelPricing  # noqa: E402
+from llmjudge.providers.models import BATCH_DISCOUNT  # noqa: E402
 
 # A GPT-4o-mini-class judge (OpenAI list prices, USD per million tokens).
 INPUT_PRICE = 0.15
 OUTPUT_PRICE = 0.60
 PRICING = ModelPricing.of("openai", INPUT_PRICE, OUTPUT_PRICE)  # cached input: the default
 OUTPUT_TOKENS = 150  # a short JSON verdict with its reasoning
-BATCH_DISCOUNT = 0.5  # the batch APIs' published price: half the live price
 CACHE_MIN_TOKENS = 1024  # OpenAI caches a prompt prefix from 1,024 tokens...
 CACHE_STEP_TOKENS = 128  # ...in steps of 128
 
@@ -75,9 +76,8 @@ def cached_tokens(shared: int) -> int:
 
 
 def per_call(prompt: Prompt, *, batch: bool, caching: bool) -> float:
-    cached = cached_tokens(prompt.shared) if caching else 0
-    cost = PRICING.cost(prompt.tokens, OUTPUT_TOKENS, cached, 0)
-    return cost * (BATCH_DISCOUNT if batch else 1.0)
+    cost = at_batch_price(PRICING.cost, BATCH_DISCOUNT) if batch else PRICING.cost
+    return cost(prompt.tokens, OUTPUT_TOKENS, cached_tokens(prompt.shared) if caching else 0, 0)
 
 
 def main() -> None:
@@ -90,7 +90,7 @@ def main() -> None:
     print(
         f"judge (simulated verdicts, noise 0.5): ${INPUT_PRICE}/M input, ${OUTPUT_PRICE}/M "
         f"output, cached input ${PRICING.cached_input_per_million:.3f}/M (the OpenAI default), "
-        f"{OUTPUT_TOKENS} output tokens per call; batch at {BATCH_DISCOUNT:.0%} of the price; "
+        f"{OUTPUT_TOKENS} output tokens per call; batch {BATCH_DISCOUNT:.0%} off; "
         f"prompt cache from {CACHE_MIN_TOKENS} tokens in steps of {CACHE_STEP_TOKENS}"
     )
     started = time.perf_counter()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from llmjudge.core.ratings.bradley_terry import DEFAULT_PRIOR, PairIndex, fit_bradley_terry
@@ -63,6 +63,7 @@ def test_a_near_separable_ladder_keeps_its_order_and_a_bounded_spread() -> None:
 
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
+@example(seed=188356)
 def test_with_plenty_of_balanced_data_the_prior_barely_moves_the_estimate(seed: int) -> None:
     """Eight players with true strengths within ±1 logit, 4,000 verdicts (about 1,000 games
     each): the default prior moves no strength more than 2% of the spread (or 5 Elo points)
@@ -77,4 +78,8 @@ def test_with_plenty_of_balanced_data_the_prior_barely_moves_the_estimate(seed: 
     mle = fit(a, b, score, n, 1e-9)
     moved = ELO_SCALE * np.max(np.abs(with_prior - mle))
     assert moved < max(5.0, 0.02 * ELO_SCALE * np.ptp(mle))
-    assert list(np.argsort(-with_prior)) == list(np.argsort(-mle))
+    # the order is kept wherever the fit can tell two players apart: seed 188356 has two
+    # 0.004 Elo points apart, which any prior may swap
+    gap = ELO_SCALE * (mle[:, None] - mle[None, :])
+    ahead = ELO_SCALE * (with_prior[:, None] - with_prior[None, :])
+    assert np.all(ahead[gap > 1.0] > 0)

@@ -5,17 +5,15 @@ the tabs show a loading indicator only once a load has taken 300 ms (issue 27, i
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import case, update
 
 from llmjudge.analysis.cache import AnalysisCache
-from llmjudge.sessions.models import Comparison, JudgeSession
+from llmjudge.sessions.models import JudgeSession
+from tests.integration.analysis.finished import finished_session
 
 HX = {"HX-Request": "true"}
 IN_PROCESS_WORKERS = False  # the test writes the verdicts itself
@@ -25,56 +23,7 @@ TABS = ("overview", "leaderboard", "performance", "position", "findings", "style
 
 @pytest.fixture(scope="module")
 async def finished(app: Any, client: httpx.AsyncClient) -> list[int]:
-    rows = [
-        {
-            "pillar": f"fc{i % 3}",
-            "external_id": f"fc-{i}",
-            "title": f"Finished thread {i}",
-            "content": f"Answer number {i}." * (1 + i % 4),
-            "metadata": {"category": "math" if i % 2 else "prose", "words": i},
-        }
-        for i in range(12)
-    ]
-    body = "\n".join(json.dumps(r) for r in rows).encode()
-    assert (await client.post("/api/threads/import", files={"file": ("t.jsonl", body)})).is_success
-    pillars = [p["id"] for p in (await client.get("/api/pillars")).json()]
-    made = []
-    for n in range(SESSIONS):
-        r = await client.post(
-            "/api/sessions",
-            json={
-                "session_name": f"finished {n}",
-                "pillar_ids": pillars,
-                "comparison_mode": "round_robin",
-            },
-        )
-        assert r.status_code == 201, r.text
-        sid = r.json()["id"]
-        async with app.state.sessionmaker() as db:
-            done = await db.execute(
-                update(Comparison)
-                .where(Comparison.session_id == sid)
-                .values(
-                    status="completed",
-                    # the lower id wins, but not always: a ranking with some noise
-                    winner=case(
-                        ((Comparison.id % 5) == 0, "B"),
-                        (Comparison.thread_a_id < Comparison.thread_b_id, "A"),
-                        else_="B",
-                    ),
-                    confidence=0.8,
-                    completed_at=datetime.now(UTC),
-                    attempts=1,
-                )
-                .returning(Comparison.id)
-            )
-            s = await db.get(JudgeSession, sid)
-            assert s is not None
-            s.status, s.completed = "completed", len(done.all())
-            s.finished_at = datetime.now(UTC)
-            await db.commit()
-        made.append(sid)
-    return made
+    return [await finished_session(app, client, f"cache{n}x", 12) for n in range(SESSIONS)]
 
 
 def cache_of(app: Any) -> AnalysisCache:
@@ -121,7 +70,7 @@ async def test_a_finished_sessions_tabs_load_once(
             assert r.text == first[sid, tab], (sid, tab)  # the same figures, names and all
             assert cache.computed == started, f"session {sid}, tab {tab} was computed again"
     # The names come along with a cached figure: titles, not bare ids.
-    assert "Finished thread" in first[finished[0], "overview"]
+    assert "cache0x thread" in first[finished[0], "overview"]
 
 
 async def test_a_running_session_still_follows_its_completions(

@@ -11,7 +11,7 @@ from typing import Any
 
 from llmjudge.catalog.importing import CSV_COLUMNS, parse_thread_file
 from llmjudge.infra.web import templates
-from llmjudge.sessions.pages import results
+from llmjudge.sessions.pages import result_charts
 from tests.conftest import REPO
 
 PANEL = {
@@ -188,10 +188,10 @@ def test_the_leaderboard_chart_draws_the_tables_rows_in_its_order() -> None:
     # Rank 1 with a wide interval and a lower score than rank 2's: the table's order.
     rows = [_row(1, 1550.0, "wide"), _row(2, 1600.0, "narrow"), _row(3, 1400.0, "last")]
     board = SimpleNamespace(method=SimpleNamespace(base=1500.0, level=0.95, comparisons=30))
-    chart = str(results._leaderboard_chart(rows, board, "rank", False))  # type: ignore[arg-type]
+    chart = str(result_charts.leaderboard_chart(rows, board, "rank", False))  # type: ignore[arg-type]
     assert _bar_labels(chart) == ["#1 p · wide", "#2 p · narrow", "#3 p · last"]
     assert "First 3 rows of the table (by rank, best first" in chart
     by_score = sorted(rows, key=lambda r: r.bt_score)
-    chart = str(results._leaderboard_chart(by_score, board, "bt", False))  # type: ignore[arg-type]
+    chart = str(result_charts.leaderboard_chart(by_score, board, "bt", False))  # type: ignore[arg-type]
     assert _bar_labels(chart) == ["#3 p · last", "#1 p · wide", "#2 p · narrow"]
     assert "by Bradley-Terry score, ascending" in chart

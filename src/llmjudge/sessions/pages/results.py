@@ -11,14 +11,13 @@ sessionmaker its figures load through and the page's options.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
-from markupsafe import Markup
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge import analysis
@@ -26,7 +25,6 @@ from llmjudge.analysis import (
     FINISHED,
     AnalysisCache,
     AnalysisSession,
-    LeaderboardRow,
     RatingOptions,
     RatingQuery,
     ThreadLeaderboardOut,
@@ -36,13 +34,12 @@ from llmjudge.infra.db.engine import Sessionmaker
 from llmjudge.infra.errors import Conflict, Invalid
 from llmjudge.infra.web import DbSession, refusal, render
 from llmjudge.references import (
-    StatedConfidenceOut,
     session_agreement,
     session_annotators,
     session_label_sources,
 )
 from llmjudge.sessions import reads
-from llmjudge.sessions.pages import grades
+from llmjudge.sessions.pages import grades, result_charts
 from llmjudge.sessions.pages.formatting import (
     SORT_FIRST_DESC,
     SortKey,
@@ -71,7 +68,6 @@ TABS: tuple[tuple[str, str], ...] = (
 TAB_NAMES = tuple(name for name, _ in TABS)
 # Shown after the others, for a session judged by a panel only.
 PANEL_TAB = ("panel", "Panel")
-CHART_TOP = 20  # threads in the leaderboard chart
 TABLE_ROWS = 200  # rows of the leaderboard and performance tables
 SWAP_PAIRS_SHOWN = 20
 SWAP_PAIRS_SCANNED = 500  # as the API's default page, so both share one cached figure
@@ -191,7 +187,7 @@ async def _tab_context(
     if tab == "leaderboard" and "board" in ctx:
         desc = (sort in SORT_FIRST_DESC) if direction is None else direction == "desc"
         rows = sort_rows(ctx["board"].entries, sort, desc)
-        chart = _leaderboard_chart(rows, ctx["board"], sort, desc)
+        chart = result_charts.leaderboard_chart(rows, ctx["board"], sort, desc)
         ctx |= {"rows": rows[:TABLE_ROWS], "sort": sort, "desc": desc, "chart": chart}
     return ctx
 
@@ -240,36 +236,6 @@ async def _leaderboard(f: _Figures) -> ThreadLeaderboardOut:
     )
 
 
-def _bt_chart(
-    labels: Sequence[str],
-    scores: Sequence[float],
-    intervals: Sequence[tuple[float | None, float | None]],
-    title: str,
-    width: int = 640,
-    base: float = 1500.0,
-) -> Markup:
-    """Bradley-Terry scores as bars around the anchor (`base`), with their intervals."""
-    errors = [(lo - base, hi - base) for lo, hi in intervals if lo is not None and hi is not None]
-    return charts.bar_chart(
-        list(labels),
-        [v - base for v in scores],
-        title=title,
-        value_format="{:+.0f}",
-        errors=errors if len(errors) == len(scores) else None,
-        width=width,
-    )
-
-
-def _thread_label(title: str | None, external_id: str | None, thread_id: int, pillar: str) -> str:
-    """Pillar first: bar labels are cut short, and threads of different pillars often share
-    a title (the same prompt answered by several models)."""
-    return f"{pillar} · {thread_name(title, external_id, thread_id)}"
-
-
-def _interval_words(level: float, has: bool) -> str:
-    return f"{level:.0%} interval" if has else "no interval"
-
-
 async def _overview(f: _Figures) -> dict[str, Any]:
     if f.session.completed == 0:
         return {}
@@ -286,12 +252,12 @@ async def _overview(f: _Figures) -> dict[str, Any]:
     pillars = [p for p in board.pillar_aggregates if p.bt_score is not None]
     method = board.pillar_method
     has = any(p.bt_ci_low is not None for p in pillars)
-    chart = _bt_chart(
+    chart = result_charts.bt_chart(
         [p.name for p in pillars],
         [p.bt_score for p in pillars],  # type: ignore[misc]
         [(p.bt_ci_low, p.bt_ci_high) for p in pillars],
         f"Pillar ranking: Bradley-Terry score in Elo points − {method.base:.0f}"
-        f" ({_interval_words(method.level, has)}), {method.comparisons:,} verdicts",
+        f" ({result_charts.interval_words(method.level, has)}), {method.comparisons:,} verdicts",
         base=method.base,
     )
     return {
@@ -302,48 +268,6 @@ async def _overview(f: _Figures) -> dict[str, Any]:
         "baseline_names": {p.pillar_id: p.name for p in board.pillar_aggregates},
         "baseline_choices": [(p.pillar_id, p.name) for p in board.pillar_aggregates],
     }
-
-
-# What the table's order is called in the chart's title.
-_SORT_WORDS: dict[str, str] = {
-    "rank": "rank",
-    "thread": "thread",
-    "pillar": "pillar",
-    "bt": "Bradley-Terry score",
-    "elo": "Elo",
-    "record": "record",
-    "win_rate": "win rate",
-    "confidence": "average confidence",
-    "score": "average score",
-}
-
-
-def _leaderboard_chart(
-    rows: Sequence[LeaderboardRow], board: ThreadLeaderboardOut, sort: SortKey, desc: bool
-) -> Markup:
-    """The table's first rows, in the table's order, each labelled with its rank. Bars drawn
-    in rank order alone looked unsorted: a thread with a wide interval can hold rank 1 with a
-    lower score than rank 2's, and a table sorted by another column disagreed with the chart."""
-    top, method = rows[:CHART_TOP], board.method
-    has = any(e.bt_ci_low is not None for e in top)
-    if sort == "rank":
-        order = "rank, " + ("worst first" if desc else "best first") + "; within a rank by score"
-    else:
-        order = _SORT_WORDS[sort] + (", descending" if desc else ", ascending")
-    return _bt_chart(
-        [
-            f"#{e.rank} "
-            + _thread_label(e.thread_title, e.thread_external_id, e.thread_id, e.pillar.name)
-            for e in top
-        ],
-        [e.bt_score for e in top],
-        [(e.bt_ci_low, e.bt_ci_high) for e in top],
-        f"First {len(top)} rows of the table (by {order}): Bradley-Terry score in Elo"
-        f" points − {method.base:.0f} ({_interval_words(method.level, has)}),"
-        f" {method.comparisons:,} verdicts",
-        width=880,
-        base=method.base,
-    )
 
 
 async def _leaderboard_tab(f: _Figures) -> dict[str, Any]:
@@ -533,8 +457,10 @@ async def _agreement(
     query = {"reference": report.reference, "group_by": report.group_by or ""}
     return {
         "agreement": report,
-        "reliability_chart": _reliability_chart(report.stated_confidence),
-        "probability_chart": _reliability_chart(report.judge_probability, "the judge's"),
+        "reliability_chart": result_charts.reliability_chart(report.stated_confidence),
+        "probability_chart": result_charts.reliability_chart(
+            report.judge_probability, "the judge's"
+        ),
         "annotators": annotators,
         "thread_names": names,
         "tab_qs": urlencode(query),
@@ -574,23 +500,6 @@ async def _baseline(
         "baseline_chart": chart,
         "tab_qs": urlencode({"baseline": chosen}) if chosen else "",
     }
-
-
-def _reliability_chart(cal: StatedConfidenceOut, whose: str = "stated") -> Markup:
-    """Observed share of A against the stated (or the judge's own) P(A), per bin, beside
-    the diagonal a calibrated judge would follow (empty bins leave gaps)."""
-    return charts.line_chart(
-        [round((b.low + b.high) / 2, 2) for b in cal.bins],
-        {
-            "observed share of A": [b.observed.value for b in cal.bins],
-            f"calibrated (= {whose})": [b.mean_probability for b in cal.bins],
-        },
-        title="Reliability of the stated confidence"
-        if whose == "stated"
-        else "Reliability of the judge's probability",
-        x_label=f"{whose} P(A is better), bin centre",
-        y_label="share",
-    )
 
 
 def _prefetch(f: _Figures, shown: str) -> None:

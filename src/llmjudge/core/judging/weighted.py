@@ -74,11 +74,22 @@ def spelled(positions: Sequence[Position] | None) -> tuple[str, list[int]]:
     pieces: list[str] = []
     ends: list[int] = []
     for index, position in enumerate(positions):
-        if len(position) != 3 or not isinstance(position[0], str):
+        if not _well_formed(position):
             raise ScoreParseError(f"token {index} of the reply's log probabilities is malformed")
         pieces.append(position[0])
         ends.append((ends[-1] if ends else 0) + len(position[0]))
     return "".join(pieces), ends
+
+
+def _well_formed(position: Position) -> bool:
+    """(token, log probability, [(alternative, log probability), ...]), as JSON or tuples."""
+    try:
+        token, logprob, alternatives = position
+        float(logprob)
+        pairs = [(t, float(lp)) for t, lp in alternatives or ()]
+    except (TypeError, ValueError):
+        return False
+    return isinstance(token, str) and all(isinstance(t, str) for t, _ in pairs)
 
 
 def _candidates(position: Position) -> dict[str, float]:

@@ -154,6 +154,9 @@ def test_a_weighted_grade_lies_on_the_scale_and_equals_the_written_one_when_sure
         (_tokens("[[", ("7", {"7": -math.inf}), "]]"), "[[7]]", "holds a finite log"),
         (_tokens("[[", "12", "]]"), "[[12]]", "outside the scale"),
         ([("[[7]]",)], "[[7]]", "malformed"),
+        ([("[[7]]", "x", [])], "[[7]]", "malformed"),
+        ([("[[7]]", -0.1, [("[[7]]",)])], "[[7]]", "malformed"),
+        ([("[[7]]", -0.1, [(7, -0.1)])], "[[7]]", "malformed"),
     ],
 )
 def test_a_reply_whose_probabilities_cannot_weight_its_grade_is_unreadable(

@@ -132,10 +132,22 @@ async def test_each_stored_grade_is_the_probability_weighted_mean_of_the_scale(
         assert r.status_code == 201, r.text
         sid = r.json()["id"]
         out = await wait_ended(app, sid, limit_s=60)
+        # The same judge read as plain grades, for the comparison below.
+        body = _session(pillars, model_id, verdict_format={"kind": "score"}, seed=6)
+        h = await client.post("/api/sessions", json=body)
+        assert h.status_code == 201, h.text
+        plain = await wait_ended(app, h.json()["id"], limit_s=60)
     assert (out["status"], out["completed"], out["failed"]) == ("completed", 10, 0)
+    assert (plain["status"], plain["completed"]) == ("completed", 10)
     # (the connection check, "Reply with the single word OK.", asks for none)
     asked = [q.body for q in state.requests if q.body.get("logprobs")]
     assert len(asked) == 10 and all(b["top_logprobs"] == 20 for b in asked)
+    plain_asked = [
+        q.body
+        for q in state.requests
+        if "top_logprobs" not in q.body and "single word OK" not in _user_text(q.body)
+    ]
+    assert len(plain_asked) == 10  # the plain session asks for no log probabilities
     expected = {_user_text(b): expected_grade(_user_text(b)) for b in asked}
 
     rows = await _rows(app, sid)
@@ -151,6 +163,10 @@ async def test_each_stored_grade_is_the_probability_weighted_mean_of_the_scale(
         assert read_score(raw, hard_format).value == written
         assert raw == f"Clear answer. Rating: [[{written}]]"
     assert any(not float(row[2]).is_integer() for row in rows)  # weighted, not written
+    # Read without weighted, the same replies give the grades as written.
+    for content, status, score, *_ in await _rows(app, h.json()["id"]):
+        prompt = next(p for p in expected if content in p)
+        assert (status, score) == ("completed", _grader_mind(prompt)[0])
 
     report = (await client.get(f"/api/sessions/{sid}/scores")).json()
     assert report["weighted"] is True and report["grades"] == 10

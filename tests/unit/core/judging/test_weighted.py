@@ -142,6 +142,26 @@ def test_a_weighted_grade_lies_on_the_scale_and_equals_the_written_one_when_sure
     assert read_weighted_score(_text(sure), sure, fmt).value == chosen
 
 
+@given(
+    first=st.dictionaries(
+        st.sampled_from([str(v) for v in range(12)] + ["]]", "x"]), st.floats(-20, 0)
+    ),
+    second=st.dictionaries(
+        st.sampled_from([str(v) for v in range(10)] + ["]]", " "]), st.floats(-20, 0)
+    ),
+    p_one=st.floats(-20, 0),
+    p_zero=st.floats(-20, 0),
+)
+def test_ten_written_over_two_tokens_stays_on_the_scale(
+    first: dict[str, float], second: dict[str, float], p_one: float, p_zero: float
+) -> None:
+    positions = _tokens("[[", ("1", first | {"1": p_one}), ("0", second | {"0": p_zero}), "]]")
+    found = grade_distribution(positions, *spelled(positions), (2, 4), range(1, 11))
+    assert set(found.probabilities) <= set(range(1, 11))
+    assert sum(found.probabilities.values()) == pytest.approx(1.0)
+    assert 1 <= read_weighted_score(_text(positions), positions, MT_BENCH).value <= 10
+
+
 @pytest.mark.parametrize(
     ("positions", "text", "needle"),
     [

@@ -199,6 +199,11 @@ def read_weighted_score(
                 f"a probability-weighted grade reads whole numbers; the judge wrote "
                 f"{written[:_SHOWN_CHARS]!r}"
             )
+        if len(written) > len(str(values.stop - 1)):  # "0007": each digit one more position
+            raise ScoreParseError(
+                f"a probability-weighted grade reads the scale's values as written; "
+                f"{written[:_SHOWN_CHARS]!r} has more digits than {values.stop - 1}"
+            )
         weighted[name] = grade_distribution(positions, joined, ends, span, values).mean
     if fmt.kind == "score":
         return Score(weighted[""], reasoning=stated.reasoning)

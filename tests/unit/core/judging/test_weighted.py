@@ -173,6 +173,7 @@ def test_ten_written_over_two_tokens_stays_on_the_scale(
         (_tokens("[[", "7", ".", "5", "]]"), "[[7.5]]", "whole numbers; the judge wrote '7.5'"),
         (_tokens("[[", ("7", {"7": -math.inf}), "]]"), "[[7]]", "holds a finite log"),
         (_tokens("[[", "12", "]]"), "[[12]]", "outside the scale"),
+        (_tokens("[[", *["0"] * 5000, "7", "]]"), f"[[{'0' * 5000}7]]", "more digits than 10"),
         ([("[[7]]",)], "[[7]]", "malformed"),
         ([("[[7]]", "x", [])], "[[7]]", "malformed"),
         ([("[[7]]", -0.1, [("[[7]]",)])], "[[7]]", "malformed"),

@@ -142,6 +142,11 @@ class ScoreAgreementOut(BaseModel):
 class ScoresOut(BaseModel):
     session_id: int
     kind: str = Field(description="the score format: score or likert")
+    weighted: bool = Field(
+        description="true: every grade is probability-weighted (G-Eval): the mean of the "
+        "scale's values under the judge's token probabilities where it wrote the grade, so "
+        "not a whole number; the grade as written stays in each answer's raw_response"
+    )
     scale_min: float
     scale_max: float
     grades: int = Field(description="completed grades")
@@ -233,6 +238,7 @@ def _report(
     pairs = derived_pairs(grades.thread, grades.pillar, grades.prompt_key, grades.score)
     return {
         "kind": fmt.kind,
+        "weighted": fmt.weighted,
         "scale_min": scale[0],
         "scale_max": scale[1],
         "grades": int(grades.score.size),

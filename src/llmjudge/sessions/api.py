@@ -208,9 +208,9 @@ def _verdict_format(text: str | None) -> VerdictFormat | None:
     except ValidationError as exc:
         messages = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
         raise Invalid(f"verdict_format: {messages}") from None
-    if fmt.tokens is not None:
+    if fmt.reads_logprobs:
         raise Invalid(
-            "verdict_format: a logprobs format reads token probabilities, which a recorded "
+            "verdict_format: this format reads token probabilities, which a recorded "
             "judgment text does not carry; import the probabilities as a preference column"
         )
     return fmt

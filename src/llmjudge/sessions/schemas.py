@@ -191,7 +191,10 @@ class SessionIn(BaseModel):
         description="how the judge's answers are read: json (built-in), tags, or labels "
         "rules {pattern, winner, strength, ignore_case} with a match policy; on_unparsed "
         "fail or tie; or logprobs with a token map {a, b, tie, ignore_case, top_logprobs} "
-        "(OpenAI-compatible judges only: P(A is better) is stored as prob_a). Unset = json",
+        "(OpenAI-compatible judges only: P(A is better) is stored as prob_a). Unset = json. "
+        "Mode single: score {pattern, scale} or likert {scale}, unset = score (MT-Bench's "
+        "1-10 [[rating]]); weighted true grades by the judge's token probabilities (G-Eval: "
+        "sum of s * p(s) over the scale; OpenAI-compatible judges only)",
     )
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1, description="unset = random")
     auto_start: StrictBool = False

@@ -117,16 +117,22 @@ def _options(options: dict[str, Any], data: SessionIn, execution: str) -> dict[s
 
 
 def check_logprobs(data: SessionIn, members: Sequence[tuple[LLMModel, Provider]]) -> None:
-    """A ``logprobs`` verdict format needs judges whose providers return log
-    probabilities: refused at creation, not at the first call."""
-    if data.verdict_format is None or data.verdict_format.tokens is None:
+    """A ``logprobs`` verdict format, or a probability-weighted grade, needs judges whose
+    providers return log probabilities: refused at creation, not at the first call."""
+    fmt = data.verdict_format
+    if fmt is None or not fmt.reads_logprobs:
         return
     unable = [f"{m.name} ({p.kind})" for m, p in members if not gives_logprobs(p.kind)]
     if unable:
+        what, instead = (
+            ("a probability-weighted grade", "a grade read from the text (weighted false)")
+            if fmt.weighted
+            else ("the logprobs format", "a text verdict format")
+        )
         raise Invalid(
-            "verdict_format: the logprobs format reads token log probabilities, which "
+            f"verdict_format: {what} reads token log probabilities, which "
             f"{', '.join(unable)} cannot return; use an OpenAI-compatible provider (OpenAI, "
-            "vLLM, llama.cpp server) or a text verdict format"
+            f"vLLM, llama.cpp server) or {instead}"
         )
 
 

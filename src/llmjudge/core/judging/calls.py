@@ -26,6 +26,7 @@ from llmjudge.core.judging.logprobs import (
 )
 from llmjudge.core.judging.scores import Score, ScoreParseError, read_score
 from llmjudge.core.judging.verdicts import Verdict, VerdictParseError
+from llmjudge.core.judging.weighted import read_weighted_score
 from llmjudge.core.personas.replies import JudgeVerdict, parse_judge_reply
 
 __all__ = [
@@ -107,16 +108,18 @@ class PairwiseReader:
 
 @dataclass(frozen=True, slots=True)
 class ScoreReader:
-    """A grade of one thread under a score format (``scores.read_score``)."""
+    """A grade of one thread under a score format (``scores.read_score``; a weighted
+    format weights it by the token probabilities, ``weighted.read_weighted_score``)."""
 
     fmt: VerdictFormat
     criteria: Sequence[str] = ()
 
     def read(self, text: str, logprobs: Logprobs = None) -> Reading[Score]:
-        # A grade is read from the text; a probability-weighted grade (G-Eval) would read
-        # ``logprobs``.
         try:
-            score = read_score(text, self.fmt, self.criteria)
+            if self.fmt.weighted:
+                score = read_weighted_score(text, logprobs, self.fmt, self.criteria)
+            else:
+                score = read_score(text, self.fmt, self.criteria)
         except ScoreParseError as exc:
             raise Unreadable(str(exc)) from None
         return Reading(score, score.reasoning)

@@ -24,7 +24,10 @@ whose prompt and answer reading must run unchanged. A :class:`VerdictFormat` say
   failure with the reason, never clipped;
 - ``likert`` (single-answer grading per criterion): one ``criterion: [[n]]`` line per
   criterion on ``scale`` (default 1 to 5); the grade is their mean. Reading:
-  ``core.judging.scores``.
+  ``core.judging.scores``. Either with ``weighted: true``: the probability-weighted grade
+  of G-Eval, read from the judge's token log probabilities where it wrote the grade
+  (``core.judging.weighted``; whole-number scales from 0 up, OpenAI-compatible judges
+  only, as for ``logprobs``).
 
 What no rule reads is a :class:`VerdictParseError` (``on_unparsed="fail"``) or, when the
 format says ``on_unparsed="tie"``, a tie marked as unparsed: never a guess.
@@ -53,7 +56,7 @@ from typing import Any, Literal
 import regex
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
-from llmjudge.core.judging.logprobs import TokenMap
+from llmjudge.core.judging.logprobs import MAX_TOP_LOGPROBS, TokenMap
 from llmjudge.core.judging.verdicts import (
     Format,
     Verdict,
@@ -233,6 +236,9 @@ class VerdictFormat(BaseModel):
     # score kinds only: the number's pattern (its first group) and the scale it must be on
     pattern: str | None = Field(default=None, min_length=1, max_length=MAX_PATTERN_LENGTH)
     scale: tuple[float, float] | None = None
+    # score kinds only: the grade is the mean of the scale's values weighted by the judge's
+    # token probabilities where it wrote the grade (G-Eval)
+    weighted: StrictBool = False
 
     @property
     def grades(self) -> bool:
@@ -277,6 +283,11 @@ class VerdictFormat(BaseModel):
         if not self.grades:
             if self.pattern is not None or self.scale is not None:
                 raise ValueError("pattern and scale apply to the score and likert formats only")
+            if self.weighted:
+                raise ValueError(
+                    "weighted (a probability-weighted grade) applies to the score and likert "
+                    f"formats of single-answer grading only, not to {self.kind!r}"
+                )
             return self
         if self.on_unparsed != "fail":
             raise ValueError("a score that cannot be read is a failure: on_unparsed must be fail")
@@ -299,11 +310,29 @@ class VerdictFormat(BaseModel):
                     r"e.g. Score: (\d+)"
                 )
             _probe(compiled, self.pattern)
+        if self.weighted:
+            low, high = self.score_scale
+            if not (low >= 0 and float(low).is_integer() and float(high).is_integer()):
+                raise ValueError(
+                    "a probability-weighted grade reads whole-number tokens: its scale must "
+                    f"run between whole numbers from 0 up, not {low:g} to {high:g}"
+                )
         return self
 
     @property
     def reads_logprobs(self) -> bool:
-        return self.kind == "logprobs"
+        """Whether the judge's token log probabilities are read (only OpenAI-compatible
+        providers return them)."""
+        return self.tokens is not None or self.weighted
+
+    @property
+    def top_logprobs(self) -> int | None:
+        """Alternatives to ask for at each token (None: no log probabilities). A weighted
+        grade asks for the most a provider gives, so that every value of a 1-10 scale
+        can be among them."""
+        if self.tokens is not None:
+            return self.tokens.top_logprobs
+        return MAX_TOP_LOGPROBS if self.weighted else None
 
 
 @dataclass(frozen=True)

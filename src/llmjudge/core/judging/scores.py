@@ -19,7 +19,7 @@ import regex
 from llmjudge.core.judging.formats import SEARCH_BUDGET_S, VerdictFormat, _compile
 from llmjudge.core.judging.verdicts import VerdictParseError
 
-__all__ = ["Score", "ScoreParseError", "read_score", "scale_text"]
+__all__ = ["Score", "ScoreParseError", "grade_spans", "read_score", "scale_text"]
 
 
 class ScoreParseError(VerdictParseError):
@@ -75,21 +75,33 @@ def _criterion_pattern(name: str) -> regex.Pattern[str]:
 def read_score(text: str, fmt: VerdictFormat, criteria: Sequence[str] = ()) -> Score:
     """The grade in ``text`` under the score format ``fmt``; raises
     :class:`ScoreParseError` when there is none on the scale."""
+    return grade_spans(text, fmt, criteria)[0]
+
+
+def grade_spans(
+    text: str, fmt: VerdictFormat, criteria: Sequence[str] = ()
+) -> tuple[Score, dict[str, tuple[int, int]]]:
+    """:func:`read_score`, with where each number was written in ``text`` (character
+    offsets; key ``""`` for a score format's one number, else the criterion's name): a
+    probability-weighted grade reads the judge's tokens there."""
     if not fmt.grades:
         raise ValueError(f"{fmt.kind!r} is not a score format")
     if not isinstance(text, str) or not text.strip():
         raise ScoreParseError("empty judge response")
     scale = fmt.score_scale
     answer = text.strip()
+    lead = len(text) - len(text.lstrip())
     if fmt.kind == "score":
         found = _last(fmt.score_pattern, answer)
         if found is None:
             hint = "a rating such as [[7]]" if fmt.pattern is None else f"{fmt.pattern!r}"
             raise ScoreParseError(f"no score in the answer (looked for {hint})")
-        return Score(_number(found.group(1), scale, "score"), reasoning=answer)
+        value = _number(found.group(1), scale, "score")
+        return Score(value, reasoning=answer), {"": _span(found, lead)}
     if not criteria:
         raise ScoreParseError("a likert format needs the session's criteria")
     grades: dict[str, float] = {}
+    spans: dict[str, tuple[int, int]] = {}
     missing = []
     for name in criteria:
         found = _last(_criterion_pattern(name), answer)
@@ -97,6 +109,12 @@ def read_score(text: str, fmt: VerdictFormat, criteria: Sequence[str] = ()) -> S
             missing.append(name)
         else:
             grades[name] = _number(found.group(1), scale, f"{name} score")
+            spans[name] = _span(found, lead)
     if missing:
         raise ScoreParseError(f"no score for {', '.join(missing)} (as '{missing[0]}: [[n]]')")
-    return Score(sum(grades.values()) / len(grades), grades, answer)
+    return Score(sum(grades.values()) / len(grades), grades, answer), spans
+
+
+def _span(found: regex.Match[str], lead: int) -> tuple[int, int]:
+    start, end = found.span(1)
+    return start + lead, end + lead

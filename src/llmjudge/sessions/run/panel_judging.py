@@ -208,7 +208,7 @@ def judge_request(
     k: int,
 ) -> JudgeRequest:
     """Member ``k``'s call on ``item`` (live, or a line of a provider batch job)."""
-    member, tokens = panel.members[k], config.verdict_format.tokens
+    member = panel.members[k]
     related: dict[str, Any] = {"session_id": item.session_id, "comparison_id": item.id}
     if not panel.solo:
         context = {**context, "member": k, "call_key": f"{context['call_key']}:{k}"}
@@ -220,7 +220,7 @@ def judge_request(
         # Structured output only for the built-in JSON verdict: a published judge
         # answers in its own words, and forcing JSON on it would change what it says.
         json_schema=config.json_schema,
-        top_logprobs=tokens.top_logprobs if tokens is not None else None,
+        top_logprobs=config.verdict_format.top_logprobs,
         context=context,
         related=related,
         # Repetitions and retries must be fresh judgements, not the cached first one.

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -37,11 +38,13 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llmjudge.infra.events.hub import EventHub
-from llmjudge.judging import JudgeRequest, JudgeResult, at_batch_price, read_reply
+from llmjudge.judging import JudgeRequest, JudgeResult, at_batch_price
 from llmjudge.providers import BatchClient, BatchLine, ChatRequest, RemoteBatch
+from llmjudge.sessions.run.batch_results import PanelTally, read_line
 from llmjudge.sessions.run.batch_store import (
     StoredBatch,
     StoredRequest,
+    batch_group,
     claim_for_batch,
     give_back,
     load_claims,
@@ -52,12 +55,13 @@ from llmjudge.sessions.run.batch_store import (
     store_requests,
     update_batch,
 )
-from llmjudge.sessions.run.claims import Claimed, Finish, token
+from llmjudge.sessions.run.claims import Claimed, Finish, JudgeVote, token
 from llmjudge.sessions.run.jobs import JudgeComparisons, JudgeLLM, storable_finish
 from llmjudge.sessions.run.judging import MAX_ATTEMPTS, prepare_prompt, session_topic
 from llmjudge.sessions.run.panel_judging import (
     comparison_context,
     judge_comparison,
+    judge_members,
     judge_request,
     solo_finish,
 )
@@ -69,6 +73,8 @@ log = logging.getLogger(__name__)
 LOCK_CLASS = 0x62617463  # "batc": the advisory lock class of a batch session's loop
 # Finishes written per transaction while a job's results are applied.
 APPLY_CHUNK = 500
+# Comparisons per group of a panel's jobs: their member votes are joined in memory.
+PANEL_JOB_COMPARISONS = 5_000
 # (stage, job id) -> awaited at each stage: before_upload, after_create, polling, applying.
 Hook = Callable[[str, int], Awaitable[None]]
 
@@ -165,13 +171,20 @@ class BatchRunner:
 
     async def _advance(self, job: StoredBatch, *, cancel: bool) -> bool:
         client, _ = await self.llm.batch_client(job.model_id)
-        if cancel and job.provider_batch_id is None:
+        _, panel = await self.kind.session(job.session_id)
+        if job.provider_batch_id is None and (cancel or job.state in _ENDED):
             # Not at the provider, unless a dead worker created it: then cancel it there.
             found = await self._find(job, client) if job.state == "submitting" else None
             if found is not None:
                 await self._record(job, found, submitted=True)
-            else:
+            elif panel.solo:
                 await self._apply(job, client, None, "the session was cancelled")
+            else:  # ended unsent; applied with the rest of its group
+                ending = job.state != "cancelled"
+                if ending:
+                    async with self.engine.begin() as conn:
+                        await update_batch(conn, job.id, state="cancelled", stamp=("ended_at",))
+                return await self._apply_group(job) or ending
             return True
         if job.state == "prepared":
             return await self._upload(job, client)
@@ -188,8 +201,13 @@ class BatchRunner:
             await self._record(job, remote)
             if not remote.ended:
                 return remote.state != job.state
+        elif not panel.solo:
+            return await self._apply_group(job)
         else:
             remote = await client.get(job.provider_batch_id)
+        if not panel.solo:
+            await self._apply_group(job)
+            return True  # it ended: its group applies once every job of it has ended
         await self._apply(await self._reload(job), client, remote, None)
         return True
 
@@ -279,34 +297,49 @@ class BatchRunner:
     # -- a new job ----------------------------------------------------------------------------
 
     async def _submit_more(self, session_id: int) -> bool:
+        """Claim pending comparisons into new job(s): one per member model of the session's
+        judge(s) (a single judge: one), stored with their requests before anything is sent."""
         config, panel = await self.kind.session(session_id)
-        if config.judge_model_id is None or not panel.solo:
-            return False  # checked at create: a batch session has one judge
-        client, info = await self.llm.batch_client(config.judge_model_id)
+        asked = [k for k, m in enumerate(panel.members) if m.model_id is not None]
+        if not asked or panel.policy is not None:
+            return False  # checked at create: a cascade runs live; a deleted judge waits
+        by_model: dict[int, list[int]] = {}
+        for k in asked:
+            by_model.setdefault(panel.members[k].model_id, []).append(k)  # type: ignore[arg-type]
+        clients = {m: await self.llm.batch_client(m) for m in by_model}
         async with self.engine.connect() as conn:
-            in_flight = sum(1 for b in await open_batches(conn, session_id))
-        if in_flight >= client.limits.max_in_flight:
+            in_flight = Counter(b.provider_id for b in await open_batches(conn, session_id))
+        wanted = Counter(info.provider_id for _, info in clients.values())
+        if any(
+            in_flight[info.provider_id] + wanted[info.provider_id] > client.limits.max_in_flight
+            for client, info in clients.values()
+        ):
             return False
+        n = min(c.limits.max_requests // len(by_model[m]) for m, (c, _) in clients.items())
+        if not panel.solo:  # a panel's votes wait in memory while its jobs are joined
+            n = min(n, PANEL_JOB_COMPARISONS)
         async with self.engine.begin() as conn:
-            job_id = await new_batch(
-                conn,
-                session_id=session_id,
-                provider_id=info.provider_id,
-                model_id=info.id,
-                kind=client.kind,
-            )
-            items = await claim_for_batch(
-                conn, session_id=session_id, batch_id=job_id, n=client.limits.max_requests
-            )
+            jobs = {
+                m: await new_batch(
+                    conn,
+                    session_id=session_id,
+                    provider_id=info.provider_id,
+                    model_id=info.id,
+                    kind=client.kind,
+                )
+                for m, (client, info) in clients.items()
+            }
+            lead = min(jobs.values())  # the claims' token names the group's first job
+            items = await claim_for_batch(conn, session_id=session_id, batch_id=lead, n=max(n, 1))
             if not items:
                 await conn.rollback()
                 return False
             await self.kind.prepare(session_id, items)
-            requests: list[StoredRequest] = []
+            requests: dict[int, list[StoredRequest]] = {m: [] for m in jobs}
+            size = dict.fromkeys(jobs, 0)
             failed: list[Finish] = []
-            size = 0
-            for n, item in enumerate(items):
-                if n % 500 == 499:
+            for i, item in enumerate(items):
+                if i % 500 == 499:
                     await asyncio.sleep(0)  # a job of 50,000 prompts: let others run
                 prepared = prepare_prompt(item, config, self.kind.threads, self.max_attempts)
                 if isinstance(prepared, Finish):
@@ -314,26 +347,38 @@ class BatchRunner:
                     continue
                 a, b, messages = prepared
                 context = comparison_context(item, a, b, config)
-                request = judge_request(item, config, panel, messages, context, 0)
-                custom_id = f"c{item.id}-a{item.attempts}"
-                line = client.entry_bytes(
-                    client.entry(custom_id, chat_request(request.to_json(), info.model))
-                )
-                if requests and size + line > client.limits.max_bytes:
-                    await give_back(conn, items[n:])
+                lines: dict[int, list[tuple[StoredRequest, int]]] = {m: [] for m in jobs}
+                for m, members in by_model.items():
+                    client, info = clients[m]
+                    for k in members:
+                        request = judge_request(item, config, panel, messages, context, k)
+                        custom_id = f"c{item.id}-a{item.attempts}" + (
+                            "" if panel.solo else f"-m{k}"
+                        )
+                        line = client.entry_bytes(
+                            client.entry(custom_id, chat_request(request.to_json(), info.model))
+                        )
+                        stored = StoredRequest(
+                            custom_id, item.id, item.attempts, k, request.to_json()
+                        )
+                        lines[m].append((stored, line))
+                grown = {m: size[m] + sum(b for _, b in lines[m]) for m in jobs}
+                if any(requests[m] and grown[m] > clients[m][0].limits.max_bytes for m in jobs):
+                    await give_back(conn, items[i:])
                     break
-                size += line
-                requests.append(
-                    StoredRequest(custom_id, item.id, item.attempts, 0, request.to_json())
-                )
+                size = grown
+                for m in jobs:
+                    requests[m].extend(r for r, _ in lines[m])
             if failed:
                 self.kind.after_written(failed, await self.kind.write(conn, failed))
-            if not requests:
+            if not any(requests.values()):
                 await conn.execute(
-                    text("DELETE FROM provider_batches WHERE id = :id"), {"id": job_id}
+                    text("DELETE FROM provider_batches WHERE id = ANY(:ids)"),
+                    {"ids": list(jobs.values())},
                 )
                 return bool(failed)
-            await store_requests(conn, job_id, requests, size)
+            for m, job_id in jobs.items():
+                await store_requests(conn, job_id, requests[m], size[m])
         return True
 
     # -- results --------------------------------------------------------------------------------
@@ -406,45 +451,130 @@ class BatchRunner:
         self, item: Claimed, member: Any, line: BatchLine, cost: Any, reader: Any
     ) -> Finish:
         if line.result is not None:
-            reply = line.result
-            result = read_reply(
-                reader,
-                reply.text,
-                logprobs=reply.logprobs,
-                input_tokens=reply.input_tokens,
-                output_tokens=reply.output_tokens,
-                cached_input_tokens=reply.cached_input_tokens,
-                cache_write_tokens=reply.cache_write_tokens,
-                cost_usd=cost(
-                    reply.input_tokens,
-                    reply.output_tokens,
-                    reply.cached_input_tokens,
-                    reply.cache_write_tokens,
-                ),
-            )
+            result = read_line(line, cost, reader)
             return storable_finish(solo_finish(item, member, result, None, self.max_attempts))
         if not line.retry and (line.error or "").startswith("malformed"):
             return Finish(**token(item), status="failed", error=(line.error or "")[:2000])
         return solo_finish(item, member, JudgeResult(error=line.error), None, self.max_attempts)
 
-    async def _write(self, finishes: list[Finish], account: StoredBatch | None = None) -> None:
+    async def _write(
+        self,
+        finishes: list[Finish],
+        account: StoredBatch | None = None,
+        paid: Mapping[int, Sequence[JudgeVote]] | None = None,
+    ) -> None:
         """Apply ``finishes`` exactly once; with ``account`` (their job), the provider calls
-        of those that applied go to the call accounting (a re-applied one does not)."""
+        of those that applied go to the call accounting (a re-applied one does not): a
+        single judge's answer, or each vote in ``paid`` (a panel's, by comparison)."""
         async with self.engine.begin() as conn:
             written = await self.kind.write(conn, finishes)
         self.kind.after_written(finishes, written)
         if account is None:
             return
         for f in finishes:
-            if f.id in written.applied and f.answer.model_id is not None:
+            if f.id not in written.applied:
+                continue
+            related = {"session_id": account.session_id, "comparison_id": f.id}
+            if paid is not None:
+                for v in paid.get(f.id, ()):
+                    await self.llm.record_batch_call(
+                        model_id=v.model_id,  # type: ignore[arg-type]
+                        input_tokens=v.input_tokens,
+                        output_tokens=v.output_tokens,
+                        cost_usd=v.cost_usd,
+                        error=None if v.status == "voted" else v.error,
+                        related=related | {"member": v.member},
+                    )
+            elif f.answer.model_id is not None:
                 await self.llm.record_batch_call(
                     model_id=f.answer.model_id,
                     input_tokens=f.answer.input_tokens,
                     output_tokens=f.answer.output_tokens,
                     cost_usd=f.answer.cost_usd,
                     error=f.parse_error or f.error if f.status != "completed" else None,
-                    related={"session_id": account.session_id, "comparison_id": f.id},
+                    related=related,
                 )
+
+    async def _apply_group(self, job: StoredBatch) -> bool:
+        """Apply a panel's group of jobs (``job`` and those carrying the same claims) once
+        every one of them has ended: each member's lines become its votes, and each
+        comparison ends through the live panel's aggregation. Returns whether it applied."""
+        config, panel = await self.kind.session(job.session_id)
+        async with self.engine.connect() as conn:
+            group = await batch_group(conn, job.id)
+            if any(j.applied_at is not None for j in group):
+                return False  # applied already (a stale list of the session's jobs)
+            if any(j.state not in _ENDED for j in group):
+                return False
+            claims = await load_claims(conn, group[0].id)
+        fallback = await self._fallback(job.session_id)
+        cancelled = await self._cancelled(job.session_id)
+        tally = PanelTally(config, panel, self.max_attempts, again=not cancelled)
+        for member_job in group:
+            client, info = await self.llm.batch_client(member_job.model_id)
+            async with self.engine.connect() as conn:
+                stored = {r.custom_id: r for r in await load_requests(conn, member_job.id)}
+            done: set[str] = set()
+            remote = None
+            if member_job.provider_batch_id is not None:
+                remote = await client.get(member_job.provider_batch_id)
+                requests = {cid: chat_request(r.request, info.model) for cid, r in stored.items()}
+                async for line in client.results(remote, requests.get):
+                    request = stored.get(line.custom_id or "")
+                    if request is None or line.custom_id in done:
+                        continue
+                    done.add(request.custom_id)
+                    k = request.member
+                    cost = at_batch_price(panel.members[k].pricing.cost, info.batch_discount)
+                    tally.line(request, line, cost)
+            why = "the session was cancelled" if remote is None else _missing_reason(remote)
+            for custom_id, request in stored.items():
+                if custom_id not in done:
+                    tally.unanswered(request, why, retry=not cancelled)
+        items = sorted(claims.values(), key=lambda c: c.queue_position)
+        if fallback and not cancelled:
+            await self._ask_live(job.session_id, items, tally)
+        for start in range(0, len(items), self.apply_chunk):
+            chunk = [
+                storable_finish(tally.finish(i)) for i in items[start : start + self.apply_chunk]
+            ]
+            await self._write(chunk, account=job, paid=tally.paid)
+            await self._stage("applying", job)
+        async with self.engine.begin() as conn:
+            for member_job in group:
+                await update_batch(conn, member_job.id, stamp=("applied_at",))
+        return True
+
+    async def _ask_live(self, session_id: int, items: list[Claimed], tally: PanelTally) -> None:
+        """The members whose requests a job could not answer, asked live at once
+        (``batch_fallback`` = live)."""
+        config, panel = await self.kind.session(session_id)
+        wanting = [i for i in items if tally.retry.get(i.id)]
+        await self.kind.prepare(session_id, wanting)
+        gate = asyncio.Semaphore(32)
+
+        async def one(item: Claimed) -> None:
+            async with gate:
+                votes = await judge_members(
+                    llm=self.llm,
+                    item=item,
+                    config=config,
+                    threads=self.kind.threads,
+                    panel=panel,
+                    members=sorted(tally.retry[item.id]),
+                    max_attempts=self.max_attempts,
+                )
+            if isinstance(votes, list):
+                tally.asked_live(item.id, votes)
+
+        await asyncio.gather(*(one(i) for i in wanting))
+
+    async def _cancelled(self, session_id: int) -> bool:
+        async with self.engine.connect() as conn:
+            status = await conn.scalar(
+                text("SELECT status FROM judge_sessions WHERE id = :s"), {"s": session_id}
+            )
+        return status == "cancelled"
 
     async def _fallback(self, session_id: int) -> bool:
         async with self.engine.connect() as conn:

@@ -10,18 +10,21 @@ provider's ``max_in_flight`` jobs run:
     cancelled -> applied (``applied_at``)
 
 Nothing lives in memory between steps. A job row, its requests (each ``custom_id`` with the
-comparison and claim token it answers) and the claim of its comparisons are stored in one
-transaction before anything is sent; ``submitting`` is stored before the job is created,
-so a worker that died after the provider created it finds it again instead of sending it
-twice. Results are read by the session's reader (``judging.read_reply``), ended by the live
-path's own code (``panel_judging.solo_finish``) and written by the queue's exactly-once
-finish (``JudgeComparisons.write``): a job applied again after a crash changes nothing.
+comparison, claim token and panel member it answers) and the claim of its comparisons are
+stored in one transaction before anything is sent; ``submitting`` is stored before the job
+is created, so a worker that died after the provider created it finds it again instead of
+sending it twice. Results are applied by ``batch_apply`` (read by the session's reader,
+ended by the live path's own code, written by the queue's exactly-once finish): a job
+applied again after a crash changes nothing.
 
-A request that expired, was cancelled or met a server error is asked again: its comparison
-goes back to the queue for a later job (or, with ``batch_fallback`` = ``live``, is judged
-live at once), until its attempts are spent. A malformed result line fails its one
-comparison with the reason. Cancelling the session cancels its jobs at the provider; what
-they answered before is kept. Jobs and their states are published as ``batch_status``.
+A panel's comparisons are claimed once into a group of jobs, one per member model (each on
+its member's provider; ``custom_id`` ``c<comparison>-a<attempt>-m<member>``), applied when
+every job of the group has ended. A request that expired, was cancelled or met a server
+error is asked again: its comparison goes back to the queue for a later job (or, with
+``batch_fallback`` = ``live``, that request is judged live at once), until its attempts are
+spent. A malformed result line fails its one comparison (a panel: that member's vote) with
+the reason. Cancelling the session cancels its jobs at the provider; what they answered
+before is kept. Jobs and their states are published as ``batch_status``.
 """
 
 from __future__ import annotations
@@ -31,23 +34,20 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llmjudge.infra.events.hub import EventHub
-from llmjudge.judging import JudgeRequest, JudgeResult, at_batch_price
-from llmjudge.providers import BatchClient, BatchLine, ChatRequest, RemoteBatch
-from llmjudge.sessions.run.batch_results import PanelTally, read_line
+from llmjudge.providers import BatchClient, RemoteBatch
+from llmjudge.sessions.run.batch_apply import ENDED, BatchApplier, BatchLLM, Hook, chat_request
 from llmjudge.sessions.run.batch_store import (
     StoredBatch,
     StoredRequest,
-    batch_group,
     claim_for_batch,
     give_back,
-    load_claims,
     load_requests,
     new_batch,
     open_batches,
@@ -55,15 +55,12 @@ from llmjudge.sessions.run.batch_store import (
     store_requests,
     update_batch,
 )
-from llmjudge.sessions.run.claims import Claimed, Finish, JudgeVote, token
-from llmjudge.sessions.run.jobs import JudgeComparisons, JudgeLLM, storable_finish
+from llmjudge.sessions.run.claims import Finish
+from llmjudge.sessions.run.jobs import JudgeComparisons
 from llmjudge.sessions.run.judging import MAX_ATTEMPTS, prepare_prompt, session_topic
 from llmjudge.sessions.run.panel_judging import (
     comparison_context,
-    judge_comparison,
-    judge_members,
     judge_request,
-    solo_finish,
 )
 
 __all__ = ["LOCK_CLASS", "BatchLLM", "BatchRunner", "Hook", "batch_status"]
@@ -75,26 +72,9 @@ LOCK_CLASS = 0x62617463  # "batc": the advisory lock class of a batch session's 
 APPLY_CHUNK = 500
 # Comparisons per group of a panel's jobs: their member votes are joined in memory.
 PANEL_JOB_COMPARISONS = 5_000
-# (stage, job id) -> awaited at each stage: before_upload, after_create, polling, applying.
-Hook = Callable[[str, int], Awaitable[None]]
 
 
-class BatchLLM(JudgeLLM, Protocol):
-    async def batch_client(self, model_id: int) -> tuple[BatchClient, Any]: ...
-
-    async def record_batch_call(
-        self,
-        *,
-        model_id: int,
-        input_tokens: int,
-        output_tokens: int,
-        cost_usd: float,
-        error: str | None,
-        related: Mapping[str, Any],
-    ) -> None: ...
-
-
-class BatchRunner:
+class BatchRunner(BatchApplier):
     name = "batches"
     lock_class = LOCK_CLASS
 
@@ -172,7 +152,7 @@ class BatchRunner:
     async def _advance(self, job: StoredBatch, *, cancel: bool) -> bool:
         client, _ = await self.llm.batch_client(job.model_id)
         _, panel = await self.kind.session(job.session_id)
-        if job.provider_batch_id is None and (cancel or job.state in _ENDED):
+        if job.provider_batch_id is None and (cancel or job.state in ENDED):
             # Not at the provider, unless a dead worker created it: then cancel it there.
             found = await self._find(job, client) if job.state == "submitting" else None
             if found is not None:
@@ -191,11 +171,11 @@ class BatchRunner:
         if job.state in ("uploaded", "submitting"):
             return await self._create(job, client)
         assert job.provider_batch_id is not None
-        if cancel and not job.cancel_requested and job.state not in _ENDED:
+        if cancel and not job.cancel_requested and job.state not in ENDED:
             remote = await client.cancel(job.provider_batch_id)
             await self._record(job, remote, cancel_requested=True)
             return True
-        if job.state not in _ENDED:
+        if job.state not in ENDED:
             await self._stage("polling", job)
             remote = await client.get(job.provider_batch_id)
             await self._record(job, remote)
@@ -286,14 +266,6 @@ class BatchRunner:
         async with self.engine.begin() as conn:
             await update_batch(conn, job.id, **values, stamp=tuple(stamps))
 
-    async def _reload(self, job: StoredBatch) -> StoredBatch:
-        async with self.engine.connect() as conn:
-            return next(b for b in await session_batches(conn, job.session_id) if b.id == job.id)
-
-    async def _stage(self, stage: str, job: StoredBatch) -> None:
-        if self.hook is not None:
-            await self.hook(stage, job.id)
-
     # -- a new job ----------------------------------------------------------------------------
 
     async def _submit_more(self, session_id: int) -> bool:
@@ -381,231 +353,6 @@ class BatchRunner:
                 await store_requests(conn, job_id, requests[m], size[m])
         return True
 
-    # -- results --------------------------------------------------------------------------------
-
-    async def _apply(
-        self, job: StoredBatch, client: BatchClient, remote: RemoteBatch | None, reason: str | None
-    ) -> None:
-        """Apply every result of an ended job (or end an unsent one with ``reason``)."""
-        config, panel = await self.kind.session(job.session_id)
-        _, info = await self.llm.batch_client(job.model_id)
-        member = panel.members[0]
-        cost = at_batch_price(member.pricing.cost, info.batch_discount)
-        async with self.engine.connect() as conn:
-            stored = {r.custom_id: r for r in await load_requests(conn, job.id)}
-            claims = await load_claims(conn, job.id)
-        done: set[str] = set()
-        chunk: list[Finish] = []
-        retry: list[Claimed] = []
-        fallback = await self._fallback(job.session_id)
-        applied = 0
-
-        async def flush() -> None:
-            nonlocal chunk, applied
-            if chunk:
-                await self._write(chunk, account=job)
-                applied += len(chunk)
-                chunk = []
-                await self._stage("applying", job)
-
-        unknown: list[str] = []
-        if remote is not None:
-            requests = {cid: chat_request(r.request, info.model) for cid, r in stored.items()}
-            async for line in client.results(remote, requests.get):
-                request = stored.get(line.custom_id or "")
-                if request is None or line.custom_id in done:
-                    unknown.append(line.error or f"unknown custom_id {line.custom_id!r}")
-                    continue
-                done.add(request.custom_id)
-                item = claims[request.comparison_id]
-                if line.retry and fallback:
-                    retry.append(item)
-                    continue
-                chunk.append(self._finish(item, member, line, cost, config.reader))
-                if len(chunk) >= self.apply_chunk:
-                    await flush()
-        why = reason or _missing_reason(remote)
-        for custom_id, request in stored.items():
-            if custom_id in done:
-                continue
-            item = claims[request.comparison_id]
-            if fallback and reason is None:
-                retry.append(item)
-            else:
-                result: JudgeResult[Any] = JudgeResult(error=why)
-                chunk.append(solo_finish(item, member, result, None, self.max_attempts))
-        await flush()
-        if retry:
-            await self._judge_live(job.session_id, retry)
-        notes = [reason] if reason else unknown[:5]
-        async with self.engine.begin() as conn:
-            await update_batch(
-                conn,
-                job.id,
-                state=remote.state if remote is not None else "cancelled",
-                error="; ".join(n for n in (job.error, *notes) if n)[:2000] or None,
-                stamp=("applied_at",) if job.ended_at else ("applied_at", "ended_at"),
-            )
-
-    def _finish(
-        self, item: Claimed, member: Any, line: BatchLine, cost: Any, reader: Any
-    ) -> Finish:
-        if line.result is not None:
-            result = read_line(line, cost, reader)
-            return storable_finish(solo_finish(item, member, result, None, self.max_attempts))
-        if not line.retry and (line.error or "").startswith("malformed"):
-            return Finish(**token(item), status="failed", error=(line.error or "")[:2000])
-        return solo_finish(item, member, JudgeResult(error=line.error), None, self.max_attempts)
-
-    async def _write(
-        self,
-        finishes: list[Finish],
-        account: StoredBatch | None = None,
-        paid: Mapping[int, Sequence[JudgeVote]] | None = None,
-    ) -> None:
-        """Apply ``finishes`` exactly once; with ``account`` (their job), the provider calls
-        of those that applied go to the call accounting (a re-applied one does not): a
-        single judge's answer, or each vote in ``paid`` (a panel's, by comparison)."""
-        async with self.engine.begin() as conn:
-            written = await self.kind.write(conn, finishes)
-        self.kind.after_written(finishes, written)
-        if account is None:
-            return
-        for f in finishes:
-            if f.id not in written.applied:
-                continue
-            related = {"session_id": account.session_id, "comparison_id": f.id}
-            if paid is not None:
-                for v in paid.get(f.id, ()):
-                    await self.llm.record_batch_call(
-                        model_id=v.model_id,  # type: ignore[arg-type]
-                        input_tokens=v.input_tokens,
-                        output_tokens=v.output_tokens,
-                        cost_usd=v.cost_usd,
-                        error=None if v.status == "voted" else v.error,
-                        related=related | {"member": v.member},
-                    )
-            elif f.answer.model_id is not None:
-                await self.llm.record_batch_call(
-                    model_id=f.answer.model_id,
-                    input_tokens=f.answer.input_tokens,
-                    output_tokens=f.answer.output_tokens,
-                    cost_usd=f.answer.cost_usd,
-                    error=f.parse_error or f.error if f.status != "completed" else None,
-                    related=related,
-                )
-
-    async def _apply_group(self, job: StoredBatch) -> bool:
-        """Apply a panel's group of jobs (``job`` and those carrying the same claims) once
-        every one of them has ended: each member's lines become its votes, and each
-        comparison ends through the live panel's aggregation. Returns whether it applied."""
-        config, panel = await self.kind.session(job.session_id)
-        async with self.engine.connect() as conn:
-            group = await batch_group(conn, job.id)
-            if any(j.applied_at is not None for j in group):
-                return False  # applied already (a stale list of the session's jobs)
-            if any(j.state not in _ENDED for j in group):
-                return False
-            claims = await load_claims(conn, group[0].id)
-        fallback = await self._fallback(job.session_id)
-        cancelled = await self._cancelled(job.session_id)
-        tally = PanelTally(config, panel, self.max_attempts, again=not cancelled)
-        for member_job in group:
-            client, info = await self.llm.batch_client(member_job.model_id)
-            async with self.engine.connect() as conn:
-                stored = {r.custom_id: r for r in await load_requests(conn, member_job.id)}
-            done: set[str] = set()
-            remote = None
-            if member_job.provider_batch_id is not None:
-                remote = await client.get(member_job.provider_batch_id)
-                requests = {cid: chat_request(r.request, info.model) for cid, r in stored.items()}
-                async for line in client.results(remote, requests.get):
-                    request = stored.get(line.custom_id or "")
-                    if request is None or line.custom_id in done:
-                        continue
-                    done.add(request.custom_id)
-                    k = request.member
-                    cost = at_batch_price(panel.members[k].pricing.cost, info.batch_discount)
-                    tally.line(request, line, cost)
-            why = "the session was cancelled" if remote is None else _missing_reason(remote)
-            for custom_id, request in stored.items():
-                if custom_id not in done:
-                    tally.unanswered(request, why, retry=not cancelled)
-        items = sorted(claims.values(), key=lambda c: c.queue_position)
-        if fallback and not cancelled:
-            await self._ask_live(job.session_id, items, tally)
-        for start in range(0, len(items), self.apply_chunk):
-            chunk = [
-                storable_finish(tally.finish(i)) for i in items[start : start + self.apply_chunk]
-            ]
-            await self._write(chunk, account=job, paid=tally.paid)
-            await self._stage("applying", job)
-        async with self.engine.begin() as conn:
-            for member_job in group:
-                await update_batch(conn, member_job.id, stamp=("applied_at",))
-        return True
-
-    async def _ask_live(self, session_id: int, items: list[Claimed], tally: PanelTally) -> None:
-        """The members whose requests a job could not answer, asked live at once
-        (``batch_fallback`` = live)."""
-        config, panel = await self.kind.session(session_id)
-        wanting = [i for i in items if tally.retry.get(i.id)]
-        await self.kind.prepare(session_id, wanting)
-        gate = asyncio.Semaphore(32)
-
-        async def one(item: Claimed) -> None:
-            async with gate:
-                votes = await judge_members(
-                    llm=self.llm,
-                    item=item,
-                    config=config,
-                    threads=self.kind.threads,
-                    panel=panel,
-                    members=sorted(tally.retry[item.id]),
-                    max_attempts=self.max_attempts,
-                )
-            if isinstance(votes, list):
-                tally.asked_live(item.id, votes)
-
-        await asyncio.gather(*(one(i) for i in wanting))
-
-    async def _cancelled(self, session_id: int) -> bool:
-        async with self.engine.connect() as conn:
-            status = await conn.scalar(
-                text("SELECT status FROM judge_sessions WHERE id = :s"), {"s": session_id}
-            )
-        return status == "cancelled"
-
-    async def _fallback(self, session_id: int) -> bool:
-        async with self.engine.connect() as conn:
-            options = await conn.scalar(
-                text("SELECT options FROM judge_sessions WHERE id = :s"), {"s": session_id}
-            )
-        return (options or {}).get("batch_fallback") == "live"
-
-    async def _judge_live(self, session_id: int, items: list[Claimed]) -> None:
-        """Requests the job could not answer, judged live (``batch_fallback`` = live)."""
-        config, panel = await self.kind.session(session_id)
-        await self.kind.prepare(session_id, items)
-        gate = asyncio.Semaphore(32)
-
-        async def one(item: Claimed) -> Finish:
-            async with gate:
-                return storable_finish(
-                    await judge_comparison(
-                        llm=self.llm,
-                        item=item,
-                        config=config,
-                        threads=self.kind.threads,
-                        panel=panel,
-                        max_attempts=self.max_attempts,
-                    )
-                )
-
-        finishes = await asyncio.gather(*(one(i) for i in items))
-        for start in range(0, len(finishes), self.apply_chunk):
-            await self._write(list(finishes[start : start + self.apply_chunk]))
-
     async def _publish(self, session_id: int) -> None:
         if self.hub is None:
             return
@@ -614,31 +361,8 @@ class BatchRunner:
         self.hub.publish_nowait(session_topic(session_id), "batch_status", batch_status(jobs))
 
 
-_ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
-
-
 def _tag(job: StoredBatch) -> str:
     return f"llmjudge-{job.session_id}-{job.id}"
-
-
-def _missing_reason(remote: RemoteBatch | None) -> str:
-    if remote is None:
-        return "the batch job was never sent"
-    detail = f": {remote.error}" if remote.error else ""
-    return f"no result for this request: the batch job ended {remote.state}{detail}"[:2000]
-
-
-def chat_request(stored: dict[str, Any], model: str) -> ChatRequest:
-    """A stored ``JudgeRequest`` as the provider request a batch line carries."""
-    request = JudgeRequest.from_json(stored)
-    return ChatRequest(
-        model=model,
-        messages=request.messages,
-        temperature=request.temperature,
-        max_tokens=request.max_tokens,
-        json_schema=request.json_schema,
-        schema_name=request.schema_name,
-    )
 
 
 def batch_status(jobs: Sequence[StoredBatch]) -> dict[str, Any]:

@@ -282,8 +282,11 @@ class BatchRunner(BatchApplier):
         async with self.engine.connect() as conn:
             in_flight = Counter(b.provider_id for b in await open_batches(conn, session_id))
         wanted = Counter(info.provider_id for _, info in clients.values())
+        # A panel with more members on one provider than its limit sends them together
+        # when none of the session's jobs is in flight there, else it would never start.
         if any(
-            in_flight[info.provider_id] + wanted[info.provider_id] > client.limits.max_in_flight
+            in_flight[info.provider_id]
+            and in_flight[info.provider_id] + wanted[info.provider_id] > client.limits.max_in_flight
             for client, info in clients.values()
         ):
             return False

@@ -6,6 +6,7 @@ again (a later job, or live), and a member without a batch API is refused at cre
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,15 @@ async def test_a_mixed_provider_panel_survives_a_kill_at_every_stage(
     await openai.start()
     await anthropic.start()
     try:
-        oa = await judge_model(client, "pk-oa", "openai", openai.base_url, batch_max_requests=100)
+        oa = await judge_model(
+            client,
+            "pk-oa",
+            "openai",
+            openai.base_url,
+            batch_max_requests=100,
+            # two members' jobs per group against one in flight: a group at a time
+            batch_max_in_flight=1,
+        )
         oa2 = await second_model(client, oa, "pk-oa-2")
         an = await judge_model(client, "pk-an", "anthropic", anthropic.base_url)
         r = await client.patch(f"/api/models/{an}", json={"batch_discount": 0.4})
@@ -130,6 +139,16 @@ async def test_a_mixed_provider_panel_survives_a_kill_at_every_stage(
             s=sid,
         )
         assert sorted(jobs) == sorted([(oa, 3, 276), (oa2, 3, 276), (an, 3, 276)])
+        # One OpenAI job in flight allowed: each group waited for the one before it.
+        spans = await rows(
+            app,
+            "SELECT min(created_at), max(applied_at) FROM provider_batches "
+            "WHERE session_id = :s AND model_id = ANY(:m) GROUP BY created_at ORDER BY 1",
+            s=sid,
+            m=[oa, oa2],
+        )
+        assert len(spans) == 3
+        assert all(later[0] >= earlier[1] for earlier, later in itertools.pairwise(spans))
         # Every member's vote stored once, read by the session's reader.
         votes = await rows(
             app,

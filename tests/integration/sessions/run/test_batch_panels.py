@@ -2,7 +2,8 @@
 member's calls go to its own provider's batch API (one job per member model), every
 comparison ends once with every member's vote once while the batch worker is killed at
 each stage, a member's broken line fails only that member's vote, an expired one is asked
-again (a later job, or live), and a member without a batch API is refused at create."""
+again (a later job, or live), a panel of graders gets the mean of its grades, cancelling
+cancels every member's job, and a member without a batch API is refused at create."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from llmjudge.providers.llm import LLMService
 from llmjudge.sessions.run.batches import BatchRunner
 from tests.fakes.batches import BatchState, FakeAnthropicBatches, FakeOpenAIBatches
 from tests.integration.sessions.run.test_batches import (
+    _MARK,
     PRICE_IN,
     PRICE_OUT,
     comparison_ids,
@@ -272,6 +274,56 @@ async def test_live_fallback_asks_an_expired_member_live(
             c=first,
         )
         assert vote == ("voted", True)
+    finally:
+        await openai.stop()
+        await anthropic.stop()
+
+
+def grade(body: dict[str, Any]) -> str:
+    """A grader's reply: model judge-1 grades thread n (n mod 10) + 1, judge-2 10 - (n mod 10)."""
+    content = str(body["messages"][-1]["content"])
+    mark = _MARK.search(content)
+    if mark is None:
+        return "OK"
+    n = int(mark.group(1).split("-")[1]) % 10
+    return f"Rating: [[{n + 1 if body['model'] == 'judge-1' else 10 - n}]]"
+
+
+async def test_a_panel_of_graders_runs_in_batch(
+    app: FastAPI, client: httpx.AsyncClient, pillar_ids: list[int]
+) -> None:
+    openai = FakeOpenAIBatches(BatchState(responder=grade))
+    anthropic = FakeAnthropicBatches(BatchState(responder=grade))
+    await openai.start()
+    await anthropic.start()
+    try:
+        oa = await judge_model(client, "pg-oa", "openai", openai.base_url)
+        oa2 = await second_model(client, oa, "pg-oa-2")
+        an = await judge_model(client, "pg-an", "anthropic", anthropic.base_url)
+        sid = await panel_session(
+            client,
+            pillar_ids,
+            [oa, oa2, an],
+            comparison_mode="single",
+            max_threads_per_pillar=4,
+            panel={"members": [{"model_id": m} for m in (oa, oa2, an)], "rule": "mean"},
+        )
+        await run_until_settled(app, sid, [])
+        got = await rows(
+            app,
+            "SELECT c.status, c.score, c.votes_cast, t.external_id, "
+            "array_agg(v.score ORDER BY v.member) FROM comparisons c "
+            "JOIN threads t ON t.id = c.thread_a_id "
+            "JOIN comparison_votes v ON v.comparison_id = c.id "
+            "WHERE c.session_id = :s GROUP BY c.id, t.external_id",
+            s=sid,
+        )
+        assert len(got) == 8
+        for status, score, cast, external, members in got:
+            n = int(external.split("-")[1]) % 10
+            assert (status, cast) == ("completed", 3)
+            assert members == [n + 1, 10 - n, n + 1]
+            assert score == pytest.approx((2 * (n + 1) + 10 - n) / 3)
     finally:
         await openai.stop()
         await anthropic.stop()

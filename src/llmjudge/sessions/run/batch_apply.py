@@ -197,6 +197,7 @@ class BatchApplier:
         fallback = await self._fallback(job.session_id)
         cancelled = await self._cancelled(job.session_id)
         tally = PanelTally(config, panel, self.max_attempts, again=not cancelled)
+        unknown: dict[int, list[str]] = {}  # lines no request of the job asked for
         for member_job in group:
             client, info = await self.llm.batch_client(member_job.model_id)
             async with self.engine.connect() as conn:
@@ -209,6 +210,8 @@ class BatchApplier:
                 async for line in client.results(remote, requests.get):
                     request = stored.get(line.custom_id or "")
                     if request is None or line.custom_id in done:
+                        note = line.error or f"unknown custom_id {line.custom_id!r}"
+                        unknown.setdefault(member_job.id, []).append(note)
                         continue
                     done.add(request.custom_id)
                     k = request.member
@@ -228,8 +231,9 @@ class BatchApplier:
             await self._write(chunk, account=job, paid=tally.paid)
             await self._stage("applying", job)
         async with self.engine.begin() as conn:
-            for member_job in group:
-                await update_batch(conn, member_job.id, stamp=("applied_at",))
+            for j in group:
+                notes = "; ".join(n for n in (j.error, *unknown.get(j.id, [])[:5]) if n)
+                await update_batch(conn, j.id, error=notes[:2000] or None, stamp=("applied_at",))
         return True
 
     async def _ask_live(self, session_id: int, items: list[Claimed], tally: PanelTally) -> None:

@@ -75,7 +75,9 @@ class _FakeBatchServer:
     def __init__(self, state: BatchState | None = None) -> None:
         self.state = state or BatchState()
         self.state.load()
-        self.app = web.Application(middlewares=[self._gate])
+        # The real APIs take files of up to 200 MB (OpenAI) and 256 MB (Anthropic), not
+        # aiohttp's default 1 MiB body.
+        self.app = web.Application(middlewares=[self._gate], client_max_size=256 * 1024 * 1024)
         self._runner: web.AppRunner | None = None
         self.base_url = ""
         self.port = 0

@@ -125,10 +125,22 @@ async def _estimate(
     why = batch_refusal(data, members)
     if why is not None:
         return out.model_copy(update={"batch_unavailable": why})
-    # A batch call costs the model's price less its batch discount (one judge: see
-    # execution.batch_refusal).
-    discount = members[0][0].batch_discount
-    return out.model_copy(update={"batch_cost_usd": out.cost_usd * (1.0 - discount)})
+    # A batch call costs the model's price less its batch discount; a panel pays each
+    # member its own (weighed by the member's share of the live cost: every member reads
+    # the same prompts, so its share is its prices on the same tokens).
+    weights = [
+        m.input_price_per_million * out.input_tokens
+        + m.output_price_per_million * out.output_tokens
+        for m, _ in members
+    ]
+    total = sum(weights)
+    keep = [1.0 - m.batch_discount for m, _ in members]
+    share = (
+        sum(w * k for w, k in zip(weights, keep, strict=True)) / total
+        if total > 0
+        else sum(keep) / len(keep)
+    )
+    return out.model_copy(update={"batch_cost_usd": out.cost_usd * share})
 
 
 async def _estimate_live(

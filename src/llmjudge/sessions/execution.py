@@ -14,18 +14,26 @@ from llmjudge.sessions.models import ProviderBatch
 from llmjudge.sessions.reads import session_row
 from llmjudge.sessions.schemas import BatchOut, SessionIn
 
-__all__ = ["PANEL_LIVE_ONLY", "batch_refusal", "execution_of", "list_batches"]
+__all__ = ["CASCADE_LIVE_ONLY", "batch_refusal", "execution_of", "list_batches"]
 
-PANEL_LIVE_ONLY = "a panel asks its members together and runs live only"
+CASCADE_LIVE_ONLY = (
+    "a cascade panel asks its members one after another, each after the last answered, "
+    "and runs live only"
+)
 
 
 def batch_refusal(data: SessionIn, members: Sequence[tuple[LLMModel, Provider]]) -> str | None:
-    """Why this session's judge(s) cannot run in batch mode, or None."""
-    if data.panel is not None:
-        return PANEL_LIVE_ONLY
-    m, p = members[0]
-    why = batch_unsupported(p.kind)
-    return None if why is None else f"judge model {m.name} (provider {p.name}): {why}"
+    """Why this session's judge(s) cannot run in batch mode, or None. A panel's members are
+    each sent to their own provider's batch API, so each must have one."""
+    if data.panel is not None and data.panel.rule == "cascade":
+        return CASCADE_LIVE_ONLY
+    for k, (m, p) in enumerate(members):
+        why = batch_unsupported(p.kind)
+        if why is None:
+            continue
+        who = "judge model" if data.panel is None else f"panel member {k + 1}, model"
+        return f"{who} {m.name} (provider {p.name}): {why}"
+    return None
 
 
 def execution_of(data: SessionIn, members: Sequence[tuple[LLMModel, Provider]]) -> str:

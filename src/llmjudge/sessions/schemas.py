@@ -206,9 +206,10 @@ class SessionIn(BaseModel):
     )
     batch_fallback: Literal["none", "live"] = Field(
         default="none",
-        description="execution batch on a judge without a batch API (the simulator, Gemini, "
-        "a panel): none refuses the session, live runs it live; live also judges live the "
-        "requests a batch job could not answer (expired, cancelled)",
+        description="execution batch on a judge or a panel member without a batch API (the "
+        "simulator, Gemini), or a cascade panel: none refuses the session, live runs it live; "
+        "live also judges live the requests a batch job could not answer (expired, "
+        "cancelled)",
     )
     adaptive: AdaptiveIn | None = Field(
         default=None, description="comparison_mode adaptive: its options (defaults if unset)"

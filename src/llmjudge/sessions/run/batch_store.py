@@ -25,6 +25,7 @@ from llmjudge.sessions.run.claims import Claimed
 __all__ = [
     "StoredBatch",
     "StoredRequest",
+    "batch_group",
     "batch_worker",
     "claim_for_batch",
     "give_back",
@@ -99,6 +100,24 @@ async def open_batches(conn: AsyncConnection, session_id: int) -> list[StoredBat
         select(*_FIELDS)
         .where(ProviderBatch.session_id == session_id, ProviderBatch.applied_at.is_(None))
         .order_by(ProviderBatch.id)
+    )
+    return [StoredBatch(*r) for r in rows.all()]
+
+
+async def batch_group(conn: AsyncConnection, batch_id: int) -> list[StoredBatch]:
+    """The jobs that carry the same claims as job ``batch_id`` (a panel's: one job per
+    member model, created together), itself included, oldest first. The oldest is the
+    group's lead: its id is the claims' token (``batch_worker``)."""
+    ids = await conn.scalars(
+        text(
+            "SELECT DISTINCT r.batch_id FROM provider_batch_requests r JOIN "
+            "(SELECT comparison_id, attempts FROM provider_batch_requests "
+            "WHERE batch_id = :b LIMIT 1) one USING (comparison_id, attempts)"
+        ),
+        {"b": batch_id},
+    )
+    rows = await conn.execute(
+        select(*_FIELDS).where(ProviderBatch.id.in_({batch_id, *ids})).order_by(ProviderBatch.id)
     )
     return [StoredBatch(*r) for r in rows.all()]
 

@@ -10,18 +10,21 @@ provider's ``max_in_flight`` jobs run:
     cancelled -> applied (``applied_at``)
 
 Nothing lives in memory between steps. A job row, its requests (each ``custom_id`` with the
-comparison and claim token it answers) and the claim of its comparisons are stored in one
-transaction before anything is sent; ``submitting`` is stored before the job is created,
-so a worker that died after the provider created it finds it again instead of sending it
-twice. Results are read by the session's reader (``judging.read_reply``), ended by the live
-path's own code (``panel_judging.solo_finish``) and written by the queue's exactly-once
-finish (``JudgeComparisons.write``): a job applied again after a crash changes nothing.
+comparison, claim token and panel member it answers) and the claim of its comparisons are
+stored in one transaction before anything is sent; ``submitting`` is stored before the job
+is created, so a worker that died after the provider created it finds it again instead of
+sending it twice. Results are applied by ``batch_apply`` (read by the session's reader,
+ended by the live path's own code, written by the queue's exactly-once finish): a job
+applied again after a crash changes nothing.
 
-A request that expired, was cancelled or met a server error is asked again: its comparison
-goes back to the queue for a later job (or, with ``batch_fallback`` = ``live``, is judged
-live at once), until its attempts are spent. A malformed result line fails its one
-comparison with the reason. Cancelling the session cancels its jobs at the provider; what
-they answered before is kept. Jobs and their states are published as ``batch_status``.
+A panel's comparisons are claimed once into a group of jobs, one per member model (each on
+its member's provider; ``custom_id`` ``c<comparison>-a<attempt>-m<member>``), applied when
+every job of the group has ended. A request that expired, was cancelled or met a server
+error is asked again: its comparison goes back to the queue for a later job (or, with
+``batch_fallback`` = ``live``, that request is judged live at once), until its attempts are
+spent. A malformed result line fails its one comparison (a panel: that member's vote) with
+the reason. Cancelling the session cancels its jobs at the provider; what they answered
+before is kept. Jobs and their states are published as ``batch_status``.
 """
 
 from __future__ import annotations
@@ -30,21 +33,21 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llmjudge.infra.events.hub import EventHub
-from llmjudge.judging import JudgeRequest, JudgeResult, at_batch_price, read_reply
-from llmjudge.providers import BatchClient, BatchLine, ChatRequest, RemoteBatch
+from llmjudge.providers import BatchClient, RemoteBatch
+from llmjudge.sessions.run.batch_apply import ENDED, BatchApplier, BatchLLM, Hook, chat_request
 from llmjudge.sessions.run.batch_store import (
     StoredBatch,
     StoredRequest,
     claim_for_batch,
     give_back,
-    load_claims,
     load_requests,
     new_batch,
     open_batches,
@@ -52,14 +55,12 @@ from llmjudge.sessions.run.batch_store import (
     store_requests,
     update_batch,
 )
-from llmjudge.sessions.run.claims import Claimed, Finish, token
-from llmjudge.sessions.run.jobs import JudgeComparisons, JudgeLLM, storable_finish
+from llmjudge.sessions.run.claims import Finish
+from llmjudge.sessions.run.jobs import JudgeComparisons
 from llmjudge.sessions.run.judging import MAX_ATTEMPTS, prepare_prompt, session_topic
 from llmjudge.sessions.run.panel_judging import (
     comparison_context,
-    judge_comparison,
     judge_request,
-    solo_finish,
 )
 
 __all__ = ["LOCK_CLASS", "BatchLLM", "BatchRunner", "Hook", "batch_status"]
@@ -69,26 +70,11 @@ log = logging.getLogger(__name__)
 LOCK_CLASS = 0x62617463  # "batc": the advisory lock class of a batch session's loop
 # Finishes written per transaction while a job's results are applied.
 APPLY_CHUNK = 500
-# (stage, job id) -> awaited at each stage: before_upload, after_create, polling, applying.
-Hook = Callable[[str, int], Awaitable[None]]
+# Comparisons per group of a panel's jobs: their member votes are joined in memory.
+PANEL_JOB_COMPARISONS = 5_000
 
 
-class BatchLLM(JudgeLLM, Protocol):
-    async def batch_client(self, model_id: int) -> tuple[BatchClient, Any]: ...
-
-    async def record_batch_call(
-        self,
-        *,
-        model_id: int,
-        input_tokens: int,
-        output_tokens: int,
-        cost_usd: float,
-        error: str | None,
-        related: Mapping[str, Any],
-    ) -> None: ...
-
-
-class BatchRunner:
+class BatchRunner(BatchApplier):
     name = "batches"
     lock_class = LOCK_CLASS
 
@@ -165,31 +151,43 @@ class BatchRunner:
 
     async def _advance(self, job: StoredBatch, *, cancel: bool) -> bool:
         client, _ = await self.llm.batch_client(job.model_id)
-        if cancel and job.provider_batch_id is None:
+        _, panel = await self.kind.session(job.session_id)
+        if job.provider_batch_id is None and (cancel or job.state in ENDED):
             # Not at the provider, unless a dead worker created it: then cancel it there.
             found = await self._find(job, client) if job.state == "submitting" else None
             if found is not None:
                 await self._record(job, found, submitted=True)
-            else:
+            elif panel.solo:
                 await self._apply(job, client, None, "the session was cancelled")
+            else:  # ended unsent; applied with the rest of its group
+                ending = job.state != "cancelled"
+                if ending:
+                    async with self.engine.begin() as conn:
+                        await update_batch(conn, job.id, state="cancelled", stamp=("ended_at",))
+                return await self._apply_group(job) or ending
             return True
         if job.state == "prepared":
             return await self._upload(job, client)
         if job.state in ("uploaded", "submitting"):
             return await self._create(job, client)
         assert job.provider_batch_id is not None
-        if cancel and not job.cancel_requested and job.state not in _ENDED:
+        if cancel and not job.cancel_requested and job.state not in ENDED:
             remote = await client.cancel(job.provider_batch_id)
             await self._record(job, remote, cancel_requested=True)
             return True
-        if job.state not in _ENDED:
+        if job.state not in ENDED:
             await self._stage("polling", job)
             remote = await client.get(job.provider_batch_id)
             await self._record(job, remote)
             if not remote.ended:
                 return remote.state != job.state
+        elif not panel.solo:
+            return await self._apply_group(job)
         else:
             remote = await client.get(job.provider_batch_id)
+        if not panel.solo:
+            await self._apply_group(job)
+            return True  # it ended: its group applies once every job of it has ended
         await self._apply(await self._reload(job), client, remote, None)
         return True
 
@@ -268,45 +266,55 @@ class BatchRunner:
         async with self.engine.begin() as conn:
             await update_batch(conn, job.id, **values, stamp=tuple(stamps))
 
-    async def _reload(self, job: StoredBatch) -> StoredBatch:
-        async with self.engine.connect() as conn:
-            return next(b for b in await session_batches(conn, job.session_id) if b.id == job.id)
-
-    async def _stage(self, stage: str, job: StoredBatch) -> None:
-        if self.hook is not None:
-            await self.hook(stage, job.id)
-
     # -- a new job ----------------------------------------------------------------------------
 
     async def _submit_more(self, session_id: int) -> bool:
+        """Claim pending comparisons into new job(s): one per member model of the session's
+        judge(s) (a single judge: one), stored with their requests before anything is sent."""
         config, panel = await self.kind.session(session_id)
-        if config.judge_model_id is None or not panel.solo:
-            return False  # checked at create: a batch session has one judge
-        client, info = await self.llm.batch_client(config.judge_model_id)
+        asked = [k for k, m in enumerate(panel.members) if m.model_id is not None]
+        if not asked or panel.policy is not None:
+            return False  # checked at create: a cascade runs live; a deleted judge waits
+        by_model: dict[int, list[int]] = {}
+        for k in asked:
+            by_model.setdefault(panel.members[k].model_id, []).append(k)  # type: ignore[arg-type]
+        clients = {m: await self.llm.batch_client(m) for m in by_model}
         async with self.engine.connect() as conn:
-            in_flight = sum(1 for b in await open_batches(conn, session_id))
-        if in_flight >= client.limits.max_in_flight:
+            in_flight = Counter(b.provider_id for b in await open_batches(conn, session_id))
+        wanted = Counter(info.provider_id for _, info in clients.values())
+        # A panel with more members on one provider than its limit sends them together
+        # when none of the session's jobs is in flight there, else it would never start.
+        if any(
+            in_flight[info.provider_id]
+            and in_flight[info.provider_id] + wanted[info.provider_id] > client.limits.max_in_flight
+            for client, info in clients.values()
+        ):
             return False
+        n = min(c.limits.max_requests // len(by_model[m]) for m, (c, _) in clients.items())
+        if not panel.solo:  # a panel's votes wait in memory while its jobs are joined
+            n = min(n, PANEL_JOB_COMPARISONS)
         async with self.engine.begin() as conn:
-            job_id = await new_batch(
-                conn,
-                session_id=session_id,
-                provider_id=info.provider_id,
-                model_id=info.id,
-                kind=client.kind,
-            )
-            items = await claim_for_batch(
-                conn, session_id=session_id, batch_id=job_id, n=client.limits.max_requests
-            )
+            jobs = {
+                m: await new_batch(
+                    conn,
+                    session_id=session_id,
+                    provider_id=info.provider_id,
+                    model_id=info.id,
+                    kind=client.kind,
+                )
+                for m, (client, info) in clients.items()
+            }
+            lead = min(jobs.values())  # the claims' token names the group's first job
+            items = await claim_for_batch(conn, session_id=session_id, batch_id=lead, n=max(n, 1))
             if not items:
                 await conn.rollback()
                 return False
             await self.kind.prepare(session_id, items)
-            requests: list[StoredRequest] = []
+            requests: dict[int, list[StoredRequest]] = {m: [] for m in jobs}
+            size = dict.fromkeys(jobs, 0)
             failed: list[Finish] = []
-            size = 0
-            for n, item in enumerate(items):
-                if n % 500 == 499:
+            for i, item in enumerate(items):
+                if i % 500 == 499:
                     await asyncio.sleep(0)  # a job of 50,000 prompts: let others run
                 prepared = prepare_prompt(item, config, self.kind.threads, self.max_attempts)
                 if isinstance(prepared, Finish):
@@ -314,167 +322,39 @@ class BatchRunner:
                     continue
                 a, b, messages = prepared
                 context = comparison_context(item, a, b, config)
-                request = judge_request(item, config, panel, messages, context, 0)
-                custom_id = f"c{item.id}-a{item.attempts}"
-                line = client.entry_bytes(
-                    client.entry(custom_id, chat_request(request.to_json(), info.model))
-                )
-                if requests and size + line > client.limits.max_bytes:
-                    await give_back(conn, items[n:])
+                lines: dict[int, list[tuple[StoredRequest, int]]] = {m: [] for m in jobs}
+                for m, members in by_model.items():
+                    client, info = clients[m]
+                    for k in members:
+                        request = judge_request(item, config, panel, messages, context, k)
+                        custom_id = f"c{item.id}-a{item.attempts}" + (
+                            "" if panel.solo else f"-m{k}"
+                        )
+                        line = client.entry_bytes(
+                            client.entry(custom_id, chat_request(request.to_json(), info.model))
+                        )
+                        stored = StoredRequest(
+                            custom_id, item.id, item.attempts, k, request.to_json()
+                        )
+                        lines[m].append((stored, line))
+                grown = {m: size[m] + sum(b for _, b in lines[m]) for m in jobs}
+                if any(requests[m] and grown[m] > clients[m][0].limits.max_bytes for m in jobs):
+                    await give_back(conn, items[i:])
                     break
-                size += line
-                requests.append(
-                    StoredRequest(custom_id, item.id, item.attempts, 0, request.to_json())
-                )
+                size = grown
+                for m in jobs:
+                    requests[m].extend(r for r, _ in lines[m])
             if failed:
                 self.kind.after_written(failed, await self.kind.write(conn, failed))
-            if not requests:
+            if not any(requests.values()):
                 await conn.execute(
-                    text("DELETE FROM provider_batches WHERE id = :id"), {"id": job_id}
+                    text("DELETE FROM provider_batches WHERE id = ANY(:ids)"),
+                    {"ids": list(jobs.values())},
                 )
                 return bool(failed)
-            await store_requests(conn, job_id, requests, size)
+            for m, job_id in jobs.items():
+                await store_requests(conn, job_id, requests[m], size[m])
         return True
-
-    # -- results --------------------------------------------------------------------------------
-
-    async def _apply(
-        self, job: StoredBatch, client: BatchClient, remote: RemoteBatch | None, reason: str | None
-    ) -> None:
-        """Apply every result of an ended job (or end an unsent one with ``reason``)."""
-        config, panel = await self.kind.session(job.session_id)
-        _, info = await self.llm.batch_client(job.model_id)
-        member = panel.members[0]
-        cost = at_batch_price(member.pricing.cost, info.batch_discount)
-        async with self.engine.connect() as conn:
-            stored = {r.custom_id: r for r in await load_requests(conn, job.id)}
-            claims = await load_claims(conn, job.id)
-        done: set[str] = set()
-        chunk: list[Finish] = []
-        retry: list[Claimed] = []
-        fallback = await self._fallback(job.session_id)
-        applied = 0
-
-        async def flush() -> None:
-            nonlocal chunk, applied
-            if chunk:
-                await self._write(chunk, account=job)
-                applied += len(chunk)
-                chunk = []
-                await self._stage("applying", job)
-
-        unknown: list[str] = []
-        if remote is not None:
-            requests = {cid: chat_request(r.request, info.model) for cid, r in stored.items()}
-            async for line in client.results(remote, requests.get):
-                request = stored.get(line.custom_id or "")
-                if request is None or line.custom_id in done:
-                    unknown.append(line.error or f"unknown custom_id {line.custom_id!r}")
-                    continue
-                done.add(request.custom_id)
-                item = claims[request.comparison_id]
-                if line.retry and fallback:
-                    retry.append(item)
-                    continue
-                chunk.append(self._finish(item, member, line, cost, config.reader))
-                if len(chunk) >= self.apply_chunk:
-                    await flush()
-        why = reason or _missing_reason(remote)
-        for custom_id, request in stored.items():
-            if custom_id in done:
-                continue
-            item = claims[request.comparison_id]
-            if fallback and reason is None:
-                retry.append(item)
-            else:
-                result: JudgeResult[Any] = JudgeResult(error=why)
-                chunk.append(solo_finish(item, member, result, None, self.max_attempts))
-        await flush()
-        if retry:
-            await self._judge_live(job.session_id, retry)
-        notes = [reason] if reason else unknown[:5]
-        async with self.engine.begin() as conn:
-            await update_batch(
-                conn,
-                job.id,
-                state=remote.state if remote is not None else "cancelled",
-                error="; ".join(n for n in (job.error, *notes) if n)[:2000] or None,
-                stamp=("applied_at",) if job.ended_at else ("applied_at", "ended_at"),
-            )
-
-    def _finish(
-        self, item: Claimed, member: Any, line: BatchLine, cost: Any, reader: Any
-    ) -> Finish:
-        if line.result is not None:
-            reply = line.result
-            result = read_reply(
-                reader,
-                reply.text,
-                logprobs=reply.logprobs,
-                input_tokens=reply.input_tokens,
-                output_tokens=reply.output_tokens,
-                cached_input_tokens=reply.cached_input_tokens,
-                cache_write_tokens=reply.cache_write_tokens,
-                cost_usd=cost(
-                    reply.input_tokens,
-                    reply.output_tokens,
-                    reply.cached_input_tokens,
-                    reply.cache_write_tokens,
-                ),
-            )
-            return storable_finish(solo_finish(item, member, result, None, self.max_attempts))
-        if not line.retry and (line.error or "").startswith("malformed"):
-            return Finish(**token(item), status="failed", error=(line.error or "")[:2000])
-        return solo_finish(item, member, JudgeResult(error=line.error), None, self.max_attempts)
-
-    async def _write(self, finishes: list[Finish], account: StoredBatch | None = None) -> None:
-        """Apply ``finishes`` exactly once; with ``account`` (their job), the provider calls
-        of those that applied go to the call accounting (a re-applied one does not)."""
-        async with self.engine.begin() as conn:
-            written = await self.kind.write(conn, finishes)
-        self.kind.after_written(finishes, written)
-        if account is None:
-            return
-        for f in finishes:
-            if f.id in written.applied and f.answer.model_id is not None:
-                await self.llm.record_batch_call(
-                    model_id=f.answer.model_id,
-                    input_tokens=f.answer.input_tokens,
-                    output_tokens=f.answer.output_tokens,
-                    cost_usd=f.answer.cost_usd,
-                    error=f.parse_error or f.error if f.status != "completed" else None,
-                    related={"session_id": account.session_id, "comparison_id": f.id},
-                )
-
-    async def _fallback(self, session_id: int) -> bool:
-        async with self.engine.connect() as conn:
-            options = await conn.scalar(
-                text("SELECT options FROM judge_sessions WHERE id = :s"), {"s": session_id}
-            )
-        return (options or {}).get("batch_fallback") == "live"
-
-    async def _judge_live(self, session_id: int, items: list[Claimed]) -> None:
-        """Requests the job could not answer, judged live (``batch_fallback`` = live)."""
-        config, panel = await self.kind.session(session_id)
-        await self.kind.prepare(session_id, items)
-        gate = asyncio.Semaphore(32)
-
-        async def one(item: Claimed) -> Finish:
-            async with gate:
-                return storable_finish(
-                    await judge_comparison(
-                        llm=self.llm,
-                        item=item,
-                        config=config,
-                        threads=self.kind.threads,
-                        panel=panel,
-                        max_attempts=self.max_attempts,
-                    )
-                )
-
-        finishes = await asyncio.gather(*(one(i) for i in items))
-        for start in range(0, len(finishes), self.apply_chunk):
-            await self._write(list(finishes[start : start + self.apply_chunk]))
 
     async def _publish(self, session_id: int) -> None:
         if self.hub is None:
@@ -484,31 +364,8 @@ class BatchRunner:
         self.hub.publish_nowait(session_topic(session_id), "batch_status", batch_status(jobs))
 
 
-_ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
-
-
 def _tag(job: StoredBatch) -> str:
     return f"llmjudge-{job.session_id}-{job.id}"
-
-
-def _missing_reason(remote: RemoteBatch | None) -> str:
-    if remote is None:
-        return "the batch job was never sent"
-    detail = f": {remote.error}" if remote.error else ""
-    return f"no result for this request: the batch job ended {remote.state}{detail}"[:2000]
-
-
-def chat_request(stored: dict[str, Any], model: str) -> ChatRequest:
-    """A stored ``JudgeRequest`` as the provider request a batch line carries."""
-    request = JudgeRequest.from_json(stored)
-    return ChatRequest(
-        model=model,
-        messages=request.messages,
-        temperature=request.temperature,
-        max_tokens=request.max_tokens,
-        json_schema=request.json_schema,
-        schema_name=request.schema_name,
-    )
 
 
 def batch_status(jobs: Sequence[StoredBatch]) -> dict[str, Any]:

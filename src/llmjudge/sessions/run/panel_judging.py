@@ -56,7 +56,10 @@ __all__ = [
     "PanelConfig",
     "comparison_context",
     "judge_comparison",
+    "judge_members",
     "judge_request",
+    "member_vote",
+    "panel_finish",
     "panel_config",
     "solo_finish",
     "solo_panel",
@@ -133,7 +136,7 @@ def verdict_fields(verdict: Verdict | Score) -> dict[str, Any]:
     }
 
 
-def _as_vote(result: JudgeResult[Any], k: int, member: MemberConfig) -> JudgeVote:
+def member_vote(result: JudgeResult[Any], k: int, member: MemberConfig) -> JudgeVote:
     """A member's call as its stored vote: ``voted`` when its reply was read (an answer
     the format counts as a tie is a vote, its reason kept), else ``missing``."""
     base: dict[str, Any] = {"member": k, "model_id": member.model_id, "judge": member.label}
@@ -183,7 +186,7 @@ class _Judging:
                 cost=member.pricing.cost,
                 on_delta=on_delta,
             )
-        vote = _as_vote(result, k, member)
+        vote = member_vote(result, k, member)
         if self.publish is not None and not self.panel.solo:
             # A live lane shows every member's answer as it arrives.
             self.publish(
@@ -308,7 +311,7 @@ async def judge_comparison(
     judging = _Judging(llm, item, config, panel, messages, context, publish)
     if panel.solo:
         return await _solo(judging, started, max_attempts, stream_interval_s, wants_stream)
-    return await _panel(judging, base, started, max_attempts)
+    return await _panel(judging, started, max_attempts)
 
 
 async def _solo(
@@ -350,7 +353,7 @@ def solo_finish(
     """How a single judge's call ends its comparison, however it was sent (live, or a
     batch job's result read later); ``vote``: the result as its vote, if made already."""
     base = token(item)
-    vote = vote or _as_vote(result, 0, member)
+    vote = vote or member_vote(result, 0, member)
     if result.error is not None:
         status = _retry_or_fail(item, max_attempts)
         return Finish(**base, status=status, started_at=started, error=result.error)
@@ -371,42 +374,72 @@ def solo_finish(
     )
 
 
-async def _panel(
-    judging: _Judging, base: dict[str, Any], started: datetime, max_attempts: int
-) -> Finish:
-    """A panel's finish: the comparison row stores the aggregate and the total spend."""
-    item, panel = judging.item, judging.panel
+async def _panel(judging: _Judging, started: datetime, max_attempts: int) -> Finish:
+    """A panel asked live: every member at once, or in order for a cascade."""
+    panel = judging.panel
     t0 = time.perf_counter()
     votes: list[JudgeVote]
     if panel.policy is None:
         asked_all = await asyncio.gather(*(judging.ask(k) for k in range(len(panel.members))))
         votes = [v for v, _ in asked_all]
-        asked = len(votes)
     else:
         votes = []
         for k in range(len(panel.members)):
             votes.append((await judging.ask(k))[0])
             if should_stop([_ballot(v) for v in votes], panel.policy):
                 break
-        asked = len(votes)
-        votes += [
-            JudgeVote(member=k, model_id=m.model_id, judge=m.label, status="skipped")
-            for k, m in enumerate(panel.members)
-            if k >= asked
-        ]
+    asked = len(votes)
+    votes += [
+        JudgeVote(member=k, model_id=m.model_id, judge=m.label, status="skipped")
+        for k, m in enumerate(panel.members)
+        if k >= asked
+    ]
     wall = time.perf_counter() - t0
-    if judging.config.verdict_format.grades:
-        return _graded(judging, base, started, max_attempts, votes, asked, wall)
+    return panel_finish(
+        judging.item, judging.config, panel, votes, asked, started, wall, max_attempts
+    )
+
+
+async def judge_members(
+    *,
+    llm: ChatService,
+    item: Claimed,
+    config: SessionConfig,
+    threads: ThreadCache,
+    panel: PanelConfig,
+    members: Sequence[int],
+    max_attempts: int = MAX_ATTEMPTS,
+) -> list[JudgeVote] | Finish:
+    """Members ``members`` of ``panel`` asked live on ``item`` (a batch job's requests it
+    could not answer), or the ``Finish`` that fails it without a call."""
+    prepared = prepare_prompt(item, config, threads, max_attempts)
+    if isinstance(prepared, Finish):
+        return prepared
+    a, b, messages = prepared
+    context = comparison_context(item, a, b, config)
+    judging = _Judging(llm, item, config, panel, messages, context, None)
+    return [v for v, _ in await asyncio.gather(*(judging.ask(k) for k in members))]
+
+
+def panel_finish(
+    item: Claimed,
+    config: SessionConfig,
+    panel: PanelConfig,
+    votes: list[JudgeVote],
+    asked: int,
+    started: datetime | None,
+    wall: float | None,
+    max_attempts: int,
+) -> Finish:
+    """A panel's finish from its members' votes (asked live, or read from batch jobs): the
+    comparison row stores the aggregate and the total spend."""
+    base = token(item)
+    if config.verdict_format.grades:
+        return _graded(item, panel, base, started, max_attempts, votes, asked, wall)
     agg = aggregate(
         panel.rule, [_ballot(v) for v in votes], weights=panel.weights, policy=panel.policy
     )
-    spend = {
-        "input_tokens": sum(v.input_tokens for v in votes),
-        "output_tokens": sum(v.output_tokens for v in votes),
-        "cost_usd": sum(v.cost_usd for v in votes),
-        "latency_s": wall,
-        "cache_hit": all(v.cache_hit for v in votes if v.status == "voted"),
-    }
+    spend = _spend(votes, wall)
     if agg.winner is None:
         errors = "; ".join(f"{v.judge or v.member}: {v.error}" for v in votes if v.error)
         status = _retry_or_fail(item, max_attempts)
@@ -444,7 +477,7 @@ async def _panel(
     )
 
 
-def _spend(votes: Sequence[JudgeVote], wall: float) -> dict[str, Any]:
+def _spend(votes: Sequence[JudgeVote], wall: float | None) -> dict[str, Any]:
     return {
         "input_tokens": sum(v.input_tokens for v in votes),
         "output_tokens": sum(v.output_tokens for v in votes),
@@ -455,16 +488,16 @@ def _spend(votes: Sequence[JudgeVote], wall: float) -> dict[str, Any]:
 
 
 def _graded(
-    judging: _Judging,
+    item: Claimed,
+    panel: PanelConfig,
     base: dict[str, Any],
-    started: datetime,
+    started: datetime | None,
     max_attempts: int,
     votes: list[JudgeVote],
     asked: int,
-    wall: float,
+    wall: float | None,
 ) -> Finish:
     """A panel of graders' finish: the mean or median of its members' grades."""
-    item, panel = judging.item, judging.panel
     graded = [v.status == "voted" for v in votes]
     agg = aggregate_scores(
         panel.rule,

@@ -28,6 +28,12 @@ from llmjudge.infra.web import (
 from llmjudge.sessions import control, estimates, execution, reads, service
 from llmjudge.sessions.adaptive import state as adaptive
 from llmjudge.sessions.adaptive.schemas import AdaptiveEstimateOut, AdaptiveOut
+from llmjudge.sessions.comparison_schemas import (
+    ComparisonDetail,
+    ComparisonPage,
+    ThreadComparisons,
+    ThreadLabelOut,
+)
 from llmjudge.sessions.deps import Hub, Tester, parse_ids
 from llmjudge.sessions.imports import storing as judgment_import
 from llmjudge.sessions.imports.parsing import (
@@ -41,8 +47,6 @@ from llmjudge.sessions.panels.schemas import PanelReportOut
 from llmjudge.sessions.run.judging import session_topic
 from llmjudge.sessions.schemas import (
     BatchOut,
-    ComparisonDetail,
-    ComparisonPage,
     ComparisonStatus,
     EstimateOut,
     JudgmentImportOut,
@@ -53,8 +57,6 @@ from llmjudge.sessions.schemas import (
     SessionOut,
     SessionStatus,
     SessionSummary,
-    ThreadComparisons,
-    ThreadLabelOut,
 )
 
 T = TypeVar("T")

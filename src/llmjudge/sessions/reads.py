@@ -20,20 +20,22 @@ from llmjudge.catalog import Pillar, Thread
 from llmjudge.infra.errors import Invalid, NotFound
 from llmjudge.providers import LLMCall, LLMModel, Provider
 from llmjudge.references import ReferenceLabel
-from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
-from llmjudge.sessions.schemas import (
+from llmjudge.sessions.comparison_schemas import (
     ComparisonDetail,
     ComparisonOut,
     ComparisonPage,
+    ThreadComparison,
+    ThreadComparisons,
+    ThreadLabelOut,
+    VoteOut,
+)
+from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
+from llmjudge.sessions.schemas import (
     Counts,
     JudgeModelOut,
     PromptCacheOut,
     SessionOut,
     SessionSummary,
-    ThreadComparison,
-    ThreadComparisons,
-    ThreadLabelOut,
-    VoteOut,
 )
 
 __all__ = [

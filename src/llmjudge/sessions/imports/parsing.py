@@ -43,8 +43,9 @@ Position swaps:
 
 All or nothing: the caller stores the rows only when there are no errors.
 
-About 590 lines (50 of them this docstring) as one piece: the judgment row model, its validation and the mapping of
-rows to threads are one parser, shared by the native, FastChat and Arena-Hard paths.
+About 590 lines (50 of them this docstring) as one piece: the judgment row model, its
+validation and the mapping of rows to threads are one parser, shared by the native, FastChat
+and Arena-Hard paths.
 """
 
 from __future__ import annotations

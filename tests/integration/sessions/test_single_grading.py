@@ -491,3 +491,31 @@ async def test_a_panel_of_graders_names_its_lenient_member(
     assert "lenient &lt;grader&gt;" in page.text and "lenient <grader>" not in page.text
     assert 'id="graders-deviation"' in page.text and "lenient" in page.text
     assert f"{offset['mean']:+.2f}" in page.text and "n=60" in page.text
+
+
+async def test_a_panel_of_graders_with_nothing_graded_reports_nothing_and_claims_nothing(
+    client: httpx.AsyncClient, demo: dict[str, int]
+) -> None:
+    judge = next(
+        m["id"] for m in (await client.get("/api/models")).json() if m["name"] == "simulated-judge"
+    )
+    r = await client.post(
+        "/api/sessions",
+        json={
+            "session_name": "graders not started",
+            "comparison_mode": "single",
+            "pillar_ids": [demo["gpt-4"], demo["llama-13b"]],
+            "panel": {"members": [{"model_id": judge}] * 2, "rule": "mean"},
+        },
+    )
+    assert r.status_code in (200, 201), r.text
+    sid = r.json()["id"]
+    found = (await client.get(f"/api/sessions/{sid}/panel")).json()
+    assert (found["kind"], found["items"], found["comparisons"]) == ("grades", 0, 0)
+    assert found["alpha"] == {"value": None, "n": 0, "low": None, "high": None}
+    assert [m["items"] for m in found["members"]] == [0, 0]
+    assert found["members"][0]["agreement_with_panel"]["spearman"]["value"] is None
+    assert found["deviation"]["member"] is None
+    assert "needs 20 items" in found["deviation"]["statement"]
+    tab = await client.get(f"/sessions/{sid}/partials/results/panel")
+    assert tab.status_code == 200 and 'id="results-empty"' in tab.text

@@ -424,7 +424,7 @@ async def _panel(f: _Figures) -> dict[str, Any]:
         report = await panels.panel_report(db, f.session.id)
     labels = [m["label"] for m in report["members"]]
     if report["kind"] == "grades":
-        return {"panel": report, "kappa_chart": _graders_chart(report, labels)}
+        return {"panel": report, "kappa_chart": result_charts.graders_chart(report, labels)}
     chart = charts.heatmap_chart(
         labels,
         labels,
@@ -436,28 +436,6 @@ async def _panel(f: _Figures) -> dict[str, Any]:
         missing_label="undefined",
     )
     return {"panel": report, "kappa_chart": chart}
-
-
-def _graders_chart(report: dict[str, Any], labels: list[str]) -> Any:
-    """Spearman's correlation between every two graders, with its count per cell."""
-    m = len(labels)
-    rho: list[list[float | None]] = [[None] * m for _ in range(m)]
-    n = [[0] * m for _ in range(m)]
-    for p in report["pairs"]:
-        i, j, a = p["first"], p["second"], p["agreement"]
-        rho[i][j] = rho[j][i] = a["spearman"]["value"]
-        n[i][j] = n[j][i] = a["n"]
-    return charts.heatmap_chart(
-        labels,
-        labels,
-        rho,
-        n,
-        title="Spearman correlation between members' grades",
-        legend_label="Spearman (1 = same order, 0 = unrelated)",
-        value_range=(-1.0, 1.0),
-        value_format="{:.2f}",
-        missing_label="undefined",
-    )
 
 
 async def _agreement(

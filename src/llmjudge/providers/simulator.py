@@ -16,8 +16,9 @@ a persona training task (``task_answer``, ``judge_label``, ``prompt_engineer``: 
 ``single`` (single-answer grading)
     The thread's latent quality ``q`` as above; on the scale ``(lo, hi)`` with
     ``mid = (lo + hi) / 2`` and ``unit = (hi - lo) / 6``, the grade is
-    ``clip(round(mid + unit * (q + score_noise * N(0, 1))), lo, hi)`` (on 1-10 that is
-    ``5.5 + 1.5 q``, the inverse of the demo's quality from published MT-Bench scores),
+    ``clip(round(mid + score_bias + unit * (q + score_noise * N(0, 1))), lo, hi)`` (on 1-10
+    that is ``5.5 + 1.5 q``, the inverse of the demo's quality from published MT-Bench
+    scores; ``score_bias``, 0 by default, makes a lenient or a severe grader),
     written as ``Rating: [[g]]``; a ``likert`` format gets one ``criterion: [[g]]`` line per
     criterion, each with its own noise. It does not read the thread or a reference answer:
     agreement with the pairwise ranking comes only from both reading the same ``q``
@@ -126,7 +127,8 @@ def simulate_single(params: SimulatorParams, ctx: Mapping[str, Any]) -> str:
     rng = seeded_rng(params.seed, "single", str(thread.get("id")), ctx.get("call_key"))
 
     def grade() -> str:
-        value = mid + unit * (q + params.score_noise * float(rng.standard_normal()))
+        noise = params.score_noise * float(rng.standard_normal())
+        value = mid + params.score_bias + unit * (q + noise)
         return f"{float(np.clip(round(value), low, high)):g}"
 
     intro = "Simulated grade (the simulator does not read the thread)."

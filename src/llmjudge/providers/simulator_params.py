@@ -23,6 +23,7 @@ class SimulatorParams:
     tie_band: float = 0.1
     criteria_noise: float = 0.5
     score_noise: float = 0.5  # single-answer grades: noise in units of latent quality
+    score_bias: float = 0.0  # single-answer grades: scale points added (> 0 lenient, < 0 severe)
     latency_ms_mean: float = 250.0
     latency_ms_jitter: float = 100.0
     fail_429_rate: float = 0.0

@@ -9,7 +9,7 @@ from collections.abc import Awaitable
 from typing import Annotated, Literal, TypeVar
 
 from fastapi import APIRouter, File, Form, Path, Query, Request, UploadFile, status
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from sse_starlette import EventSourceResponse
 
 from llmjudge.core.judging.formats import VerdictFormat
@@ -43,7 +43,7 @@ from llmjudge.sessions.imports.parsing import (
     parse_judgment_objects,
 )
 from llmjudge.sessions.panels import report as panels
-from llmjudge.sessions.panels.schemas import PanelReportOut
+from llmjudge.sessions.panels.schemas import GradersPanelReportOut, PanelReport, PanelReportOut
 from llmjudge.sessions.run.judging import session_topic
 from llmjudge.sessions.schemas import (
     BatchOut,
@@ -63,6 +63,7 @@ T = TypeVar("T")
 router = APIRouter(prefix="/api/sessions", tags=["sessions"])
 threads_router = APIRouter(prefix="/api/threads", tags=["sessions"])
 THREAD_COMPARISONS_MAX = 500
+_PANEL_REPORT: TypeAdapter[PanelReportOut | GradersPanelReportOut] = TypeAdapter(PanelReport)
 
 
 ThreadIds = Annotated[
@@ -338,7 +339,7 @@ async def delete_session(session_id: int, db: DbSession, hub: Hub) -> None:
     await _changed(session_id, control.delete_session(db=db, session_id=session_id, hub=hub))
 
 
-@router.get("/{session_id}/panel", response_model=PanelReportOut)
+@router.get("/{session_id}/panel", response_model=PanelReport)
 async def panel_report(
     session_id: int,
     db: DbSession,
@@ -346,13 +347,19 @@ async def panel_report(
         float | None,
         Query(ge=0, le=1, description="a cascade's target agreement (unset: best member's)"),
     ] = None,
-) -> PanelReportOut:
-    """A panel session's report: per member agreement with the panel, Cohen's kappa between
-    members, accuracy against reference labels (Wilson 95 % intervals), position
-    consistency, cost and latency; the panel against its best and its cheapest member on
-    the same comparisons; the effective number of independent votes; for a cascade, the
-    share stopped at each member and the saving against asking everyone."""
-    return PanelReportOut.model_validate(await panels.panel_report(db, session_id, target=target))
+) -> PanelReportOut | GradersPanelReportOut:
+    """A panel session's report. A panel of judges of pairs (``kind`` pairs): per member
+    agreement with the panel, Cohen's kappa between members, accuracy against reference
+    labels (Wilson 95 % intervals), position consistency, cost and latency; the panel
+    against its best and its cheapest member on the same comparisons; the effective number
+    of independent votes; for a cascade, the share stopped at each member and the saving
+    against asking everyone. A panel of graders (``kind`` grades, comparison_mode single):
+    per member its items, mean grade, agreement with the panel's grade and with each other
+    member (Spearman, Pearson, mean absolute difference, quadratic-weighted kappa on whole
+    points, bootstrap intervals over items), its offset from the panel; Krippendorff's
+    alpha of the panel, and the most lenient or severe member where the evidence names
+    one. ``target`` is for a cascade of pairs only."""
+    return _PANEL_REPORT.validate_python(await panels.panel_report(db, session_id, target=target))
 
 
 @router.get("/{session_id}/comparisons", response_model=ComparisonPage)

@@ -10,9 +10,12 @@ import re
 from typing import Any
 
 import httpx
+import krippendorff
+import numpy as np
 import pytest
 from fastapi import FastAPI
-from scipy.stats import spearmanr
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import cohen_kappa_score
 from sqlalchemy import func, select, text
 
 from llmjudge.sessions.models import JudgeSession
@@ -356,7 +359,163 @@ async def test_a_panel_of_graders_stores_each_grade_and_their_median(
     for score, members, cast in rows:
         assert cast == 3 and len(members) == 3 and score == sorted(members)[1]
     assert any(len(set(m)) > 1 for _, m, _ in rows)  # members graded independently
-    panel_report = await client.get(f"/api/sessions/{sid}/panel")
-    assert panel_report.status_code in (200, 409), panel_report.text
+    report = await client.get(f"/api/sessions/{sid}/panel")
+    assert report.status_code == 200, report.text
+    found = report.json()
+    assert (found["kind"], found["rule"], found["items"], found["comparisons"]) == (
+        "grades",
+        "median",
+        20,
+        20,
+    )
+    await _check_against_the_stored_votes(app, sid, found)
+    # a median of whole grades is a whole grade: kappa against the panel is defined
+    assert all(m["agreement_with_panel"]["qwk"]["value"] is not None for m in found["members"])
+    # 20 items: just enough to look for a lenient grader; three equal judges give none
+    assert found["deviation"]["member"] is None, found["deviation"]
     tab = await client.get(f"/sessions/{sid}/partials/results/panel")
-    assert tab.status_code in (200, 409), tab.text[:500]
+    assert tab.status_code == 200, tab.text[:500]
+    assert 'id="graders-members"' in tab.text and "Krippendorff" in tab.text
+
+
+async def _check_against_the_stored_votes(app: FastAPI, sid: int, found: dict[str, Any]) -> None:
+    """The report's per-member figures equal scipy's, scikit-learn's and krippendorff's on
+    the stored votes: each member's grade of a thread (mean of its repetitions) against the
+    panel's grade of it (the mean of the comparisons' grades)."""
+    votes = await _rows(
+        app,
+        "SELECT c.thread_a_id, v.member, avg(v.score) FROM comparisons c "
+        "JOIN comparison_votes v ON v.comparison_id = c.id WHERE c.session_id = :s "
+        "AND c.status = 'completed' AND v.status = 'voted' GROUP BY c.thread_a_id, v.member",
+        s=sid,
+    )
+    panel_rows = await _rows(
+        app,
+        "SELECT thread_a_id, avg(score) FROM comparisons WHERE session_id = :s "
+        "AND status = 'completed' GROUP BY thread_a_id ORDER BY thread_a_id",
+        s=sid,
+    )
+    threads = [t for t, _ in panel_rows]
+    panel = np.array([g for _, g in panel_rows], dtype=float)
+    m = len(found["members"])
+    grades = np.full((len(threads), m), np.nan)
+    row = {t: i for i, t in enumerate(threads)}
+    for t, k, g in votes:
+        grades[row[t], k] = g
+    whole = bool(np.all(panel == np.rint(panel)))
+    for k, member in enumerate(found["members"]):
+        own = grades[:, k]
+        assert member["items"] == int((~np.isnan(own)).sum())
+        assert member["mean_grade"]["mean"] == pytest.approx(np.nanmean(own))
+        versus = member["agreement_with_panel"]
+        assert versus["n"] == versus["spearman"]["n"] == member["items"]
+        assert versus["spearman"]["value"] == pytest.approx(spearmanr(own, panel).statistic)
+        assert versus["pearson"]["value"] == pytest.approx(pearsonr(own, panel).statistic)
+        assert versus["mean_abs_difference"]["value"] == pytest.approx(np.abs(own - panel).mean())
+        if whole:
+            assert versus["qwk"]["value"] == pytest.approx(
+                cohen_kappa_score(own.astype(int), panel.astype(int), weights="quadratic")
+            )
+        else:
+            assert versus["qwk"]["value"] is None
+        for figure in ("spearman", "pearson", "mean_abs_difference"):
+            e = versus[figure]
+            assert e["low"] is not None and e["low"] <= e["value"] <= e["high"], (figure, e)
+        assert member["offset"]["mean"] == pytest.approx(np.mean(own - panel))
+        assert member["offset"]["n"] == member["items"]
+    for pair in found["pairs"]:
+        a, b = grades[:, pair["first"]], grades[:, pair["second"]]
+        got = pair["agreement"]
+        assert got["spearman"]["value"] == pytest.approx(spearmanr(a, b).statistic)
+        assert got["mean_abs_difference"]["value"] == pytest.approx(np.abs(a - b).mean())
+        assert got["qwk"]["value"] == pytest.approx(
+            cohen_kappa_score(a.astype(int), b.astype(int), weights="quadratic")
+        )
+    assert len(found["pairs"]) == m * (m - 1) // 2
+    alpha = found["alpha"]
+    assert alpha["n"] == len(threads)
+    assert alpha["value"] == pytest.approx(
+        krippendorff.alpha(reliability_data=grades.T, level_of_measurement="interval")
+    )
+    assert alpha["low"] < alpha["value"] <= alpha["high"]
+
+
+async def test_a_panel_of_graders_names_its_lenient_member(
+    client: httpx.AsyncClient, app: FastAPI, demo: dict[str, int]
+) -> None:
+    """Three simulated graders, one of them lenient by two scale points (a planted offset
+    the report does not know of), grading the demo's 60 threads; the panel's grade is the
+    members' mean."""
+    provider = await client.post(
+        "/api/providers",
+        json={"name": "lenient-sim", "kind": "simulator", "settings": {"score_bias": 2.0}},
+    )
+    assert provider.status_code in (200, 201), provider.text
+    lenient = await client.post(
+        "/api/models",
+        json={"provider_id": provider.json()["id"], "name": "lenient <grader>", "model": "judge"},
+    )
+    judge = next(
+        m["id"] for m in (await client.get("/api/models")).json() if m["name"] == "simulated-judge"
+    )
+    assert lenient.status_code in (200, 201), lenient.text
+    members = [{"model_id": judge}, {"model_id": lenient.json()["id"]}, {"model_id": judge}]
+    sid = await _run(
+        client,
+        app,
+        {
+            "session_name": "a lenient grader",
+            "comparison_mode": "single",
+            "pillar_ids": list(demo.values()),
+            "panel": {"members": members, "rule": "mean"},
+            "worker_count": 16,
+        },
+    )
+    found = (await client.get(f"/api/sessions/{sid}/panel")).json()
+    assert found["kind"] == "grades" and found["items"] == 60
+    await _check_against_the_stored_votes(app, sid, found)
+    assert found["deviation"]["member"] == 1, found["deviation"]
+    assert "lenient" in found["deviation"]["statement"]
+    offset = found["members"][1]["offset"]
+    assert offset["low"] > 0 and offset["n"] == 60
+    # a mean of three grades is not a whole point: no kappa against the panel
+    assert all(m["agreement_with_panel"]["qwk"]["value"] is None for m in found["members"])
+    print(
+        f"\nlenient grader planted at +2 points, panel mean of three: offset "
+        f"{offset['mean']:+.2f} [{offset['low']:+.2f}, {offset['high']:+.2f}] over "
+        f"{offset['n']} threads; Krippendorff's alpha {found['alpha']['value']:.3f} "
+        f"[{found['alpha']['low']:.3f}, {found['alpha']['high']:.3f}]"
+    )
+    page = await client.get(f"/sessions/{sid}/results?tab=panel")
+    assert page.status_code == 200, page.text[:500]
+    assert "lenient &lt;grader&gt;" in page.text and "lenient <grader>" not in page.text
+    assert 'id="graders-deviation"' in page.text and "lenient" in page.text
+    assert f"{offset['mean']:+.2f}" in page.text and "n=60" in page.text
+
+
+async def test_a_panel_of_graders_with_nothing_graded_reports_nothing_and_claims_nothing(
+    client: httpx.AsyncClient, demo: dict[str, int]
+) -> None:
+    judge = next(
+        m["id"] for m in (await client.get("/api/models")).json() if m["name"] == "simulated-judge"
+    )
+    r = await client.post(
+        "/api/sessions",
+        json={
+            "session_name": "graders not started",
+            "comparison_mode": "single",
+            "pillar_ids": [demo["gpt-4"], demo["llama-13b"]],
+            "panel": {"members": [{"model_id": judge}] * 2, "rule": "mean"},
+        },
+    )
+    assert r.status_code in (200, 201), r.text
+    sid = r.json()["id"]
+    found = (await client.get(f"/api/sessions/{sid}/panel")).json()
+    assert (found["kind"], found["items"], found["comparisons"]) == ("grades", 0, 0)
+    assert found["alpha"] == {"value": None, "n": 0, "low": None, "high": None}
+    assert [m["items"] for m in found["members"]] == [0, 0]
+    assert found["members"][0]["agreement_with_panel"]["spearman"]["value"] is None
+    assert found["deviation"]["member"] is None
+    assert "needs 20 items" in found["deviation"]["statement"]
+    tab = await client.get(f"/sessions/{sid}/partials/results/panel")
+    assert tab.status_code == 200 and 'id="results-empty"' in tab.text

@@ -42,3 +42,11 @@ def test_likert_writes_every_criterion_on_its_scale() -> None:
     score = read_score(text, VerdictFormat(kind="likert"), ["accuracy", "depth"])
     assert set(score.criteria) == {"accuracy", "depth"}
     assert all(1 <= v <= 5 for v in score.criteria.values())
+
+
+@pytest.mark.parametrize(("bias", "grade"), [(0.0, 6), (2.0, 8), (-3.5, 2), (9.0, 10)])
+def test_a_score_bias_shifts_grades_in_scale_points_and_stays_on_the_scale(
+    bias: float, grade: int
+) -> None:
+    text = _grade(SimulatorParams(score_noise=0.0, score_bias=bias), 0.0, "k")
+    assert read_score(text, VerdictFormat(kind="score")).value == grade

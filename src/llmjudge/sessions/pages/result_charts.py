@@ -1,10 +1,12 @@
 """The results page's charts: Bradley-Terry bars with their intervals (pillars and the
-leaderboard's rows, in the table's order) and the reliability diagram, drawn by
+leaderboard's rows, in the table's order), the reliability diagram and a panel of
+graders' correlations, drawn by
 ``core.charts``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from markupsafe import Markup
 
@@ -102,4 +104,26 @@ def reliability_chart(cal: StatedConfidenceOut, whose: str = "stated") -> Markup
         else "Reliability of the judge's probability",
         x_label=f"{whose} P(A is better), bin centre",
         y_label="share",
+    )
+
+
+def graders_chart(report: Mapping[str, Any], labels: Sequence[str]) -> Markup:
+    """Spearman's correlation between every two graders, with its count per cell."""
+    m = len(labels)
+    rho: list[list[float | None]] = [[None] * m for _ in range(m)]
+    n = [[0] * m for _ in range(m)]
+    for p in report["pairs"]:
+        i, j, a = p["first"], p["second"], p["agreement"]
+        rho[i][j] = rho[j][i] = a["spearman"]["value"]
+        n[i][j] = n[j][i] = a["n"]
+    return charts.heatmap_chart(
+        labels,
+        labels,
+        rho,
+        n,
+        title="Spearman correlation between members' grades",
+        legend_label="Spearman (1 = same order, 0 = unrelated)",
+        value_range=(-1.0, 1.0),
+        value_format="{:.2f}",
+        missing_label="undefined",
     )

@@ -423,6 +423,8 @@ async def _panel(f: _Figures) -> dict[str, Any]:
     async with f.sessionmaker() as db:
         report = await panels.panel_report(db, f.session.id)
     labels = [m["label"] for m in report["members"]]
+    if report["kind"] == "grades":
+        return {"panel": report, "kappa_chart": result_charts.graders_chart(report, labels)}
     chart = charts.heatmap_chart(
         labels,
         labels,

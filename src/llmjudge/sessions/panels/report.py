@@ -1,5 +1,5 @@
 """Judge panels in the sessions domain: reading a panel's votes and its reference labels,
-and the panel report (``GET /api/sessions/{id}/panel``). The maths is ``core.judging.panel_report`` (and ``panels`` for the cascade).
+and the panel report (``GET /api/sessions/{id}/panel``; a panel of graders': ``graders``). The maths is ``core.judging.panel_report`` (and ``panels`` for the cascade).
 
 Verdicts are compared in each comparison's own order (the order the judge saw); a
 reference label, stored for the canonical pair (lower thread id first), is flipped to match.
@@ -26,9 +26,10 @@ from llmjudge.core.judging.panel_report import (
     position_consistency,
 )
 from llmjudge.core.judging.panels import calibrate_cascade, calibrated_weights
-from llmjudge.infra.errors import Conflict, Invalid, NotFound
+from llmjudge.infra.errors import Invalid, NotFound
 from llmjudge.references import labels_of_pairs
 from llmjudge.sessions.models import Comparison, ComparisonVote, JudgeSession
+from llmjudge.sessions.panels.graders import graders_report
 
 __all__ = ["canonical_references", "learn_weights", "panel_report", "reference_codes"]
 
@@ -105,12 +106,8 @@ async def panel_report(
     panel = session.panel
     if not panel:
         raise Invalid("this session has one judge, not a panel")
-    if session.comparison_mode == "single":  # member agreement here is on A/B verdicts
-        raise Conflict(
-            "a panel of graders has no A/B votes to compare: each member's grade is a vote "
-            "(GET /api/sessions/{id}/comparisons/{comparison_id}) and the panel's grades are "
-            "on the Scores tab"
-        )
+    if session.comparison_mode == "single":  # its members' votes are grades, not A/B
+        return await graders_report(db, session)
     members: list[dict[str, Any]] = list(panel.get("members", []))
     m = len(members)
     comps = (
@@ -228,6 +225,7 @@ async def panel_report(
     errors = votes[full] != ref[full, None]
     neff = n_eff(errors)
     report: dict[str, Any] = {
+        "kind": "pairs",
         "session_id": session_id,
         "rule": panel.get("rule"),
         "members": per_member,

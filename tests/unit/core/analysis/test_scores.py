@@ -11,6 +11,7 @@ from scipy import stats
 from sklearn.metrics import cohen_kappa_score, mean_absolute_error
 
 from llmjudge.core.analysis.scores import (
+    _resampled_ranks,
     derived_pairs,
     distribution,
     mean_scores,
@@ -100,3 +101,16 @@ def test_the_distribution_bins_whole_points_per_pillar() -> None:
     assert bins[4].counts == {2: 1}  # 5.4 is in the bin of 5
     wide = distribution([1, 1], [0, 100], (0, 100))
     assert len(wide) == 10 and wide[0].counts == {1: 1} and wide[-1].counts == {1: 1}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(1, 6) | st.floats(-3, 3, allow_nan=False), min_size=1, max_size=40),
+    st.integers(0, 2**32 - 1),
+)
+def test_resampled_ranks_are_scipys_average_ranks_of_each_resample(
+    values: list[float], seed: int
+) -> None:
+    v = np.asarray(values, dtype=float)
+    picks = np.random.default_rng(seed).integers(0, v.size, size=(7, v.size))
+    assert np.array_equal(_resampled_ranks(v, picks), stats.rankdata(v[picks], axis=-1))

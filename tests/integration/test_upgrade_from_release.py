@@ -138,8 +138,36 @@ CHANGED: list[tuple[str, str]] = [
 ]
 
 
-def _deliberate(where: str) -> bool:
-    return any(re.fullmatch(pattern, where) for pattern, _ in CHANGED)
+# (answer's path pattern, JSON path pattern, why): deliberate changes of one kind of answer
+# only, so the same field elsewhere (a session's stored token totals) is still compared.
+CHANGED_AT: list[tuple[str, str, str]] = [
+    (
+        r"/api/sessions/\d+/estimate",
+        r"\.body\.(input_tokens|cost_usd)",
+        "#25 item 2: the built-in judge prompt puts its shared part (criteria, instructions, "
+        "answer format) before the two threads for providers' prompt caches, and closes with "
+        "a one-line reminder of the answer format: a few more input tokens a comparison",
+    ),
+    (
+        r"/api/sessions/\d+/export\?format=json",
+        r"\.body\.provenance\.prompt_template\.sha256",
+        "#25 item 2: the built-in judge prompt's text changed (the same reordering); the "
+        "digest names the template, which is not stored with the session",
+    ),
+    (
+        r"/api/sessions/\d+/adaptive",
+        r"\.body\.ranking\[\d+\]\..+",
+        "#27 item 7: the ranking an adaptive session shows is refitted with the ratings' "
+        "prior (two drawn games) on the leaderboard's scale; the rows reorder with it",
+    ),
+]
+
+
+def _deliberate(where: str, path: str = "") -> bool:
+    return any(re.fullmatch(pattern, where) for pattern, _ in CHANGED) or any(
+        re.fullmatch(answer, path) and re.fullmatch(pattern, where)
+        for answer, pattern, _ in CHANGED_AT
+    )
 
 
 def _csv_rows(text: str) -> list[dict[str, str]] | None:
@@ -151,10 +179,11 @@ def _csv_rows(text: str) -> list[dict[str, str]] | None:
     return list(csv.DictReader(io.StringIO("".join(lines[start:]))))
 
 
-def differences(old: Any, new: Any, where: str = "") -> list[str]:
-    """JSON paths where the new answer differs from the recorded one (floats to 1e-9),
-    except new fields and the deliberate changes of ``CHANGED``."""
-    return [d for d in _differences(old, new, where) if not _deliberate(d.split(":")[0])]
+def differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """JSON paths where the new answer (to ``path``) differs from the recorded one (floats
+    to 1e-9), except new fields and the deliberate changes of ``CHANGED`` and
+    ``CHANGED_AT``."""
+    return [d for d in _differences(old, new) if not _deliberate(d.split(":")[0], path)]
 
 
 def _differences(old: Any, new: Any, where: str = "") -> list[str]:
@@ -239,13 +268,13 @@ def _old(recorded: dict[str, Any]) -> dict[str, Any]:
 async def test_every_recorded_answer_reads_back_the_same(
     admin: httpx.AsyncClient, path: str
 ) -> None:
-    found = differences(_old(RECORDED[path]), await read(admin, path))
+    found = differences(_old(RECORDED[path]), await read(admin, path), path)
     assert not found, f"{path}:\n" + "\n".join(found[:40])
 
 
 @pytest.mark.parametrize("path", REVIEWER_PATHS)
 async def test_a_reviewer_reads_back_the_same(reviewer: httpx.AsyncClient, path: str) -> None:
-    found = differences(_old(RECORDED["_as_reviewer"][path]), await read(reviewer, path))
+    found = differences(_old(RECORDED["_as_reviewer"][path]), await read(reviewer, path), path)
     assert not found, f"{path}:\n" + "\n".join(found[:40])
 
 

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from llmjudge.infra.errors import Invalid, bounded_id
 from llmjudge.personas import training_control
 from llmjudge.personas.events import publish
+from llmjudge.personas.execution import TrainingIn
 from llmjudge.personas.schemas import PersonaOut, PromptVersionOut
 from llmjudge.personas.summaries import MAX_COMPARE
 
@@ -60,11 +61,16 @@ async def publish_event(request: Request, persona_id: int, type: str, data: dict
 
 
 async def begin_training(
-    request: Request, db: AsyncSession, persona_id: int, *, resume: bool
+    request: Request,
+    db: AsyncSession,
+    persona_id: int,
+    *,
+    resume: bool,
+    choice: TrainingIn | None = None,
 ) -> PersonaOut:
     """Start a draft (or resume a paused) persona and wake the runner to take it."""
     begin = training_control.resume_training if resume else training_control.start_training
-    out = await begin(db=db, persona_id=persona_id)
+    out = await begin(db=db, persona_id=persona_id, choice=choice)
     wake_runner(request)
     return out
 

@@ -7,6 +7,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.infra.errors import Conflict, Invalid
+from llmjudge.personas.execution import TrainingIn, choose_execution
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import Persona, PersonaIteration, PersonaPair
 from llmjudge.personas.pairs import assign_splits
@@ -15,13 +16,21 @@ from llmjudge.personas.service import get_persona
 
 
 async def _transition(
-    db: AsyncSession, persona_id: int, allowed: set[str], to: str, reason: str | None
+    db: AsyncSession,
+    persona_id: int,
+    allowed: set[str],
+    to: str,
+    reason: str | None,
+    choice: TrainingIn | None | bool = False,
 ) -> Persona:
+    """``choice``: the execution a start or resume asks (False: not a start or resume)."""
     p = await persona_row(db, persona_id, lock=True)
     if p.status not in allowed:
         raise Conflict(
             f"persona {persona_id} is {p.status}; this needs status {' or '.join(sorted(allowed))}"
         )
+    if choice is not False:
+        await choose_execution(db, p, choice if isinstance(choice, TrainingIn) else None)
     p.status = to
     p.status_reason = reason
     await db.commit()
@@ -66,11 +75,13 @@ async def _resplit_if_two_way(db: AsyncSession, p: Persona) -> None:
         await db.commit()
 
 
-async def start_training(*, db: AsyncSession, persona_id: int) -> PersonaOut:
+async def start_training(
+    *, db: AsyncSession, persona_id: int, choice: TrainingIn | None = None
+) -> PersonaOut:
     p = await persona_row(db, persona_id)
     await _check_startable(db, p)
     await _resplit_if_two_way(db, p)
-    await _transition(db, persona_id, {"draft"}, "training", None)
+    await _transition(db, persona_id, {"draft"}, "training", None, choice or TrainingIn())
     return await get_persona(db=db, persona_id=persona_id)
 
 
@@ -79,7 +90,9 @@ async def pause_training(*, db: AsyncSession, persona_id: int) -> PersonaOut:
     return await get_persona(db=db, persona_id=persona_id)
 
 
-async def resume_training(*, db: AsyncSession, persona_id: int) -> PersonaOut:
+async def resume_training(
+    *, db: AsyncSession, persona_id: int, choice: TrainingIn | None = None
+) -> PersonaOut:
     await _check_startable(db, await persona_row(db, persona_id))
-    await _transition(db, persona_id, {"paused"}, "training", None)
+    await _transition(db, persona_id, {"paused"}, "training", None, choice)
     return await get_persona(db=db, persona_id=persona_id)

@@ -1,0 +1,284 @@
+"""A persona's judge labels through the provider's batch API (``execution`` = batch).
+
+The training loop's judging step, when the persona runs in batch: the answers still to
+label go into provider batch jobs stored like a session's (``provider_batches`` rows owned
+by the persona's iteration, one request per pair, ``custom_id`` ``pair<id>``, all stored in
+one transaction before anything is sent), moved through the same stored steps
+(``sessions.BatchSteps``: upload, create or find after a crash, poll) and read by the same
+reader as a live label, each priced at the judge's batch price. A result becomes the pair's
+decision with the live path's own row (``Labelling._decision``), inserted once (one
+decision per iteration and pair): a job applied again after a crash inserts nothing and
+accounts nothing. The loop holds the persona's advisory lock, so one process runs its jobs.
+
+A request the job could not answer (expired, cancelled, a provider error) goes in a later
+job, or is judged live at once with ``batch_fallback`` = live. A job that labels nothing
+pauses the persona with its reason (resume sends a new one), so a judge that always fails
+stops instead of looping. Pausing leaves the jobs at the provider: a resume applies them.
+A reply that cannot be read is stored as unreadable, as the live path does after its one
+retry (a batch line is not asked again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import text
+from sqlalchemy.dialects.postgresql import insert
+
+from llmjudge.judging import at_batch_price
+from llmjudge.personas.events import Progress, publish
+from llmjudge.personas.loop_base import StepFailed, Stopped, _Pair
+from llmjudge.personas.models import PersonaDecision
+from llmjudge.sessions import (
+    BatchSteps,
+    StoredBatch,
+    StoredRequest,
+    batch_by_id,
+    batch_status,
+    chat_request,
+    load_requests,
+    new_batch,
+    persona_batches,
+    read_line,
+    store_requests,
+    update_batch,
+)
+
+if TYPE_CHECKING:
+    from llmjudge.judging import JudgeResult
+    from llmjudge.personas.labelling import Labelling
+    from llmjudge.personas.models import Persona, PersonaIteration
+
+__all__ = ["BatchLabels"]
+
+# Decisions inserted per transaction while a job's results are applied.
+APPLY_CHUNK = 500
+
+
+class BatchLabels(BatchSteps):
+    """The judging step of one iteration of a persona in batch mode."""
+
+    def __init__(
+        self,
+        loop: Labelling,
+        persona: Persona,
+        it: PersonaIteration,
+        judge_prompt: str,
+        outputs: dict[int, tuple[int, str]],
+        carried: Any,
+        prefill: dict[int, tuple[bool, str]],
+        reader: Any,
+    ) -> None:
+        self.loop = loop
+        self.engine = loop.r.engine
+        self.llm = loop.r.llm  # type: ignore[assignment]
+        self.hook = getattr(loop.r, "batch_hook", None)
+        self.poll_s: float = loop.r.batch_poll_s
+        self.poll_max_s: float = loop.r.batch_poll_max_s
+        self.persona, self.it, self.judge_prompt = persona, it, judge_prompt
+        self.outputs, self.carried, self.prefill, self.reader = outputs, carried, prefill, reader
+
+    async def run(
+        self,
+        todo: Sequence[_Pair],
+        live: Callable[[_Pair], Awaitable[None]],
+        progress: Progress,
+    ) -> None:
+        """Label the pairs of ``todo`` that have no decision through batch jobs, advancing
+        the iteration's open jobs until every pair has its decision and every job is
+        applied. ``live`` labels one pair live (``batch_fallback`` = live)."""
+        pairs = {p.id: p for p in todo}
+        delay = self.poll_s
+        while True:
+            jobs = await self._open()  # applied before the step ends, even if all decided
+            if not jobs:
+                decided = await self._decided()
+                waiting = [p for pid, p in sorted(pairs.items()) if pid not in decided]
+                if not waiting:
+                    return
+                jobs = [await self._submit(waiting)]
+                await self._publish()
+            moved = False
+            for job in jobs:
+                sending = job.state in ("prepared", "uploaded", "submitting")
+                remote = await self.advance(job)
+                if remote is not None:
+                    await self._apply(await self._reload(job), remote, pairs, live, progress)
+                moved |= sending or remote is not None
+            if moved:
+                await self._publish()
+            delay = self.poll_s if moved else min(delay * 2, self.poll_max_s)
+            if self.loop.stop.is_set():
+                raise Stopped
+            if not moved:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.loop.stop.wait(), delay)
+
+    async def _open(self) -> list[StoredBatch]:
+        async with self.engine.connect() as conn:
+            jobs = await persona_batches(conn, self.loop.pid, open_only=True)
+        return [j for j in jobs if j.iteration_id == self.it.id]
+
+    async def _decided(self) -> set[int]:
+        async with self.engine.connect() as conn:
+            rows = await conn.scalars(
+                text("SELECT pair_id FROM persona_decisions WHERE iteration_id = :i"),
+                {"i": self.it.id},
+            )
+            return set(rows.all())
+
+    async def _submit(self, todo: Sequence[_Pair]) -> StoredBatch:
+        """One job with as many of ``todo`` as the provider's limits take (the rest go in
+        the next job once this one is applied), stored with its requests before sending."""
+        model_id = self.persona.judge_model_id
+        assert model_id is not None
+        client, info = await self.llm.batch_client(model_id)
+        requests: list[StoredRequest] = []
+        size = 0
+        for p in todo[: client.limits.max_requests]:
+            request = self.loop._label_request(
+                self.persona, self.it, self.judge_prompt, p, self.outputs[p.id][1]
+            ).to_json()
+            custom_id = f"pair{p.id}"
+            line = client.entry_bytes(client.entry(custom_id, chat_request(request, info.model)))
+            if requests and size + line > client.limits.max_bytes:
+                break
+            size += line
+            requests.append(StoredRequest(custom_id, None, 1, 0, request, pair_id=p.id))
+        async with self.engine.begin() as conn:
+            job_id = await new_batch(
+                conn,
+                persona=(self.loop.pid, self.it.id),
+                provider_id=info.provider_id,
+                model_id=info.id,
+                kind=client.kind,
+            )
+            await store_requests(conn, job_id, requests, size)
+        async with self.engine.connect() as conn:
+            return await batch_by_id(conn, job_id)
+
+    async def _apply(
+        self,
+        job: StoredBatch,
+        remote: Any,
+        pairs: dict[int, _Pair],
+        live: Callable[[_Pair], Awaitable[None]],
+        progress: Progress,
+    ) -> None:
+        """Every result line of an ended job as its pair's decision (each inserted once);
+        then the job is marked applied. Raises ``StepFailed`` when it labelled nothing."""
+        client, info = await self.llm.batch_client(job.model_id)
+        cost = at_batch_price(info.pricing.cost, info.batch_discount)
+        async with self.engine.connect() as conn:
+            stored = {r.custom_id: r for r in await load_requests(conn, job.id)}
+        requests = {cid: chat_request(r.request, info.model) for cid, r in stored.items()}
+        done: set[str] = set()
+        notes: list[str] = []
+        again: list[_Pair] = []
+        chunk: list[tuple[dict[str, Any], JudgeResult[Any]]] = []
+        labelled = 0
+
+        async def flush() -> None:
+            nonlocal chunk, labelled
+            if chunk:
+                labelled += await self._insert(job, chunk, progress)
+                chunk = []
+                await self._stage("applying", job)
+
+        async for line in client.results(remote, requests.get):
+            request = stored.get(line.custom_id or "")
+            if request is None or line.custom_id in done:
+                notes.append(line.error or f"unknown custom_id {line.custom_id!r}")
+                continue
+            done.add(request.custom_id)
+            p = pairs.get(request.pair_id)  # type: ignore[arg-type]
+            if p is None or p.id not in self.outputs:
+                continue  # the pair was deleted meanwhile
+            if line.result is None:
+                notes.append(line.error or "no result")
+                if line.retry:
+                    again.append(p)
+                continue
+            result = read_line(line, cost, self.reader)
+            output_id, answer = self.outputs[p.id]
+            values = self.loop._decision(
+                self.it, p, output_id, answer, result, self.carried, self.prefill
+            )
+            chunk.append((values, result))
+            if len(chunk) >= APPLY_CHUNK:
+                await flush()
+        await flush()
+        missing = [r for cid, r in stored.items() if cid not in done]
+        if missing:
+            detail = f": {remote.error}" if remote.error else ""
+            notes.append(f"{len(missing)} request(s) unanswered: the job ended {remote.state}")
+            notes[-1] += detail
+            again.extend(pairs[r.pair_id] for r in missing if r.pair_id in pairs)  # type: ignore[index]
+        if again and self.persona.batch_fallback == "live":
+            for p in again:  # asked live at once; a failure pauses as a live call's does
+                await live(p)
+            labelled += len(again)
+        async with self.engine.begin() as conn:
+            await update_batch(
+                conn,
+                job.id,
+                error="; ".join(n for n in (job.error, *notes[:5]) if n)[:2000] or None,
+                stamp=("applied_at",),
+            )
+        if stored and not labelled and not await self._already_applied(stored):
+            why = "; ".join(notes[:3]) or f"the job ended {remote.state}"
+            raise StepFailed(
+                f"the judge's batch job {job.provider_batch_id} labelled nothing ({why}); "
+                "resume to send the answers again"
+            )
+
+    async def _already_applied(self, stored: dict[str, StoredRequest]) -> bool:
+        """Whether the job's pairs have their decisions (a job applied before a crash)."""
+        wanted = {r.pair_id for r in stored.values()}
+        return wanted <= await self._decided()
+
+    async def _insert(
+        self,
+        job: StoredBatch,
+        chunk: list[tuple[dict[str, Any], JudgeResult[Any]]],
+        progress: Progress,
+    ) -> int:
+        """Insert the chunk's decisions; account the calls of those inserted (a decision
+        stored before a crash is neither stored nor accounted again)."""
+        async with self.engine.begin() as conn:
+            inserted = set(
+                (
+                    await conn.scalars(
+                        insert(PersonaDecision)
+                        .values([v for v, _ in chunk])
+                        .on_conflict_do_nothing()
+                        .returning(PersonaDecision.pair_id)
+                    )
+                ).all()
+            )
+        for values, result in chunk:
+            if values["pair_id"] not in inserted:
+                continue
+            await self.llm.record_batch_call(
+                model_id=job.model_id,
+                input_tokens=result.input_tokens,
+                output_tokens=result.output_tokens,
+                cost_usd=result.cost_usd,
+                error=result.parse_error,
+                related={
+                    "persona_id": self.loop.pid,
+                    "iteration": self.it.number,
+                    "pair_id": values["pair_id"],
+                },
+                purpose="persona_judge",
+            )
+            await progress.step(self.it.number)
+        return len(inserted)
+
+    async def _publish(self) -> None:
+        async with self.engine.connect() as conn:
+            jobs = await persona_batches(conn, self.loop.pid)
+        await publish(self.loop.r.hub, self.loop.pid, "batch_status", batch_status(jobs))

@@ -1,0 +1,195 @@
+"""A persona trained in batch mode against the fake OpenAI batch server on 127.0.0.1: its
+judge's labels of an iteration go through one batch job, each pair sent once and its
+decision stored once while the training worker is killed at each stage (before upload,
+after create, while polling, while applying), each call accounted once at the batch price;
+a judge without a batch API (the simulator) is refused at start, or trains live when the
+user chose that fallback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import text
+
+from llmjudge.personas.loop import PersonaLoop
+from llmjudge.personas.training import TrainingRunner
+from llmjudge.providers.llm import LLMService
+from tests.fakes.batches import BatchState, FakeOpenAIBatches
+
+IN_PROCESS_WORKERS = False  # the tests run the training loop themselves
+PRICE_IN, PRICE_OUT = 2.0, 8.0  # USD per million tokens, live
+
+
+def label(body: dict[str, Any]) -> str:
+    """The judge's label depends on the prompt (its length's parity), so a label applied
+    to the wrong pair would show."""
+    content = str(body["messages"][-1]["content"])
+    verdict = "correct" if len(content) % 2 == 0 else "incorrect"
+    return json.dumps({"label": verdict, "reasoning": f"{len(content)} chars", "confidence": 0.8})
+
+
+async def batch_judge(client: httpx.AsyncClient, url: str) -> int:
+    r = await client.post(
+        "/api/providers",
+        json={
+            "name": "persona-batch",
+            "kind": "openai",
+            "base_url": url,
+            "api_key": "test-key",
+            "settings": {"backoff_base_s": 0.01, "backoff_max_s": 0.02},
+        },
+    )
+    assert r.status_code == 201, r.text
+    r = await client.post(
+        "/api/models",
+        json={
+            "provider_id": r.json()["id"],
+            "name": "persona-batch-judge",
+            "model": "judge-1",
+            "input_price_per_million": PRICE_IN,
+            "output_price_per_million": PRICE_OUT,
+        },
+    )
+    assert r.status_code == 201, r.text
+    return int(r.json()["id"])
+
+
+class Killed(Exception):
+    """The training worker dies here (a stage hook raising it)."""
+
+
+async def train_until_review(app: FastAPI, pid: int, kills: list[str]) -> list[str]:
+    """Run fresh training loops of persona ``pid`` until it waits for reviews; each stage
+    in ``kills`` kills the worker once when reached. Returns the stages killed at."""
+    killed: list[str] = []
+    left = list(kills)
+
+    async def hook(stage: str, job_id: int) -> None:
+        if stage in left:
+            left.remove(stage)
+            killed.append(stage)
+            raise Killed(stage)
+
+    for _ in range(50):
+        llm = LLMService(app.state.sessionmaker, app.state.settings)  # a fresh process
+        runner = TrainingRunner(
+            engine=app.state.engine,
+            sessionmaker=app.state.sessionmaker,
+            llm=llm,
+            batch_poll_s=0.01,
+            batch_poll_max_s=0.02,
+            batch_hook=hook,
+        )
+        try:
+            await asyncio.wait_for(PersonaLoop(runner, pid, asyncio.Event()).run(), 120)
+            return killed
+        except Killed:
+            continue
+        finally:
+            await llm.flush()
+            await llm.aclose()
+    raise AssertionError("the persona never reached its review")
+
+
+async def rows(app: FastAPI, sql: str, **params: Any) -> list[Any]:
+    async with app.state.engine.connect() as conn:
+        return list((await conn.execute(text(sql), params)).all())
+
+
+async def test_judge_labels_in_batch_survive_a_kill_at_every_stage(
+    app: FastAPI, client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    fake = FakeOpenAIBatches(BatchState(path=tmp_path / "openai.json", responder=label))
+    await fake.start()
+    try:
+        judge = await batch_judge(client, fake.base_url)
+        r = await client.post(
+            "/api/personas/from-template/summaries", json={"judge_model_id": judge}
+        )
+        assert r.status_code == 201, r.text
+        pid, total = r.json()["id"], r.json()["pair_count"]
+        # The estimate shows both prices: the judge's labels at half price in batch.
+        est = (await client.get(f"/api/personas/{pid}/estimate")).json()
+        judge_usd = est["per_model"]["judge"]["cost_usd"] * r.json()["max_iterations"]
+        assert judge_usd > 0 and est["batch_unavailable"] is None
+        assert est["batch_cost_usd"] == pytest.approx(
+            est["max_iterations"]["cost_usd"] - 0.5 * judge_usd
+        )
+        r = await client.post(f"/api/personas/{pid}/training/start", json={"execution": "batch"})
+        assert r.status_code == 200, r.text
+        assert r.json()["execution"] == "batch"
+        stages = ["before_upload", "after_create", "polling", "applying"]
+        assert await train_until_review(app, pid, stages) == stages
+
+        (it,) = await rows(
+            app, "SELECT id, status FROM persona_iterations WHERE persona_id = :p", p=pid
+        )
+        assert it[1] == "awaiting_review"
+        # Every pair was sent in exactly one job and decided exactly once, by its own line.
+        sent = Counter(fake.state.submitted())
+        assert len(sent) == total and set(sent.values()) == {1}
+        decisions = await rows(
+            app,
+            "SELECT d.pair_id, d.judge_label, d.judge_reasoning, d.judge_confidence "
+            "FROM persona_decisions d WHERE d.iteration_id = :i",
+            i=it[0],
+        )
+        assert Counter(d[0] for d in decisions) == Counter({int(c[4:]): 1 for c in sent})
+        assert {d[3] for d in decisions} == {0.8}
+        for _, verdict, reasoning, _ in decisions:  # the label of that pair's own prompt
+            chars = int(reasoning.split()[0])
+            assert verdict == ("correct" if chars % 2 == 0 else "incorrect")
+        assert len({d[1] for d in decisions}) == 2
+        # Each label accounted once, at half the live price of its tokens.
+        calls = await rows(
+            app,
+            "SELECT related->>'pair_id', input_tokens, output_tokens, cost_usd, purpose "
+            "FROM llm_calls WHERE persona_id = :p AND model_id = :m",
+            p=pid,
+            m=judge,
+        )
+        assert Counter(c[0] for c in calls) == Counter({str(d[0]): 1 for d in decisions})
+        assert {c[4] for c in calls} == {"persona_judge"}
+        tokens_in, tokens_out = sum(c[1] for c in calls), sum(c[2] for c in calls)
+        live = (tokens_in * PRICE_IN + tokens_out * PRICE_OUT) / 1_000_000
+        assert tokens_in > 0 and sum(c[3] for c in calls) == pytest.approx(0.5 * live, rel=1e-9)
+        # The job and its state, through the API.
+        listed = (await client.get(f"/api/personas/{pid}/batches")).json()
+        assert [(b["state"], b["requests"]) for b in listed] == [("completed", total)]
+        assert listed[0]["applied_at"] and listed[0]["provider_batch_id"].startswith("batch_")
+        page = await client.get(f"/personas/{pid}/progress")
+        assert page.status_code == 200 and 'id="batches-panel"' in page.text
+        assert listed[0]["provider_batch_id"] in page.text
+    finally:
+        await fake.stop()
+
+
+async def test_a_judge_without_a_batch_api_is_refused_or_trains_live(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    r = await client.post("/api/personas/from-template/factual-qa")
+    pid = r.json()["id"]
+    est = (await client.get(f"/api/personas/{pid}/estimate")).json()
+    assert est["batch_cost_usd"] is None and "simulator" in est["batch_unavailable"]
+    r = await client.post(f"/api/personas/{pid}/training/start", json={"execution": "batch"})
+    assert r.status_code == 422
+    assert "simulator has no batch API" in r.text and "batch_fallback live" in r.text
+    assert (await client.get(f"/api/personas/{pid}")).json()["status"] == "draft"
+    page = await client.get(f"/personas/{pid}")
+    assert 'id="estimate-batch"' in page.text and 'id="start-execution"' in page.text
+    r = await client.post(f"/personas/{pid}/actions/start", data={"execution": "batch"})
+    assert r.status_code == 422 and "simulator has no batch API" in r.text
+    r = await client.post(
+        f"/api/personas/{pid}/training/start",
+        json={"execution": "batch", "batch_fallback": "live"},
+    )
+    assert r.status_code == 200, r.text
+    assert (r.json()["status"], r.json()["execution"]) == ("training", "live")
+    assert (await client.get(f"/api/personas/{pid}/batches")).json() == []

@@ -2,8 +2,8 @@
 
 The training loop's judging step, when the persona runs in batch: the answers still to
 label go into provider batch jobs stored like a session's (``provider_batches`` rows owned
-by the persona's iteration, one request per pair, ``custom_id`` ``pair<id>``, all stored in
-one transaction before anything is sent), moved through the same stored steps
+by the persona's iteration, one request per pair, ``custom_id`` ``p<pair>-a<attempt>``,
+stored in one transaction before anything is sent), moved through the same stored steps
 (``sessions.BatchSteps``: upload, create or find after a crash, poll) and read by the same
 reader as a live label, each priced at the judge's batch price. A result becomes the pair's
 decision with the live path's own row (``Labelling._decision``), inserted once (one
@@ -14,8 +14,8 @@ A request the job could not answer (expired, cancelled, a provider error) goes i
 job, or is judged live at once with ``batch_fallback`` = live. A job that labels nothing
 pauses the persona with its reason (resume sends a new one), so a judge that always fails
 stops instead of looping. Pausing leaves the jobs at the provider: a resume applies them.
-A reply that cannot be read is stored as unreadable, as the live path does after its one
-retry (a batch line is not asked again).
+A reply that cannot be read, or a result line that is not the JSON it should be, is stored
+as unreadable (with the reason), as the live path does after its one retry.
 """
 
 from __future__ import annotations
@@ -136,18 +136,20 @@ class BatchLabels(BatchSteps):
         model_id = self.persona.judge_model_id
         assert model_id is not None
         client, info = await self.llm.batch_client(model_id)
+        sent = await self._sent()
         requests: list[StoredRequest] = []
         size = 0
         for p in todo[: client.limits.max_requests]:
             request = self.loop._label_request(
                 self.persona, self.it, self.judge_prompt, p, self.outputs[p.id][1]
             ).to_json()
-            custom_id = f"pair{p.id}"
+            attempt = sent.get(p.id, 0) + 1
+            custom_id = f"p{p.id}-a{attempt}"  # unique per sending: a line names its job's
             line = client.entry_bytes(client.entry(custom_id, chat_request(request, info.model)))
             if requests and size + line > client.limits.max_bytes:
                 break
             size += line
-            requests.append(StoredRequest(custom_id, None, 1, 0, request, pair_id=p.id))
+            requests.append(StoredRequest(custom_id, None, attempt, 0, request, pair_id=p.id))
         async with self.engine.begin() as conn:
             job_id = await new_batch(
                 conn,
@@ -159,6 +161,19 @@ class BatchLabels(BatchSteps):
             await store_requests(conn, job_id, requests, size)
         async with self.engine.connect() as conn:
             return await batch_by_id(conn, job_id)
+
+    async def _sent(self) -> dict[int, int]:
+        """pair id -> how many of this iteration's jobs asked for its label."""
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                text(
+                    "SELECT r.pair_id, count(*) FROM provider_batch_requests r "
+                    "JOIN provider_batches b ON b.id = r.batch_id "
+                    "WHERE b.iteration_id = :i GROUP BY r.pair_id"
+                ),
+                {"i": self.it.id},
+            )
+            return {pair_id: n for pair_id, n in rows.all()}
 
     async def _apply(
         self,
@@ -197,16 +212,20 @@ class BatchLabels(BatchSteps):
             p = pairs.get(request.pair_id)  # type: ignore[arg-type]
             if p is None or p.id not in self.outputs:
                 continue  # the pair was deleted meanwhile
-            if line.result is None:
+            output_id, answer = self.outputs[p.id]
+            broken = not line.retry and (line.error or "").startswith("malformed")
+            if line.result is None and not broken:
                 notes.append(line.error or "no result")
                 if line.retry:
                     again.append(p)
                 continue
+            # A broken line is an unreadable reply (as a live one after its retry), with why.
             result = read_line(line, cost, self.reader)
-            output_id, answer = self.outputs[p.id]
             values = self.loop._decision(
                 self.it, p, output_id, answer, result, self.carried, self.prefill
             )
+            if broken:
+                values["judge_reasoning"] = f"The judge's batch result: {line.error}"[:2000]
             chunk.append((values, result))
             if len(chunk) >= APPLY_CHUNK:
                 await flush()
@@ -262,6 +281,9 @@ class BatchLabels(BatchSteps):
         for values, result in chunk:
             if values["pair_id"] not in inserted:
                 continue
+            await progress.step(self.it.number)
+            if not result.calls:  # a broken line: no reply, no usage to account
+                continue
             await self.llm.record_batch_call(
                 model_id=job.model_id,
                 input_tokens=result.input_tokens,
@@ -275,7 +297,6 @@ class BatchLabels(BatchSteps):
                 },
                 purpose="persona_judge",
             )
-            await progress.step(self.it.number)
         return len(inserted)
 
     async def _publish(self) -> None:

@@ -21,7 +21,7 @@ from sqlalchemy import text
 from llmjudge.personas.loop import PersonaLoop
 from llmjudge.personas.training import TrainingRunner
 from llmjudge.providers.llm import LLMService
-from tests.fakes.batches import BatchState, FakeOpenAIBatches
+from tests.fakes.batches import BatchState, FakeAnthropicBatches, FakeOpenAIBatches
 
 IN_PROCESS_WORKERS = False  # the tests run the training loop themselves
 PRICE_IN, PRICE_OUT = 2.0, 8.0  # USD per million tokens, live
@@ -35,12 +35,12 @@ def label(body: dict[str, Any]) -> str:
     return json.dumps({"label": verdict, "reasoning": f"{len(content)} chars", "confidence": 0.8})
 
 
-async def batch_judge(client: httpx.AsyncClient, url: str) -> int:
+async def batch_judge(client: httpx.AsyncClient, url: str, kind: str = "openai") -> int:
     r = await client.post(
         "/api/providers",
         json={
-            "name": "persona-batch",
-            "kind": "openai",
+            "name": f"persona-batch-{kind}",
+            "kind": kind,
             "base_url": url,
             "api_key": "test-key",
             "settings": {"backoff_base_s": 0.01, "backoff_max_s": 0.02},
@@ -51,7 +51,7 @@ async def batch_judge(client: httpx.AsyncClient, url: str) -> int:
         "/api/models",
         json={
             "provider_id": r.json()["id"],
-            "name": "persona-batch-judge",
+            "name": f"persona-batch-judge-{kind}",
             "model": "judge-1",
             "input_price_per_million": PRICE_IN,
             "output_price_per_million": PRICE_OUT,
@@ -141,7 +141,7 @@ async def test_judge_labels_in_batch_survive_a_kill_at_every_stage(
             "FROM persona_decisions d WHERE d.iteration_id = :i",
             i=it[0],
         )
-        assert Counter(d[0] for d in decisions) == Counter({int(c[4:]): 1 for c in sent})
+        assert set(sent) == {f"p{d[0]}-a1" for d in decisions} and len(decisions) == total
         assert {d[3] for d in decisions} == {0.8}
         for _, verdict, reasoning, _ in decisions:  # the label of that pair's own prompt
             chars = int(reasoning.split()[0])
@@ -167,6 +167,75 @@ async def test_judge_labels_in_batch_survive_a_kill_at_every_stage(
         page = await client.get(f"/personas/{pid}/progress")
         assert page.status_code == 200 and 'id="batches-panel"' in page.text
         assert listed[0]["provider_batch_id"] in page.text
+    finally:
+        await fake.stop()
+
+
+async def test_anthropic_partial_failures_end_only_their_own_pairs(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    """An expired and a server-error request are asked again in a second job; a malformed
+    line is its pair's unreadable label with the reason; the rest apply from the first."""
+    fake = FakeAnthropicBatches(BatchState(responder=label))
+    await fake.start()
+    try:
+        judge = await batch_judge(client, fake.base_url, "anthropic")
+        r = await client.post(
+            "/api/personas/from-template/factual-qa", json={"judge_model_id": judge}
+        )
+        pid, total = r.json()["id"], r.json()["pair_count"]
+        r = await client.post(
+            f"/api/personas/{pid}/training/start",
+            json={"execution": "batch", "batch_fallback": "none"},
+        )
+        assert r.status_code == 200 and r.json()["execution"] == "batch", r.text
+        pairs = [p["id"] for p in (await client.get(f"/api/personas/{pid}/training-pairs")).json()]
+        expired, errored, broken = pairs[:3]
+        fake.state.expire_ids = {f"p{expired}-a1"}
+        fake.state.error_ids = {f"p{errored}-a1"}
+        fake.state.malformed_ids = {f"p{broken}-a1"}
+        await train_until_review(app, pid, [])
+
+        jobs = await rows(
+            app,
+            "SELECT id, state, requests, applied_at IS NOT NULL FROM provider_batches "
+            "WHERE persona_id = :p ORDER BY id",
+            p=pid,
+        )
+        assert [(j[1], j[2], j[3]) for j in jobs] == [
+            ("completed", total, True),
+            ("completed", 2, True),
+        ]
+        again = await rows(
+            app, "SELECT custom_id FROM provider_batch_requests WHERE batch_id = :b", b=jobs[1][0]
+        )
+        assert {a[0] for a in again} == {f"p{expired}-a2", f"p{errored}-a2"}
+        decisions = {
+            d[0]: d[1:]
+            for d in await rows(
+                app,
+                "SELECT pair_id, parse_error, judge_reasoning FROM persona_decisions "
+                "WHERE persona_id = :p",
+                p=pid,
+            )
+        }
+        assert len(decisions) == total
+        assert decisions[broken][0] and "malformed" in decisions[broken][1]
+        assert not decisions[expired][0] and not decisions[errored][0]
+        assert sum(1 for d in decisions.values() if d[0]) == 1
+        # Accounted once per answered label (the broken line had no reply to account).
+        calls = await rows(
+            app,
+            "SELECT related->>'pair_id', cost_usd, input_tokens, output_tokens FROM llm_calls "
+            "WHERE persona_id = :p AND model_id = :m",
+            p=pid,
+            m=judge,
+        )
+        assert Counter(c[0] for c in calls) == Counter(
+            {str(pair): 1 for pair in decisions if pair != broken}
+        )
+        live = sum(c[2] * PRICE_IN + c[3] * PRICE_OUT for c in calls) / 1_000_000
+        assert sum(c[1] for c in calls) == pytest.approx(0.5 * live, rel=1e-9)
     finally:
         await fake.stop()
 

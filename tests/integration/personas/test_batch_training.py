@@ -39,7 +39,7 @@ async def batch_judge(client: httpx.AsyncClient, url: str, kind: str = "openai")
     r = await client.post(
         "/api/providers",
         json={
-            "name": f"persona-batch-{kind}",
+            "name": f"persona-batch {url}",
             "kind": kind,
             "base_url": url,
             "api_key": "test-key",
@@ -51,7 +51,7 @@ async def batch_judge(client: httpx.AsyncClient, url: str, kind: str = "openai")
         "/api/models",
         json={
             "provider_id": r.json()["id"],
-            "name": f"persona-batch-judge-{kind}",
+            "name": f"persona-batch judge {url}",
             "model": "judge-1",
             "input_price_per_million": PRICE_IN,
             "output_price_per_million": PRICE_OUT,
@@ -236,6 +236,80 @@ async def test_anthropic_partial_failures_end_only_their_own_pairs(
         )
         live = sum(c[2] * PRICE_IN + c[3] * PRICE_OUT for c in calls) / 1_000_000
         assert sum(c[1] for c in calls) == pytest.approx(0.5 * live, rel=1e-9)
+    finally:
+        await fake.stop()
+
+
+async def test_unanswered_labels_go_live_with_the_fallback_or_pause_without(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    """batch_fallback live: an expired request is labelled live at once (at the live
+    price). Without it, a job that labels nothing pauses the persona with the reason, and
+    a resume sends the answers again in a new job."""
+    fake = FakeOpenAIBatches(BatchState(responder=label))
+    await fake.start()
+    try:
+        judge = await batch_judge(client, fake.base_url)
+        made = []
+        for template, fallback in (("summaries", "live"), ("factual-qa", "none")):
+            r = await client.post(
+                f"/api/personas/from-template/{template}", json={"judge_model_id": judge}
+            )
+            pid = r.json()["id"]
+            r = await client.post(
+                f"/api/personas/{pid}/training/start",
+                json={"execution": "batch", "batch_fallback": fallback},
+            )
+            assert r.status_code == 200, r.text
+            ids = [
+                p[0]
+                for p in await rows(
+                    app, "SELECT id FROM persona_pairs WHERE persona_id = :p", p=pid
+                )
+            ]
+            made.append((pid, ids))
+        (live_pid, live_ids), (stuck_pid, stuck_ids) = made
+        fake.state.expire_ids = {f"p{live_ids[0]}-a1"}
+        fake.state.error_ids = {f"p{i}-a1" for i in stuck_ids}
+
+        await train_until_review(app, live_pid, [])
+        calls = await rows(
+            app,
+            "SELECT related->>'pair_id', related ? 'batch', cost_usd, input_tokens, "
+            "output_tokens FROM llm_calls WHERE persona_id = :p AND model_id = :m",
+            p=live_pid,
+            m=judge,
+        )
+        assert Counter(c[0] for c in calls) == Counter({str(i): 1 for i in live_ids})
+        (expired,) = [c for c in calls if c[0] == str(live_ids[0])]
+        assert not expired[1]  # labelled live, at the live price
+        assert expired[2] == pytest.approx((expired[3] * PRICE_IN + expired[4] * PRICE_OUT) / 1e6)
+        assert all(c[1] for c in calls if c is not expired)
+        assert (
+            len(
+                await rows(app, "SELECT id FROM provider_batches WHERE persona_id = :p", p=live_pid)
+            )
+            == 1
+        )
+
+        await train_until_review(app, stuck_pid, [])
+        status = (await client.get(f"/api/personas/{stuck_pid}/training/status")).json()
+        assert status["status"] == "paused"
+        assert "labelled nothing" in status["status_reason"] and "resume" in status["status_reason"]
+        fake.state.error_ids = set()
+        r = await client.post(f"/api/personas/{stuck_pid}/training/resume")
+        assert r.status_code == 200 and r.json()["execution"] == "batch", r.text
+        await train_until_review(app, stuck_pid, [])
+        jobs = await rows(
+            app,
+            "SELECT requests, errored FROM provider_batches WHERE persona_id = :p ORDER BY id",
+            p=stuck_pid,
+        )
+        assert jobs == [(len(stuck_ids), len(stuck_ids)), (len(stuck_ids), 0)]
+        decided = await rows(
+            app, "SELECT count(*) FROM persona_decisions WHERE persona_id = :p", p=stuck_pid
+        )
+        assert decided == [(len(stuck_ids),)]
     finally:
         await fake.stop()
 

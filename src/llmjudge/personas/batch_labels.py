@@ -13,7 +13,8 @@ accounts nothing. The loop holds the persona's advisory lock, so one process run
 A request the job could not answer (expired, cancelled, a provider error) goes in a later
 job, or is judged live at once with ``batch_fallback`` = live. A job that labels nothing
 pauses the persona with its reason (resume sends a new one), so a judge that always fails
-stops instead of looping. Pausing leaves the jobs at the provider: a resume applies them.
+stops instead of looping. Pausing leaves the jobs at the provider: a resume applies them
+(a resume in live applies those that ended and cancels the others: ``settle``).
 A reply that cannot be read, or a result line that is not the JSON it should be, is stored
 as unreadable (with the reason), as the live path does after its one retry.
 """
@@ -28,10 +29,12 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 
+from llmjudge.infra.errors import Invalid, NotFound
 from llmjudge.judging import at_batch_price
 from llmjudge.personas.events import Progress, publish
 from llmjudge.personas.loop_base import StepFailed, Stopped, _Pair
 from llmjudge.personas.models import PersonaDecision
+from llmjudge.providers import ProviderError
 from llmjudge.sessions import (
     BatchSteps,
     StoredBatch,
@@ -75,7 +78,7 @@ class BatchLabels(BatchSteps):
         self.loop = loop
         self.engine = loop.r.engine
         self.llm = loop.r.llm  # type: ignore[assignment]
-        self.hook = getattr(loop.r, "batch_hook", None)
+        self.hook = loop.r.batch_hook
         self.poll_s: float = loop.r.batch_poll_s
         self.poll_max_s: float = loop.r.batch_poll_max_s
         self.persona, self.it, self.judge_prompt = persona, it, judge_prompt
@@ -95,7 +98,7 @@ class BatchLabels(BatchSteps):
         while True:
             jobs = await self._open()  # applied before the step ends, even if all decided
             if not jobs:
-                decided = await self._decided()
+                decided = await self.decided()
                 waiting = [p for pid, p in sorted(pairs.items()) if pid not in decided]
                 if not waiting:
                     return
@@ -117,12 +120,52 @@ class BatchLabels(BatchSteps):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.loop.stop.wait(), delay)
 
+    async def settle(
+        self, pairs: Sequence[_Pair], live: Callable[[_Pair], Awaitable[None]], progress: Progress
+    ) -> bool:
+        """Training switched to live with jobs of this iteration still open: an ended job
+        is applied (its labels are paid for), one still at the provider is cancelled there
+        and closed unapplied (its pairs are labelled live), one never sent is closed.
+        Returns whether any job was open."""
+        jobs = await self._open()
+        by_id = {p.id: p for p in pairs}
+        for job in jobs:
+            try:
+                client, _ = await self.llm.batch_client(job.model_id)
+                if job.state == "submitting":  # a dead worker may have created it
+                    found = await self._find(job, client)
+                    if found is not None:
+                        await self._record(job, found, submitted=True)
+                        job = await self._reload(job)
+                if job.provider_batch_id is None:
+                    await self._close(job, "cancelled", "not sent: training switched to live")
+                    continue
+                remote = await client.get(job.provider_batch_id)
+                if remote.ended:
+                    await self._record(job, remote)
+                    await self._apply(await self._reload(job), remote, by_id, live, progress, True)
+                    continue
+                remote = await client.cancel(job.provider_batch_id)
+                await self._record(job, remote, cancel_requested=True)
+                why = "cancelled: training switched to live, its answers are labelled live"
+            except (Invalid, NotFound, ProviderError) as e:
+                why = f"left unapplied: training switched to live ({e})"
+            await self._close(job, None, why)
+        return bool(jobs)
+
+    async def _close(self, job: StoredBatch, state: str | None, note: str) -> None:
+        values: dict[str, Any] = {"error": "; ".join(n for n in (job.error, note) if n)[:2000]}
+        if state is not None:
+            values["state"] = state
+        async with self.engine.begin() as conn:
+            await update_batch(conn, job.id, **values, stamp=("applied_at",))
+
     async def _open(self) -> list[StoredBatch]:
         async with self.engine.connect() as conn:
             jobs = await persona_batches(conn, self.loop.pid, open_only=True)
         return [j for j in jobs if j.iteration_id == self.it.id]
 
-    async def _decided(self) -> set[int]:
+    async def decided(self) -> set[int]:
         async with self.engine.connect() as conn:
             rows = await conn.scalars(
                 text("SELECT pair_id FROM persona_decisions WHERE iteration_id = :i"),
@@ -182,9 +225,11 @@ class BatchLabels(BatchSteps):
         pairs: dict[int, _Pair],
         live: Callable[[_Pair], Awaitable[None]],
         progress: Progress,
+        settling: bool = False,
     ) -> None:
         """Every result line of an ended job as its pair's decision (each inserted once);
-        then the job is marked applied. Raises ``StepFailed`` when it labelled nothing."""
+        then the job is marked applied. Raises ``StepFailed`` when it labelled nothing
+        (unless ``settling``: its answers are labelled live next)."""
         client, info = await self.llm.batch_client(job.model_id)
         cost = at_batch_price(info.pricing.cost, info.batch_discount)
         async with self.engine.connect() as conn:
@@ -236,7 +281,7 @@ class BatchLabels(BatchSteps):
             notes.append(f"{len(missing)} request(s) unanswered: the job ended {remote.state}")
             notes[-1] += detail
             again.extend(pairs[r.pair_id] for r in missing if r.pair_id in pairs)  # type: ignore[index]
-        if again and self.persona.batch_fallback == "live":
+        if again and self.persona.batch_fallback == "live" and not settling:
             for p in again:  # asked live at once; a failure pauses as a live call's does
                 await live(p)
             labelled += len(again)
@@ -247,6 +292,8 @@ class BatchLabels(BatchSteps):
                 error="; ".join(n for n in (job.error, *notes[:5]) if n)[:2000] or None,
                 stamp=("applied_at",),
             )
+        if settling:
+            return
         if stored and not labelled and not await self._already_applied(stored):
             why = "; ".join(notes[:3]) or f"the job ended {remote.state}"
             raise StepFailed(
@@ -257,7 +304,7 @@ class BatchLabels(BatchSteps):
     async def _already_applied(self, stored: dict[str, StoredRequest]) -> bool:
         """Whether the job's pairs have their decisions (a job applied before a crash)."""
         wanted = {r.pair_id for r in stored.values()}
-        return wanted <= await self._decided()
+        return wanted <= await self.decided()
 
     async def _insert(
         self,

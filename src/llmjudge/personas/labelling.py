@@ -129,13 +129,18 @@ class Labelling(LoopState):
                 await db.commit()
             await progress.step(it.number)
 
+        labels = BatchLabels(
+            self, persona, it, judge_prompt, outputs, carried, prefill, LABEL_READER
+        )
+        answered = [p for p in pairs if p.id in outputs]
         if persona.execution == "batch":  # also applies a job a dead worker left open
-            labels = BatchLabels(
-                self, persona, it, judge_prompt, outputs, carried, prefill, LABEL_READER
-            )
-            await labels.run([p for p in pairs if p.id in outputs], label, progress)
-        elif todo:
-            await run_bounded(todo, label, concurrency=self.r.concurrency, stop=self.stop)
+            await labels.run(answered, label, progress)
+        else:
+            if await labels.settle(answered, label, progress):  # jobs of an earlier batch run
+                decided = await labels.decided()
+                todo = [p for p in todo if p.id not in decided]
+            if todo:
+                await run_bounded(todo, label, concurrency=self.r.concurrency, stop=self.stop)
         await self._advance(it, "awaiting_review")
         async with self.db() as db:
             pending, carried_n = (

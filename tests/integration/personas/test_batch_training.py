@@ -65,9 +65,12 @@ class Killed(Exception):
     """The training worker dies here (a stage hook raising it)."""
 
 
-async def train_until_review(app: FastAPI, pid: int, kills: list[str]) -> list[str]:
-    """Run fresh training loops of persona ``pid`` until it waits for reviews; each stage
-    in ``kills`` kills the worker once when reached. Returns the stages killed at."""
+async def train_until_review(
+    app: FastAPI, pid: int, kills: list[str], *, once: bool = False
+) -> list[str]:
+    """Run fresh training loops of persona ``pid`` until it waits for reviews (``once``:
+    until the first kill); each stage in ``kills`` kills the worker once when reached.
+    Returns the stages killed at."""
     killed: list[str] = []
     left = list(kills)
 
@@ -91,7 +94,8 @@ async def train_until_review(app: FastAPI, pid: int, kills: list[str]) -> list[s
             await asyncio.wait_for(PersonaLoop(runner, pid, asyncio.Event()).run(), 120)
             return killed
         except Killed:
-            continue
+            if once:
+                return killed
         finally:
             await llm.flush()
             await llm.aclose()
@@ -310,6 +314,44 @@ async def test_unanswered_labels_go_live_with_the_fallback_or_pause_without(
             app, "SELECT count(*) FROM persona_decisions WHERE persona_id = :p", p=stuck_pid
         )
         assert decided == [(len(stuck_ids),)]
+    finally:
+        await fake.stop()
+
+
+async def test_resuming_live_cancels_the_job_in_flight_and_labels_live(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    """Paused with a job at the provider and resumed live: the job is cancelled there and
+    closed unapplied, and every answer is labelled live, once."""
+    fake = FakeOpenAIBatches(BatchState(responder=label, polls_per_step=10**6))
+    await fake.start()
+    try:
+        judge = await batch_judge(client, fake.base_url)
+        r = await client.post(
+            "/api/personas/from-template/customer-support", json={"judge_model_id": judge}
+        )
+        pid, total = r.json()["id"], r.json()["pair_count"]
+        await client.post(f"/api/personas/{pid}/training/start", json={"execution": "batch"})
+        # The worker dies while the job waits at the provider (it never ends by itself).
+        assert await train_until_review(app, pid, ["polling"], once=True) == ["polling"]
+        r = await client.post(f"/api/personas/{pid}/training/pause")
+        assert r.json()["status"] == "paused"
+        r = await client.post(f"/api/personas/{pid}/training/resume", json={"execution": "live"})
+        assert r.status_code == 200 and r.json()["execution"] == "live", r.text
+        await train_until_review(app, pid, [])
+        (job,) = (await client.get(f"/api/personas/{pid}/batches")).json()
+        assert job["applied_at"] and "switched to live" in job["error"]
+        (remote,) = fake.state.jobs.values()
+        assert remote["status"] in ("cancelling", "cancelled")
+        calls = await rows(
+            app,
+            "SELECT related->>'pair_id', related ? 'batch' FROM llm_calls "
+            "WHERE persona_id = :p AND model_id = :m",
+            p=pid,
+            m=judge,
+        )
+        assert len(calls) == total and not any(c[1] for c in calls)
+        assert len({c[0] for c in calls}) == total
     finally:
         await fake.stop()
 

@@ -130,9 +130,10 @@ async def update_persona(persona_id: int, patch: PersonaPatch, db: DbSession) ->
 
 
 @router.delete("/{persona_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_persona(persona_id: int, db: DbSession) -> None:
-    """Delete a persona that is not training, with its pairs, prompts and history."""
-    await service.delete_persona(db=db, persona_id=persona_id)
+async def delete_persona(persona_id: int, request: Request, db: DbSession) -> None:
+    """Delete a persona that is not training, with its pairs, prompts and history (its
+    judge's batch jobs still at the provider are cancelled there)."""
+    await deps.delete_persona(request, db, persona_id)
 
 
 @router.post("/{persona_id}/clone", response_model=PersonaOut, status_code=201)
@@ -153,7 +154,8 @@ async def clone_persona(
 async def persona_events(persona_id: int, request: Request, db: DbSession) -> EventSourceResponse:
     """Server-sent events of topic `persona:{id}`: `ready`, `iteration_started`,
     `outputs_generated` {n, total}, `judged` {n, total}, `awaiting_review`, `metrics`,
-    `prompt_version`, `converged`, `incomplete`, `paused`."""
+    `prompt_version`, `converged`, `incomplete`, `paused`, `batch_status` {batches: the
+    judge's batch jobs and their states, execution batch}."""
     await service.get_persona(db=db, persona_id=persona_id)  # 404 for an unknown persona
     await db.close()  # hold no connection for the life of the stream
     return sse_response(request, request.app.state.events, f"persona:{persona_id}")

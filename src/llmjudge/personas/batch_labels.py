@@ -23,18 +23,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llmjudge.infra.errors import Invalid, NotFound
 from llmjudge.judging import at_batch_price
 from llmjudge.personas.events import Progress, publish
 from llmjudge.personas.loop_base import StepFailed, Stopped, _Pair
 from llmjudge.personas.models import PersonaDecision
-from llmjudge.providers import ProviderError
+from llmjudge.providers import TERMINAL_STATES, ProviderError
 from llmjudge.sessions import (
     BatchSteps,
     StoredBatch,
@@ -55,7 +57,9 @@ if TYPE_CHECKING:
     from llmjudge.personas.labelling import Labelling
     from llmjudge.personas.models import Persona, PersonaIteration
 
-__all__ = ["BatchLabels"]
+__all__ = ["BatchLabels", "PersonaJobs"]
+
+log = logging.getLogger(__name__)
 
 # Decisions inserted per transaction while a job's results are applied.
 APPLY_CHUNK = 500
@@ -350,3 +354,24 @@ class BatchLabels(BatchSteps):
         async with self.engine.connect() as conn:
             jobs = await persona_batches(conn, self.loop.pid)
         await publish(self.loop.r.hub, self.loop.pid, "batch_status", batch_status(jobs))
+
+
+class PersonaJobs(BatchSteps):
+    """A persona's jobs outside its training loop (the persona is being deleted)."""
+
+    def __init__(self, engine: AsyncEngine, llm: Any) -> None:
+        self.engine, self.llm, self.hook = engine, llm, None
+
+    async def cancel_open(self, persona_id: int) -> None:
+        """Cancel at the provider the persona's jobs still running there (their rows go
+        with the persona); one that cannot be cancelled is logged, not an error."""
+        async with self.engine.connect() as conn:
+            jobs = await persona_batches(conn, persona_id, open_only=True)
+        for job in jobs:
+            if job.provider_batch_id is None or job.state in TERMINAL_STATES:
+                continue
+            try:
+                client, _ = await self.llm.batch_client(job.model_id)
+                await client.cancel(job.provider_batch_id)
+            except (Invalid, NotFound, ProviderError) as e:
+                log.warning("persona %s: batch job %s not cancelled: %s", persona_id, job.id, e)

@@ -225,10 +225,10 @@ class PersonaOut(BaseModel):
     split_seed: int
     budget_usd: float | None
     iteration_timeout_s: float
-    execution: str = Field(
-        default="live", description="live or batch: how training sends its judge's labels"
+    execution: Literal["live", "batch"] = Field(
+        default="live", description="how training sends its judge's labels"
     )
-    batch_fallback: str = "none"
+    batch_fallback: Literal["none", "live"] = "none"
     status: PersonaStatus
     status_reason: str | None
     template_key: str | None

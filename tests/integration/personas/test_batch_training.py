@@ -356,6 +356,36 @@ async def test_resuming_live_cancels_the_job_in_flight_and_labels_live(
         await fake.stop()
 
 
+async def test_deleting_a_persona_cancels_its_job_at_the_provider(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    fake = FakeOpenAIBatches(BatchState(responder=label, polls_per_step=10**6))
+    await fake.start()
+    try:
+        judge = await batch_judge(client, fake.base_url)
+        r = await client.post(
+            "/api/personas/from-template/summaries", json={"judge_model_id": judge}
+        )
+        pid = r.json()["id"]
+        await client.post(f"/api/personas/{pid}/training/start", json={"execution": "batch"})
+        assert await train_until_review(app, pid, ["polling"], once=True) == ["polling"]
+
+        def state() -> str:
+            (remote,) = fake.state.jobs.values()
+            return str(remote["status"])
+
+        assert state() not in ("cancelling", "cancelled")
+        r = await client.delete(f"/api/personas/{pid}")
+        assert r.status_code == 409  # still training: nothing changes
+        assert state() not in ("cancelling", "cancelled")
+        await client.post(f"/api/personas/{pid}/training/pause")
+        assert (await client.delete(f"/api/personas/{pid}")).status_code == 204
+        assert state() in ("cancelling", "cancelled")
+        assert await rows(app, "SELECT id FROM provider_batches WHERE persona_id = :p", p=pid) == []
+    finally:
+        await fake.stop()
+
+
 async def test_a_judge_without_a_batch_api_is_refused_or_trains_live(
     app: FastAPI, client: httpx.AsyncClient
 ) -> None:

@@ -75,7 +75,7 @@ async def persona_action(request: Request, persona_id: int, action: Action, db: 
         if action == "clone":
             copy = await service.clone_persona(db=db, persona_id=persona_id)
             return see(f"/personas/{copy.id}")
-        await service.delete_persona(db=db, persona_id=persona_id)
+        await deps.delete_persona(request, db, persona_id)
         return see("/personas")
     except PAGE_ERRORS as e:
         await db.rollback()

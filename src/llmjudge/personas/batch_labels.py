@@ -112,9 +112,10 @@ class BatchLabels(BatchSteps):
             for job in jobs:
                 sending = job.state in ("prepared", "uploaded", "submitting")
                 remote = await self.advance(job)
+                now = await self._reload(job)
                 if remote is not None:
-                    await self._apply(await self._reload(job), remote, pairs, live, progress)
-                moved |= sending or remote is not None
+                    await self._apply(now, remote, pairs, live, progress)
+                moved |= sending or remote is not None or now.state != job.state
             if moved:
                 await self._publish()
             delay = self.poll_s if moved else min(delay * 2, self.poll_max_s)

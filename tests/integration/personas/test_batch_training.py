@@ -35,7 +35,9 @@ def label(body: dict[str, Any]) -> str:
     return json.dumps({"label": verdict, "reasoning": f"{len(content)} chars", "confidence": 0.8})
 
 
-async def batch_judge(client: httpx.AsyncClient, url: str, kind: str = "openai") -> int:
+async def batch_judge(
+    client: httpx.AsyncClient, url: str, kind: str = "openai", **settings: Any
+) -> int:
     r = await client.post(
         "/api/providers",
         json={
@@ -43,7 +45,7 @@ async def batch_judge(client: httpx.AsyncClient, url: str, kind: str = "openai")
             "kind": kind,
             "base_url": url,
             "api_key": "test-key",
-            "settings": {"backoff_base_s": 0.01, "backoff_max_s": 0.02},
+            "settings": {"backoff_base_s": 0.01, "backoff_max_s": 0.02} | settings,
         },
     )
     assert r.status_code == 201, r.text
@@ -113,7 +115,9 @@ async def test_judge_labels_in_batch_survive_a_kill_at_every_stage(
     fake = FakeOpenAIBatches(BatchState(path=tmp_path / "openai.json", responder=label))
     await fake.start()
     try:
-        judge = await batch_judge(client, fake.base_url)
+        # 200 requests per job at most: the iteration's labels take two jobs, one after
+        # the other.
+        judge = await batch_judge(client, fake.base_url, batch_max_requests=200)
         r = await client.post(
             "/api/personas/from-template/summaries", json={"judge_model_id": judge}
         )
@@ -166,8 +170,11 @@ async def test_judge_labels_in_batch_survive_a_kill_at_every_stage(
         assert tokens_in > 0 and sum(c[3] for c in calls) == pytest.approx(0.5 * live, rel=1e-9)
         # The job and its state, through the API.
         listed = (await client.get(f"/api/personas/{pid}/batches")).json()
-        assert [(b["state"], b["requests"]) for b in listed] == [("completed", total)]
-        assert listed[0]["applied_at"] and listed[0]["provider_batch_id"].startswith("batch_")
+        assert [(b["state"], b["requests"]) for b in listed] == [
+            ("completed", 200),
+            ("completed", total - 200),
+        ]
+        assert all(b["applied_at"] and b["provider_batch_id"].startswith("batch_") for b in listed)
         page = await client.get(f"/personas/{pid}/progress")
         assert page.status_code == 200 and 'id="batches-panel"' in page.text
         assert listed[0]["provider_batch_id"] in page.text

@@ -33,10 +33,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llmjudge.infra.errors import Invalid, NotFound
 from llmjudge.judging import at_batch_price
+from llmjudge.personas.estimate import JUDGE_OUTPUT_TOKENS
 from llmjudge.personas.events import Progress, publish
-from llmjudge.personas.loop_base import StepFailed, Stopped, _Pair
+from llmjudge.personas.loop_base import StepFailed, Stopped, _Pair, step_failed
 from llmjudge.personas.models import PersonaDecision
-from llmjudge.providers import TERMINAL_STATES, ProviderError
+from llmjudge.providers import (
+    TERMINAL_STATES,
+    BudgetExceeded,
+    ProviderError,
+    Reservation,
+    estimate_tokens,
+)
 from llmjudge.sessions import (
     BatchSteps,
     StoredBatch,
@@ -87,6 +94,9 @@ class BatchLabels(BatchSteps):
         self.poll_max_s: float = loop.r.batch_poll_max_s
         self.persona, self.it, self.judge_prompt = persona, it, judge_prompt
         self.outputs, self.carried, self.prefill, self.reader = outputs, carried, prefill, reader
+        # job id -> its estimate held on the budget (this process's; settled when applied)
+        self.reserved: dict[int, Reservation | None] = {}
+        self.paid = 0.0  # batch cost accounted by this step so far
 
     async def run(
         self,
@@ -198,6 +208,14 @@ class BatchLabels(BatchSteps):
                 break
             size += line
             requests.append(StoredRequest(custom_id, None, attempt, 0, request, pair_id=p.id))
+        # Held against the persona's budget before anything is sent, as a live call's
+        # estimate is: a job that would pass the cap is refused (the persona pauses).
+        cost = at_batch_price(info.pricing.cost, info.batch_discount)
+        estimate = sum(cost(_tokens(r.request), JUDGE_OUTPUT_TOKENS) for r in requests)
+        try:
+            reservation = self.llm.budgets.reserve(f"persona:{self.loop.pid}", estimate)
+        except BudgetExceeded as e:
+            raise step_failed("judge", e) from e
         async with self.engine.begin() as conn:
             job_id = await new_batch(
                 conn,
@@ -207,6 +225,7 @@ class BatchLabels(BatchSteps):
                 kind=client.kind,
             )
             await store_requests(conn, job_id, requests, size)
+        self.reserved[job_id] = reservation
         async with self.engine.connect() as conn:
             return await batch_by_id(conn, job_id)
 
@@ -297,6 +316,8 @@ class BatchLabels(BatchSteps):
                 error="; ".join(n for n in (job.error, *notes[:5]) if n)[:2000] or None,
                 stamp=("applied_at",),
             )
+        self.llm.budgets.settle(self.reserved.pop(job.id, None), self.paid)
+        self.paid = 0.0
         if settling:
             return
         if stored and not labelled and not await self._already_applied(stored):
@@ -336,6 +357,7 @@ class BatchLabels(BatchSteps):
             await progress.step(self.it.number)
             if not result.calls:  # a broken line: no reply, no usage to account
                 continue
+            self.paid += result.cost_usd
             await self.llm.record_batch_call(
                 model_id=job.model_id,
                 input_tokens=result.input_tokens,
@@ -376,3 +398,8 @@ class PersonaJobs(BatchSteps):
                 await client.cancel(job.provider_batch_id)
             except (Invalid, NotFound, ProviderError) as e:
                 log.warning("persona %s: batch job %s not cancelled: %s", persona_id, job.id, e)
+
+
+def _tokens(request: dict[str, Any]) -> int:
+    """A stored label request's prompt tokens, estimated as a live call's are."""
+    return estimate_tokens(" ".join(str(m.get("content", "")) for m in request["messages"]))

@@ -393,6 +393,31 @@ async def test_deleting_a_persona_cancels_its_job_at_the_provider(
         await fake.stop()
 
 
+async def test_a_job_that_would_pass_the_budget_is_not_sent(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    fake = FakeOpenAIBatches(BatchState(responder=label))
+    await fake.start()
+    try:
+        judge = await batch_judge(client, fake.base_url)
+        r = await client.post(
+            "/api/personas/from-template/summaries", json={"judge_model_id": judge}
+        )
+        pid = r.json()["id"]
+        r = await client.patch(f"/api/personas/{pid}", json={"budget_usd": 0.0001})
+        assert r.status_code == 200, r.text
+        await client.post(f"/api/personas/{pid}/training/start", json={"execution": "batch"})
+        await train_until_review(app, pid, [])
+        status = (await client.get(f"/api/personas/{pid}/training/status")).json()
+        assert status["status"] == "paused"
+        assert status["status_reason"].startswith("budget reached: budget of $0.0001")
+        assert "would be passed" in status["status_reason"]
+        assert fake.state.jobs == {}  # nothing sent, nothing stored
+        assert await rows(app, "SELECT id FROM provider_batches WHERE persona_id = :p", p=pid) == []
+    finally:
+        await fake.stop()
+
+
 async def test_a_judge_without_a_batch_api_is_refused_or_trains_live(
     app: FastAPI, client: httpx.AsyncClient
 ) -> None:

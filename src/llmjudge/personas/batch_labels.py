@@ -263,12 +263,11 @@ class BatchLabels(BatchSteps):
         notes: list[str] = []
         again: list[_Pair] = []
         chunk: list[tuple[dict[str, Any], JudgeResult[Any]]] = []
-        labelled = 0
 
         async def flush() -> None:
-            nonlocal chunk, labelled
+            nonlocal chunk
             if chunk:
-                labelled += await self._insert(job, chunk, progress)
+                await self._insert(job, chunk, progress)
                 chunk = []
                 await self._stage("applying", job)
 
@@ -306,9 +305,10 @@ class BatchLabels(BatchSteps):
             notes[-1] += detail
             again.extend(pairs[r.pair_id] for r in missing if r.pair_id in pairs)  # type: ignore[index]
         if again and self.persona.batch_fallback == "live" and not settling:
+            decided = await self.decided()  # labelled live before a crash: not asked again
+            again = [p for p in again if p.id not in decided]
             for p in again:  # asked live at once; a failure pauses as a live call's does
                 await live(p)
-            labelled += len(again)
         async with self.engine.begin() as conn:
             await update_batch(
                 conn,
@@ -320,24 +320,21 @@ class BatchLabels(BatchSteps):
         self.paid = 0.0
         if settling:
             return
-        if stored and not labelled and not await self._already_applied(stored):
+        # Judged by what is stored, not by this pass: a job re-applied after a crash
+        # inserts nothing new, yet labelled what it labelled the first time.
+        if stored and not {r.pair_id for r in stored.values()} & await self.decided():
             why = "; ".join(notes[:3]) or f"the job ended {remote.state}"
             raise StepFailed(
                 f"the judge's batch job {job.provider_batch_id} labelled nothing ({why}); "
                 "resume to send the answers again"
             )
 
-    async def _already_applied(self, stored: dict[str, StoredRequest]) -> bool:
-        """Whether the job's pairs have their decisions (a job applied before a crash)."""
-        wanted = {r.pair_id for r in stored.values()}
-        return wanted <= await self.decided()
-
     async def _insert(
         self,
         job: StoredBatch,
         chunk: list[tuple[dict[str, Any], JudgeResult[Any]]],
         progress: Progress,
-    ) -> int:
+    ) -> None:
         """Insert the chunk's decisions; account the calls of those inserted (a decision
         stored before a crash is neither stored nor accounted again)."""
         async with self.engine.begin() as conn:
@@ -371,7 +368,6 @@ class BatchLabels(BatchSteps):
                 },
                 purpose="persona_judge",
             )
-        return len(inserted)
 
     async def _publish(self) -> None:
         async with self.engine.connect() as conn:

@@ -21,16 +21,19 @@ async def _transition(
     allowed: set[str],
     to: str,
     reason: str | None,
-    choice: TrainingIn | None | bool = False,
+    *,
+    begin: bool = False,
+    choice: TrainingIn | None = None,
 ) -> Persona:
-    """``choice``: the execution a start or resume asks (False: not a start or resume)."""
+    """``begin``: a start or resume, which sets the execution ``choice`` asks (None: as
+    stored)."""
     p = await persona_row(db, persona_id, lock=True)
     if p.status not in allowed:
         raise Conflict(
             f"persona {persona_id} is {p.status}; this needs status {' or '.join(sorted(allowed))}"
         )
-    if choice is not False:
-        await choose_execution(db, p, choice if isinstance(choice, TrainingIn) else None)
+    if begin:
+        await choose_execution(db, p, choice)
     p.status = to
     p.status_reason = reason
     await db.commit()
@@ -81,7 +84,9 @@ async def start_training(
     p = await persona_row(db, persona_id)
     await _check_startable(db, p)
     await _resplit_if_two_way(db, p)
-    await _transition(db, persona_id, {"draft"}, "training", None, choice or TrainingIn())
+    await _transition(
+        db, persona_id, {"draft"}, "training", None, begin=True, choice=choice or TrainingIn()
+    )
     return await get_persona(db=db, persona_id=persona_id)
 
 
@@ -94,5 +99,5 @@ async def resume_training(
     *, db: AsyncSession, persona_id: int, choice: TrainingIn | None = None
 ) -> PersonaOut:
     await _check_startable(db, await persona_row(db, persona_id))
-    await _transition(db, persona_id, {"paused"}, "training", None, choice)
+    await _transition(db, persona_id, {"paused"}, "training", None, begin=True, choice=choice)
     return await get_persona(db=db, persona_id=persona_id)

@@ -197,7 +197,9 @@ class BatchLabels(BatchSteps):
         sent = await self._sent()
         requests: list[StoredRequest] = []
         size = 0
-        for p in todo[: client.limits.max_requests]:
+        for i, p in enumerate(todo[: client.limits.max_requests]):
+            if i % 500 == 499:
+                await asyncio.sleep(0)  # a job of 50,000 prompts: let others run
             request = self.loop._label_request(
                 self.persona, self.it, self.judge_prompt, p, self.outputs[p.id][1]
             ).to_json()
@@ -216,15 +218,19 @@ class BatchLabels(BatchSteps):
             reservation = self.llm.budgets.reserve(f"persona:{self.loop.pid}", estimate)
         except BudgetExceeded as e:
             raise step_failed("judge", e) from e
-        async with self.engine.begin() as conn:
-            job_id = await new_batch(
-                conn,
-                persona=(self.loop.pid, self.it.id),
-                provider_id=info.provider_id,
-                model_id=info.id,
-                kind=client.kind,
-            )
-            await store_requests(conn, job_id, requests, size)
+        try:
+            async with self.engine.begin() as conn:
+                job_id = await new_batch(
+                    conn,
+                    persona=(self.loop.pid, self.it.id),
+                    provider_id=info.provider_id,
+                    model_id=info.id,
+                    kind=client.kind,
+                )
+                await store_requests(conn, job_id, requests, size)
+        except BaseException:
+            self.llm.budgets.settle(reservation, 0.0)  # nothing stored, nothing to be sent
+            raise
         self.reserved[job_id] = reservation
         async with self.engine.connect() as conn:
             return await batch_by_id(conn, job_id)

@@ -39,7 +39,7 @@
   // -- training progress: a live log, and fresh fragments when something changes -------------
   const REFRESH_ON = new Set([
     "iteration_started", "awaiting_review", "metrics", "prompt_version",
-    "converged", "incomplete", "paused",
+    "converged", "incomplete", "paused", "batch_status",
   ]);
 
   function pct(x) { return (100 * x).toFixed(1) + "%"; }
@@ -64,6 +64,8 @@
       case "converged": return `Converged at iteration ${d.iteration}: F1 ${Number(d.f1).toFixed(3)}. ${d.note || ""}`;
       case "incomplete": return `Stopped: ${d.note || "the target was not reached"}`;
       case "paused": return `Paused: ${d.reason || ""}`;
+      case "batch_status":
+        return "Batch jobs: " + (d.batches || []).map((b) => `${b.id} ${b.state} (${b.requests})`).join(", ") + ".";
       default: return `${type}`;
     }
   }

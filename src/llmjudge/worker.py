@@ -101,7 +101,15 @@ def build_workers(
     # Personas are claimed with an advisory lock, so any number of processes can run one;
     # a start resumes personas left in status "training" by a previous run.
     workers.register(
-        PERSONAS, TrainingRunner(engine=direct, sessionmaker=sessionmaker, llm=llm, hub=hub)
+        PERSONAS,
+        TrainingRunner(
+            engine=direct,
+            sessionmaker=sessionmaker,
+            llm=llm,
+            hub=hub,
+            batch_poll_s=settings.batch_poll_seconds,
+            batch_poll_max_s=settings.batch_poll_max_seconds,
+        ),
     )
     # Old call history and cache entries, hourly (an advisory lock: one process at a time).
     workers.register(RETENTION, RetentionJob(engine, days=settings.retention_days))

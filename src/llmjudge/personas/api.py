@@ -19,9 +19,11 @@ from llmjudge.infra.web import IMPORT_BUSY, DbSession, ImportSlot, Number, Offse
 from llmjudge.personas import annotators as agreement_service
 from llmjudge.personas import deps, prompt_versions, reports, review, service
 from llmjudge.personas import estimate as estimates
+from llmjudge.personas import execution as persona_execution
 from llmjudge.personas import iterations as iteration_service
 from llmjudge.personas import pairs as pair_service
 from llmjudge.personas.annotators import AgreementOut
+from llmjudge.personas.execution import TrainingIn
 from llmjudge.personas.schemas import (
     SPLIT_QUERY_HELP,
     BulkFeedbackIn,
@@ -52,6 +54,7 @@ from llmjudge.personas.schemas import (
 )
 from llmjudge.personas.starters import TEMPLATES
 from llmjudge.personas.summaries import PersonaSummary, matching, summaries
+from llmjudge.sessions import BatchOut
 
 router = APIRouter(prefix="/api/personas", tags=["personas"])
 
@@ -127,9 +130,10 @@ async def update_persona(persona_id: int, patch: PersonaPatch, db: DbSession) ->
 
 
 @router.delete("/{persona_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_persona(persona_id: int, db: DbSession) -> None:
-    """Delete a persona that is not training, with its pairs, prompts and history."""
-    await service.delete_persona(db=db, persona_id=persona_id)
+async def delete_persona(persona_id: int, request: Request, db: DbSession) -> None:
+    """Delete a persona that is not training, with its pairs, prompts and history (its
+    judge's batch jobs still at the provider are cancelled there)."""
+    await deps.delete_persona(request, db, persona_id)
 
 
 @router.post("/{persona_id}/clone", response_model=PersonaOut, status_code=201)
@@ -150,7 +154,8 @@ async def clone_persona(
 async def persona_events(persona_id: int, request: Request, db: DbSession) -> EventSourceResponse:
     """Server-sent events of topic `persona:{id}`: `ready`, `iteration_started`,
     `outputs_generated` {n, total}, `judged` {n, total}, `awaiting_review`, `metrics`,
-    `prompt_version`, `converged`, `incomplete`, `paused`."""
+    `prompt_version`, `converged`, `incomplete`, `paused`, `batch_status` {batches: the
+    judge's batch jobs and their states, execution batch}."""
     await service.get_persona(db=db, persona_id=persona_id)  # 404 for an unknown persona
     await db.close()  # hold no connection for the life of the stream
     return sse_response(request, request.app.state.events, f"persona:{persona_id}")
@@ -208,9 +213,13 @@ async def list_pairs(
 
 
 @router.post("/{persona_id}/training/start", response_model=PersonaOut)
-async def start_training(persona_id: int, request: Request, db: DbSession) -> PersonaOut:
-    """Start the loop of a draft persona (409 otherwise)."""
-    return await deps.begin_training(request, db, persona_id, resume=False)
+async def start_training(
+    persona_id: int, request: Request, db: DbSession, body: TrainingIn | None = None
+) -> PersonaOut:
+    """Start the loop of a draft persona (409 otherwise); the body chooses live or batch
+    judge labels (422 for batch with a judge whose provider has no batch API, unless
+    `batch_fallback` is live)."""
+    return await deps.begin_training(request, db, persona_id, resume=False, choice=body)
 
 
 @router.post("/{persona_id}/training/pause", response_model=PersonaOut)
@@ -220,9 +229,19 @@ async def pause_training(persona_id: int, request: Request, db: DbSession) -> Pe
 
 
 @router.post("/{persona_id}/training/resume", response_model=PersonaOut)
-async def resume_training(persona_id: int, request: Request, db: DbSession) -> PersonaOut:
-    """Resume a paused persona from its last stored step."""
-    return await deps.begin_training(request, db, persona_id, resume=True)
+async def resume_training(
+    persona_id: int, request: Request, db: DbSession, body: TrainingIn | None = None
+) -> PersonaOut:
+    """Resume a paused persona from its last stored step (a body changes live or batch;
+    without one, as it was)."""
+    return await deps.begin_training(request, db, persona_id, resume=True, choice=body)
+
+
+@router.get("/{persona_id}/batches", response_model=list[BatchOut])
+async def persona_batches(persona_id: int, db: DbSession) -> list[BatchOut]:
+    """The provider batch jobs of a persona trained in batch mode (its judge's labels),
+    with their states. Page twin: the training page's batch jobs panel."""
+    return await persona_execution.persona_batches_out(db=db, persona_id=persona_id)
 
 
 @router.get("/{persona_id}/training/status", response_model=TrainingStatusOut)

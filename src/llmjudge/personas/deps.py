@@ -9,8 +9,11 @@ from fastapi import HTTPException, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.infra.errors import Invalid, bounded_id
-from llmjudge.personas import training_control
+from llmjudge.personas import service, training_control
+from llmjudge.personas.batch_labels import PersonaJobs
 from llmjudge.personas.events import publish
+from llmjudge.personas.execution import TrainingIn
+from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.schemas import PersonaOut, PromptVersionOut
 from llmjudge.personas.summaries import MAX_COMPARE
 
@@ -60,13 +63,28 @@ async def publish_event(request: Request, persona_id: int, type: str, data: dict
 
 
 async def begin_training(
-    request: Request, db: AsyncSession, persona_id: int, *, resume: bool
+    request: Request,
+    db: AsyncSession,
+    persona_id: int,
+    *,
+    resume: bool,
+    choice: TrainingIn | None = None,
 ) -> PersonaOut:
     """Start a draft (or resume a paused) persona and wake the runner to take it."""
     begin = training_control.resume_training if resume else training_control.start_training
-    out = await begin(db=db, persona_id=persona_id)
+    out = await begin(db=db, persona_id=persona_id, choice=choice)
     wake_runner(request)
     return out
+
+
+async def delete_persona(request: Request, db: AsyncSession, persona_id: int) -> None:
+    """Delete a persona that is not training; its judge's batch jobs still at the provider
+    are cancelled there first (their rows go with it)."""
+    p = await persona_row(db, persona_id)
+    if p.status != "training":  # else the delete is refused (409) and nothing changes
+        jobs = PersonaJobs(request.app.state.engine, request.app.state.llm)
+        await jobs.cancel_open(persona_id)
+    await service.delete_persona(db=db, persona_id=persona_id)
 
 
 async def pause_training(request: Request, db: AsyncSession, persona_id: int) -> PersonaOut:

@@ -17,7 +17,7 @@ from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import PersonaPair, TaskOutput
 from llmjudge.personas.schemas import CallEstimate, EstimateOut
 from llmjudge.personas.service import get_persona
-from llmjudge.providers import LLMService, estimate_tokens
+from llmjudge.providers import LLMService, batch_unsupported, estimate_tokens
 
 # Estimates: tokens of a judge reply, of the engineer's rationale, and the share of
 # optimisation pairs assumed to be disagreements shown to the engineer.
@@ -131,11 +131,23 @@ async def estimate(*, db: AsyncSession, llm: LLMService, persona_id: int) -> Est
     ]
     if any(m.simulated for m in models.values()):
         notes.append("simulated models cost nothing")
+    total = _sum([task, _scale(judge, k), _scale(engineer, max(k - 1, 0))])
+    batch_cost: float | None = None
+    judge_model = models.get("judge")
+    unavailable = (
+        "an embedding judge calls no judge model"
+        if judge_model is None
+        else batch_unsupported(judge_model.provider_kind)
+    )
+    if judge_model is not None and unavailable is None:
+        batch_cost = total.cost_usd - k * judge.cost_usd * judge_model.batch_discount
     return EstimateOut(
         pairs=n,
         one_iteration=_sum([task, judge, engineer]),
-        max_iterations=_sum([task, _scale(judge, k), _scale(engineer, max(k - 1, 0))]),
+        max_iterations=total,
         per_model={"task": task, "judge": judge, "engineer": engineer},
+        batch_cost_usd=batch_cost,
+        batch_unavailable=unavailable,
         spent_usd=await spent_usd(db=db, persona_id=persona_id),
         budget_usd=p.budget_usd,
         notes=notes,

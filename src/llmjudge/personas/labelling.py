@@ -1,6 +1,7 @@
 """Step 2 of the calibration loop: the judge labels each answer (the judge-call pipeline,
-or embedding similarity for an embedding judge), with the reviews already known (uploaded
-labels, earlier reviews of the same answer) applied at once."""
+live or through the provider's batch API: ``batch_labels``; or embedding similarity for an
+embedding judge), with the reviews already known (uploaded labels, earlier reviews of the
+same answer) applied at once."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from sqlalchemy.dialects.postgresql import insert
 from llmjudge.core.personas.keys import prompt_hash
 from llmjudge.core.personas.similarity import fit_threshold
 from llmjudge.infra.errors import NotFound
-from llmjudge.judging import Gateway, LabelReader, judge_call
+from llmjudge.judging import Gateway, JudgeRequest, JudgeResult, LabelReader, judge_call
+from llmjudge.personas.batch_labels import BatchLabels
 from llmjudge.personas.events import Progress, publish
 from llmjudge.personas.loop_base import (
     DEFAULT_SIMILARITY_THRESHOLD,
@@ -38,12 +40,12 @@ from llmjudge.personas.pairs import chosen_label, pair_labels
 from llmjudge.providers import ProviderError
 
 LABEL_READER = LabelReader()
+# (pair, answer text, judge label) -> (human agrees, notes, reviewer, bulk) of a past review
+Carried = dict[tuple[int, str, str], tuple[bool, str | None, str | None, bool]]
 
 
 class Labelling(LoopState):
-    async def _carried(
-        self, before: int
-    ) -> dict[tuple[int, str, str], tuple[bool, str | None, str | None, bool]]:
+    async def _carried(self, before: int) -> Carried:
         """(pair, answer text, judge label) -> the latest human review in earlier iterations."""
         async with self.db() as db:
             rows = await db.execute(
@@ -66,7 +68,7 @@ class Labelling(LoopState):
                 )
                 .order_by(PersonaDecision.iteration.desc())
             )
-            out: dict[tuple[int, str, str], tuple[bool, str | None, str | None, bool]] = {}
+            out: Carried = {}
             for pair_id, output, label, agrees, notes, who, bulk in rows.all():
                 out.setdefault((pair_id, output, label), (agrees, notes, who, bulk))
             return out
@@ -115,51 +117,30 @@ class Labelling(LoopState):
 
         async def label(p: _Pair) -> None:
             output_id, answer = outputs[p.id]
-            request = label_request(
-                judge_prompt=judge_prompt,
-                model_id=persona.judge_model_id,  # type: ignore[arg-type]
-                input=p.text,
-                answer=answer,
-                correct_output=p.correct_output,
-                purpose="persona_judge",
-                related={"persona_id": self.pid, "iteration": it.number, "pair_id": p.id},
-            )
+            request = self._label_request(persona, it, judge_prompt, p, answer)
             result = await judge_call(Gateway(self.r.llm), request, LABEL_READER)
             if isinstance(result.failure, ProviderError | NotFound):
                 raise step_failed("judge", result.failure) from result.failure
             if result.failure is not None:
                 raise result.failure
-            verdict = result.verdict
-            values: dict[str, Any] = {
-                "persona_id": self.pid,
-                "iteration_id": it.id,
-                "iteration": it.number,
-                "pair_id": p.id,
-                "output_id": output_id,
-                "split": p.split,
-                "prompt_version": it.prompt_version,
-                "raw": result.raw or "",
-            }
-            if verdict is None:
-                values.update(
-                    judge_label="incorrect",
-                    judge_reasoning="The judge's reply could not be read as a label.",
-                    parse_error=True,
-                )
-            else:
-                values.update(
-                    judge_label=verdict.label,
-                    judge_reasoning=verdict.reasoning,
-                    judge_confidence=verdict.confidence,
-                )
-                values.update(self._known_review(p.id, answer, verdict.label, carried, prefill))
+            values = self._decision(it, p, output_id, answer, result, carried, prefill)
             async with self.db() as db:
                 await db.execute(insert(PersonaDecision).values(**values).on_conflict_do_nothing())
                 await db.commit()
             await progress.step(it.number)
 
-        if todo:
-            await run_bounded(todo, label, concurrency=self.r.concurrency, stop=self.stop)
+        labels = BatchLabels(
+            self, persona, it, judge_prompt, outputs, carried, prefill, LABEL_READER
+        )
+        answered = [p for p in pairs if p.id in outputs]
+        if persona.execution == "batch":  # also applies a job a dead worker left open
+            await labels.run(answered, label, progress)
+        else:
+            if await labels.settle(answered, label, progress):  # jobs of an earlier batch run
+                decided = await labels.decided()
+                todo = [p for p in todo if p.id not in decided]
+            if todo:
+                await run_bounded(todo, label, concurrency=self.r.concurrency, stop=self.stop)
         await self._advance(it, "awaiting_review")
         async with self.db() as db:
             pending, carried_n = (
@@ -180,12 +161,62 @@ class Labelling(LoopState):
             },
         )
 
+    def _label_request(
+        self, persona: Persona, it: PersonaIteration, judge_prompt: str, p: _Pair, answer: str
+    ) -> JudgeRequest:
+        return label_request(
+            judge_prompt=judge_prompt,
+            model_id=persona.judge_model_id,  # type: ignore[arg-type]
+            input=p.text,
+            answer=answer,
+            correct_output=p.correct_output,
+            purpose="persona_judge",
+            related={"persona_id": self.pid, "iteration": it.number, "pair_id": p.id},
+        )
+
+    def _decision(
+        self,
+        it: PersonaIteration,
+        p: _Pair,
+        output_id: int,
+        answer: str,
+        result: JudgeResult[Any],
+        carried: Carried,
+        prefill: dict[int, tuple[bool, str]],
+    ) -> dict[str, Any]:
+        """The decision row of the judge's reply on pair ``p``'s answer (live or batch)."""
+        verdict = result.verdict
+        values: dict[str, Any] = {
+            "persona_id": self.pid,
+            "iteration_id": it.id,
+            "iteration": it.number,
+            "pair_id": p.id,
+            "output_id": output_id,
+            "split": p.split,
+            "prompt_version": it.prompt_version,
+            "raw": result.raw or "",
+        }
+        if verdict is None:
+            values.update(
+                judge_label="incorrect",
+                judge_reasoning="The judge's reply could not be read as a label.",
+                parse_error=True,
+            )
+        else:
+            values.update(
+                judge_label=verdict.label,
+                judge_reasoning=verdict.reasoning,
+                judge_confidence=verdict.confidence,
+            )
+            values.update(self._known_review(p.id, answer, verdict.label, carried, prefill))
+        return values
+
     @staticmethod
     def _known_review(
         pair_id: int,
         answer: str,
         label: str,
-        carried: dict[tuple[int, str, str], tuple[bool, str | None, str | None, bool]],
+        carried: Carried,
         prefill: dict[int, tuple[bool, str]],
     ) -> dict[str, Any]:
         """The review already known for this decision: an uploaded label first, else an

@@ -75,7 +75,9 @@ class PersonaLoop(Labelling, Rewriting):
                 final = "trained" if it.outcome == "converged" else "incomplete"
                 await self._set_status(final, it.note)
                 return
-            deadline = asyncio.timeout(persona.iteration_timeout_s)
+            # A batch job may take hours at the provider: its judging step has no deadline.
+            waits = persona.execution == "batch" and it.status == "judging"
+            deadline = asyncio.timeout(None if waits else persona.iteration_timeout_s)
             try:
                 if it.status in ("generating", "judging", "optimising"):
                     async with deadline:
@@ -111,6 +113,8 @@ class PersonaLoop(Labelling, Rewriting):
     async def _automatic(self, persona: Persona, it: PersonaIteration) -> None:
         if it.status == "generating":
             await self._generate(persona, it)
+            if persona.execution == "batch":
+                return  # judged next turn, without the iteration's deadline
         if it.status == "judging":
             await self._judge(persona, it)
             return

@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import and_, func, select, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from llmjudge.core.personas.keys import task_input
 from llmjudge.core.personas.replies import (
@@ -73,10 +73,16 @@ class LLM(Protocol):
 class LoopHost(Protocol):
     """What a loop needs from whoever runs it (the training runner)."""
 
+    engine: AsyncEngine
     sessionmaker: async_sessionmaker[AsyncSession]
     llm: LLM
     hub: Publisher | None
     concurrency: int
+    # A persona in batch mode polls its judge's jobs (``batch_labels``); the hook is
+    # awaited at each of a job's stages (tests kill the worker there).
+    batch_poll_s: float
+    batch_poll_max_s: float
+    batch_hook: Callable[[str, int], Awaitable[None]] | None
 
 
 class Stopped(Exception):

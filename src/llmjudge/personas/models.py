@@ -67,6 +67,11 @@ class Persona(Base):
     split_seed: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     budget_usd: Mapped[float | None] = mapped_column(Float)
     iteration_timeout_s: Mapped[float] = mapped_column(Float, default=600.0, server_default="600")
+    # How training sends the judge's labels: "live" or "batch" (the provider's batch API,
+    # ``batch_labels``), and "live" or "none" when the judge's provider has none; chosen
+    # at start and resume.
+    execution: Mapped[str] = mapped_column(String(10), default="live", server_default="live")
+    batch_fallback: Mapped[str] = mapped_column(String(10), default="none", server_default="none")
     status: Mapped[str] = mapped_column(String(20), default="draft", server_default="draft")
     # Why the persona is paused, incomplete or failed, in words for the page.
     status_reason: Mapped[str | None] = mapped_column(Text)

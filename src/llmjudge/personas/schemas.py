@@ -225,6 +225,10 @@ class PersonaOut(BaseModel):
     split_seed: int
     budget_usd: float | None
     iteration_timeout_s: float
+    execution: Literal["live", "batch"] = Field(
+        default="live", description="how training sends its judge's labels"
+    )
+    batch_fallback: Literal["none", "live"] = "none"
     status: PersonaStatus
     status_reason: str | None
     template_key: str | None
@@ -466,6 +470,12 @@ class EstimateOut(BaseModel):
         description="all max_iterations iterations; task answers are generated once and reused"
     )
     per_model: dict[str, CallEstimate] = Field(description="one iteration, by role")
+    batch_cost_usd: float | None = Field(
+        default=None,
+        description="max_iterations' cost with execution batch (the judge's labels at its "
+        "batch price; the task model and the engineer stay live); None: see batch_unavailable",
+    )
+    batch_unavailable: str | None = Field(default=None, description="why there is no batch")
     spent_usd: float
     budget_usd: float | None
     notes: list[str]

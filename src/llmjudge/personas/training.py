@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -52,8 +53,15 @@ class TrainingRunner:
         poll_s: float = 2.0,
         watch_s: float = 1.0,
         drain_s: float = 10.0,
+        batch_poll_s: float = 30.0,
+        batch_poll_max_s: float = 600.0,
+        batch_hook: Callable[[str, int], Awaitable[None]] | None = None,
     ) -> None:
         self.engine = engine
+        # A persona in batch mode polls its judge's batch jobs (``batch_labels``).
+        self.batch_poll_s = batch_poll_s
+        self.batch_poll_max_s = batch_poll_max_s
+        self.batch_hook = batch_hook
         self.sessionmaker = sessionmaker
         self.llm = llm
         self.hub = hub

@@ -7,6 +7,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from llmjudge.infra.errors import Conflict, Invalid
+from llmjudge.personas.execution import TrainingIn, choose_execution
 from llmjudge.personas.lookup import persona_row
 from llmjudge.personas.models import Persona, PersonaIteration, PersonaPair
 from llmjudge.personas.pairs import assign_splits
@@ -15,13 +16,24 @@ from llmjudge.personas.service import get_persona
 
 
 async def _transition(
-    db: AsyncSession, persona_id: int, allowed: set[str], to: str, reason: str | None
+    db: AsyncSession,
+    persona_id: int,
+    allowed: set[str],
+    to: str,
+    reason: str | None,
+    *,
+    begin: bool = False,
+    choice: TrainingIn | None = None,
 ) -> Persona:
+    """``begin``: a start or resume, which sets the execution ``choice`` asks (None: as
+    stored)."""
     p = await persona_row(db, persona_id, lock=True)
     if p.status not in allowed:
         raise Conflict(
             f"persona {persona_id} is {p.status}; this needs status {' or '.join(sorted(allowed))}"
         )
+    if begin:
+        await choose_execution(db, p, choice)
     p.status = to
     p.status_reason = reason
     await db.commit()
@@ -66,11 +78,15 @@ async def _resplit_if_two_way(db: AsyncSession, p: Persona) -> None:
         await db.commit()
 
 
-async def start_training(*, db: AsyncSession, persona_id: int) -> PersonaOut:
+async def start_training(
+    *, db: AsyncSession, persona_id: int, choice: TrainingIn | None = None
+) -> PersonaOut:
     p = await persona_row(db, persona_id)
     await _check_startable(db, p)
     await _resplit_if_two_way(db, p)
-    await _transition(db, persona_id, {"draft"}, "training", None)
+    await _transition(
+        db, persona_id, {"draft"}, "training", None, begin=True, choice=choice or TrainingIn()
+    )
     return await get_persona(db=db, persona_id=persona_id)
 
 
@@ -79,7 +95,9 @@ async def pause_training(*, db: AsyncSession, persona_id: int) -> PersonaOut:
     return await get_persona(db=db, persona_id=persona_id)
 
 
-async def resume_training(*, db: AsyncSession, persona_id: int) -> PersonaOut:
+async def resume_training(
+    *, db: AsyncSession, persona_id: int, choice: TrainingIn | None = None
+) -> PersonaOut:
     await _check_startable(db, await persona_row(db, persona_id))
-    await _transition(db, persona_id, {"paused"}, "training", None)
+    await _transition(db, persona_id, {"paused"}, "training", None, begin=True, choice=choice)
     return await get_persona(db=db, persona_id=persona_id)

@@ -21,7 +21,7 @@ __all__, __getattr__ = public(
             "TERMINAL_STATES",
             "batch_unsupported",
         ),
-        "llmjudge.providers.budget": ("BudgetExceeded",),
+        "llmjudge.providers.budget": ("BudgetExceeded", "Reservation"),
         "llmjudge.providers.llm": (
             "LLMService",
             "configured_latency_s",

@@ -431,13 +431,14 @@ class LLMService:
         cost_usd: float,
         error: str | None,
         related: Mapping[str, Any],
+        purpose: str = "judge",
     ) -> None:
-        """Account one answered request of a provider batch job (``purpose`` judge, its cost
-        at the batch price), as a live call is accounted by the gateway."""
+        """Account one answered request of a provider batch job (its cost at the batch
+        price), as a live call is accounted by the gateway."""
         info = await self.model_info(model_id)
         await self.accounting.record(
             CallRecord(
-                purpose="judge",
+                purpose=purpose,
                 provider_id=info.provider_id,
                 model=info.model,
                 input_tokens=input_tokens,

@@ -247,7 +247,8 @@ BATCH_STATES = (
 
 
 class ProviderBatch(Base):
-    """One batch job of a session at its judge's provider (``sessions.run.batches``)."""
+    """One batch job at a judge's provider, of a session (``sessions.run.batches``) or of a
+    persona's training iteration (its judge's labels, ``personas.batch_labels``)."""
 
     __tablename__ = "provider_batches"
     __table_args__ = (
@@ -255,10 +256,22 @@ class ProviderBatch(Base):
         Index(
             "ix_provider_batches_open", "session_id", postgresql_where=text("applied_at IS NULL")
         ),
+        Index(
+            "ix_provider_batches_persona_open",
+            "persona_id",
+            postgresql_where=text("applied_at IS NULL"),
+        ),
+        CheckConstraint(
+            "(session_id IS NULL) <> (persona_id IS NULL) "
+            "AND (persona_id IS NULL) = (iteration_id IS NULL)",
+            name="one_owner",
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    session_id: Mapped[int] = owned_by("judge_sessions", index=True)
+    session_id: Mapped[int | None] = owned_by("judge_sessions", index=True)
+    persona_id: Mapped[int | None] = owned_by("personas")
+    iteration_id: Mapped[int | None] = owned_by("persona_iterations")
     provider_id: Mapped[int] = mapped_column(Integer)
     model_id: Mapped[int] = mapped_column(Integer)
     provider_kind: Mapped[str] = mapped_column(String(20))
@@ -283,7 +296,8 @@ class ProviderBatch(Base):
 
 class ProviderBatchRequest(Base):
     """One request of a batch job: its ``custom_id`` and the comparison (and attempt, the
-    claim token's half that changes) it answers; stored before the job is sent."""
+    claim token's half that changes) it answers, or a persona job's pair; stored before the
+    job is sent."""
 
     __tablename__ = "provider_batch_requests"
 
@@ -291,7 +305,8 @@ class ProviderBatchRequest(Base):
         BigInteger, ForeignKey("provider_batches.id", ondelete="CASCADE"), primary_key=True
     )
     custom_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    comparison_id: Mapped[int] = mapped_column(BigInteger, index=True)
+    comparison_id: Mapped[int | None] = mapped_column(BigInteger, index=True)
+    pair_id: Mapped[int | None] = mapped_column(Integer)
     attempts: Mapped[int] = mapped_column(Integer)
     member: Mapped[int] = mapped_column(SmallInteger, default=0, server_default="0")
     request: Mapped[dict[str, Any]] = mapped_column(JSONB)

@@ -16,6 +16,7 @@ from llmjudge.personas import annotators as agreement_service
 from llmjudge.personas import deps, service
 from llmjudge.personas import estimate as estimates
 from llmjudge.personas import evaluate as ev
+from llmjudge.personas.execution import TrainingIn
 from llmjudge.personas.pages.common import detail_ctx, see
 from llmjudge.personas.schemas import PersonaOut
 
@@ -63,7 +64,10 @@ Action = Literal["start", "pause", "resume", "clone", "delete"]
 async def persona_action(request: Request, persona_id: int, action: Action, db: DbSession):
     try:
         if action in ("start", "resume"):
-            await deps.begin_training(request, db, persona_id, resume=action == "resume")
+            choice = await _training_choice(request)
+            await deps.begin_training(
+                request, db, persona_id, resume=action == "resume", choice=choice
+            )
             return see(f"/personas/{persona_id}/progress")
         if action == "pause":
             await deps.pause_training(request, db, persona_id)
@@ -71,13 +75,26 @@ async def persona_action(request: Request, persona_id: int, action: Action, db: 
         if action == "clone":
             copy = await service.clone_persona(db=db, persona_id=persona_id)
             return see(f"/personas/{copy.id}")
-        await service.delete_persona(db=db, persona_id=persona_id)
+        await deps.delete_persona(request, db, persona_id)
         return see("/personas")
     except PAGE_ERRORS as e:
         await db.rollback()
         found = refusal(e)
         ctx = await detail_ctx(request, db, persona_id, "overview")
         return await _overview(request, db, ctx, error=found.message, code=found.status)
+
+
+async def _training_choice(request: Request) -> TrainingIn | None:
+    """Live or batch judge labels from the start/resume form (None: a form without the
+    choice, an embedding judge's: as stored)."""
+    form = await request.form()
+    execution = form.get("execution")
+    if execution is None:
+        return None
+    if execution not in ("live", "batch"):
+        raise Invalid("execution must be live or batch")
+    fallback = "live" if form.get("batch_fallback") == "live" else "none"
+    return TrainingIn(execution=execution, batch_fallback=fallback)
 
 
 @router.post("/personas/{persona_id}/sessions")

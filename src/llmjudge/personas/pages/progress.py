@@ -15,6 +15,7 @@ from sqlalchemy import select
 from llmjudge.core.charts import line_chart
 from llmjudge.infra.web import DbSession, render
 from llmjudge.personas import iterations as iteration_service
+from llmjudge.personas.execution import persona_batches_out
 from llmjudge.personas.pages.common import METRIC_LABELS, METRICS, detail_ctx
 from llmjudge.personas.schemas import IntervalOut, IterationOut, MetricsOut, PersonaOut
 from llmjudge.providers import LLMModel, Provider
@@ -128,6 +129,8 @@ async def _progress_ctx(db: DbSession, persona: PersonaOut) -> dict[str, Any]:
         "simulated": await uses_simulator(db, persona),
         "chart": progress_chart(iterations, persona.target_f1),
         "spent": await iteration_service.spent_usd(db=db, persona_id=persona.id),
+        # Its judge's batch jobs (execution batch; kept after a switch back to live).
+        "batches": await persona_batches_out(db=db, persona_id=persona.id),
     }
 
 

@@ -9,66 +9,35 @@ nothing, and only the calls of finishes that applied are accounted.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from llmjudge.judging import JudgeRequest, JudgeResult, at_batch_price
-from llmjudge.providers import BatchClient, BatchLine, ChatRequest, RemoteBatch
+from llmjudge.judging import JudgeResult, at_batch_price
+from llmjudge.providers import BatchClient, BatchLine, RemoteBatch
 from llmjudge.sessions.run.batch_results import PanelTally, read_line
+from llmjudge.sessions.run.batch_steps import ENDED, BatchLLM, BatchSteps, Hook, chat_request
 from llmjudge.sessions.run.batch_store import (
     StoredBatch,
     batch_group,
     load_claims,
     load_requests,
-    session_batches,
     update_batch,
 )
 from llmjudge.sessions.run.claims import Claimed, Finish, JudgeVote, token
-from llmjudge.sessions.run.jobs import JudgeComparisons, JudgeLLM, storable_finish
+from llmjudge.sessions.run.jobs import JudgeComparisons, storable_finish
 from llmjudge.sessions.run.panel_judging import judge_comparison, judge_members, solo_finish
 
 __all__ = ["ENDED", "BatchApplier", "BatchLLM", "Hook", "chat_request"]
 
-ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
-# (stage, job id) -> awaited at each stage: before_upload, after_create, polling, applying.
-Hook = Callable[[str, int], Awaitable[None]]
 
-
-class BatchLLM(JudgeLLM, Protocol):
-    async def batch_client(self, model_id: int) -> tuple[BatchClient, Any]: ...
-
-    async def record_batch_call(
-        self,
-        *,
-        model_id: int,
-        input_tokens: int,
-        output_tokens: int,
-        cost_usd: float,
-        error: str | None,
-        related: Mapping[str, Any],
-    ) -> None: ...
-
-
-class BatchApplier:
+class BatchApplier(BatchSteps):
     """The batch runner's half that applies results (``BatchRunner`` sets these)."""
 
-    engine: AsyncEngine
-    llm: BatchLLM
     kind: JudgeComparisons
     max_attempts: int
     apply_chunk: int
-    hook: Hook | None
-
-    async def _reload(self, job: StoredBatch) -> StoredBatch:
-        async with self.engine.connect() as conn:
-            return next(b for b in await session_batches(conn, job.session_id) if b.id == job.id)
-
-    async def _stage(self, stage: str, job: StoredBatch) -> None:
-        if self.hook is not None:
-            await self.hook(stage, job.id)
 
     async def _apply(
         self, job: StoredBatch, client: BatchClient, remote: RemoteBatch | None, reason: str | None
@@ -303,16 +272,3 @@ def _missing_reason(remote: RemoteBatch | None) -> str:
         return "the batch job was never sent"
     detail = f": {remote.error}" if remote.error else ""
     return f"no result for this request: the batch job ended {remote.state}{detail}"[:2000]
-
-
-def chat_request(stored: dict[str, Any], model: str) -> ChatRequest:
-    """A stored ``JudgeRequest`` as the provider request a batch line carries."""
-    request = JudgeRequest.from_json(stored)
-    return ChatRequest(
-        model=model,
-        messages=request.messages,
-        temperature=request.temperature,
-        max_tokens=request.max_tokens,
-        json_schema=request.json_schema,
-        schema_name=request.schema_name,
-    )

@@ -25,6 +25,7 @@ from llmjudge.sessions.run.claims import Claimed
 __all__ = [
     "StoredBatch",
     "StoredRequest",
+    "batch_by_id",
     "batch_group",
     "batch_worker",
     "claim_for_batch",
@@ -33,6 +34,7 @@ __all__ = [
     "load_requests",
     "new_batch",
     "open_batches",
+    "persona_batches",
     "session_batches",
     "store_requests",
     "update_batch",
@@ -45,7 +47,9 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class StoredBatch:
     id: int
-    session_id: int
+    session_id: int | None  # None: a persona's job (``persona_id``, ``iteration_id``)
+    persona_id: int | None
+    iteration_id: int | None
     provider_id: int
     model_id: int
     provider_kind: str
@@ -74,10 +78,11 @@ class StoredBatch:
 @dataclass(frozen=True, slots=True)
 class StoredRequest:
     custom_id: str
-    comparison_id: int
+    comparison_id: int | None  # None: a persona job's request (``pair_id``)
     attempts: int
     member: int
     request: dict[str, Any]
+    pair_id: int | None = None
 
 
 def batch_worker(batch_id: int) -> str:
@@ -104,6 +109,22 @@ async def open_batches(conn: AsyncConnection, session_id: int) -> list[StoredBat
     return [StoredBatch(*r) for r in rows.all()]
 
 
+async def batch_by_id(conn: AsyncConnection, batch_id: int) -> StoredBatch:
+    row = (await conn.execute(select(*_FIELDS).where(ProviderBatch.id == batch_id))).one()
+    return StoredBatch(*row)
+
+
+async def persona_batches(
+    conn: AsyncConnection, persona_id: int, *, open_only: bool = False
+) -> list[StoredBatch]:
+    """A persona's batch jobs (its training's judge labels), oldest first."""
+    where = [ProviderBatch.persona_id == persona_id]
+    if open_only:
+        where.append(ProviderBatch.applied_at.is_(None))
+    rows = await conn.execute(select(*_FIELDS).where(*where).order_by(ProviderBatch.id))
+    return [StoredBatch(*r) for r in rows.all()]
+
+
 async def batch_group(conn: AsyncConnection, batch_id: int) -> list[StoredBatch]:
     """The jobs that carry the same claims as job ``batch_id`` (a panel's: one job per
     member model, created together), itself included, oldest first. The oldest is the
@@ -123,15 +144,32 @@ async def batch_group(conn: AsyncConnection, batch_id: int) -> list[StoredBatch]
 
 
 async def new_batch(
-    conn: AsyncConnection, *, session_id: int, provider_id: int, model_id: int, kind: str
+    conn: AsyncConnection,
+    *,
+    session_id: int | None = None,
+    persona: tuple[int, int] | None = None,
+    provider_id: int,
+    model_id: int,
+    kind: str,
 ) -> int:
+    """A new job row of a session, or of a persona's iteration (``persona``: its id and the
+    iteration's)."""
+    persona_id, iteration_id = persona or (None, None)
     return int(
         await conn.scalar(
             text(
-                "INSERT INTO provider_batches (session_id, provider_id, model_id, provider_kind) "
-                "VALUES (:s, :p, :m, :k) RETURNING id"
+                "INSERT INTO provider_batches (session_id, persona_id, iteration_id, "
+                "provider_id, model_id, provider_kind) "
+                "VALUES (:s, :pe, :it, :p, :m, :k) RETURNING id"
             ),
-            {"s": session_id, "p": provider_id, "m": model_id, "k": kind},
+            {
+                "s": session_id,
+                "pe": persona_id,
+                "it": iteration_id,
+                "p": provider_id,
+                "m": model_id,
+                "k": kind,
+            },
         )
     )
 
@@ -186,9 +224,10 @@ async def store_requests(
     await conn.execute(
         text(
             "INSERT INTO provider_batch_requests "
-            "(batch_id, custom_id, comparison_id, attempts, member, request) "
+            "(batch_id, custom_id, comparison_id, attempts, member, request, pair_id) "
             "SELECT :b, * FROM unnest(CAST(:cids AS text[]), CAST(:comparisons AS bigint[]), "
-            "CAST(:attempts AS int[]), CAST(:members AS int2[]), CAST(:requests AS jsonb[]))"
+            "CAST(:attempts AS int[]), CAST(:members AS int2[]), CAST(:requests AS jsonb[]), "
+            "CAST(:pairs AS int[]))"
         ),
         {
             "b": batch_id,
@@ -197,6 +236,7 @@ async def store_requests(
             "attempts": [r.attempts for r in requests],
             "members": [r.member for r in requests],
             "requests": [_json(r.request) for r in requests],
+            "pairs": [r.pair_id for r in requests],
         },
     )
     await update_batch(conn, batch_id, requests=len(requests), bytes=size)
@@ -209,8 +249,9 @@ def _json(value: Mapping[str, Any]) -> str:
 async def load_requests(conn: AsyncConnection, batch_id: int) -> list[StoredRequest]:
     rows = await conn.execute(
         text(
-            "SELECT custom_id, comparison_id, attempts, member, request "
-            "FROM provider_batch_requests WHERE batch_id = :b ORDER BY comparison_id, member"
+            "SELECT custom_id, comparison_id, attempts, member, request, pair_id "
+            "FROM provider_batch_requests WHERE batch_id = :b "
+            "ORDER BY comparison_id, pair_id, member"
         ),
         {"b": batch_id},
     )

@@ -9,7 +9,9 @@ provider's ``max_in_flight`` jobs run:
     (validating, in_progress, finalizing; cancelling) -> completed / failed / expired /
     cancelled -> applied (``applied_at``)
 
-Nothing lives in memory between steps. A job row, its requests (each ``custom_id`` with the
+A job's steps at the provider (upload, create, poll) are ``batch_steps``', which a
+persona's training shares for its judge's labels (``personas.batch_labels``); the claims,
+panels and applying are the session's. Nothing lives in memory between steps. A job row, its requests (each ``custom_id`` with the
 comparison, claim token and panel member it answers) and the claim of its comparisons are
 stored in one transaction before anything is sent; ``submitting`` is stored before the job
 is created, so a worker that died after the provider created it finds it again instead of
@@ -41,14 +43,13 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llmjudge.infra.events.hub import EventHub
-from llmjudge.providers import BatchClient, RemoteBatch
-from llmjudge.sessions.run.batch_apply import ENDED, BatchApplier, BatchLLM, Hook, chat_request
+from llmjudge.sessions.run.batch_apply import BatchApplier
+from llmjudge.sessions.run.batch_steps import ENDED, BatchLLM, Hook, chat_request
 from llmjudge.sessions.run.batch_store import (
     StoredBatch,
     StoredRequest,
     claim_for_batch,
     give_back,
-    load_requests,
     new_batch,
     open_batches,
     session_batches,
@@ -191,81 +192,6 @@ class BatchRunner(BatchApplier):
         await self._apply(await self._reload(job), client, remote, None)
         return True
 
-    async def _upload(self, job: StoredBatch, client: BatchClient) -> bool:
-        entries = await self._entries(job, client)
-        await self._stage("before_upload", job)
-        file_id = await client.upload(entries)
-        async with self.engine.begin() as conn:
-            await update_batch(conn, job.id, state="uploaded", input_file_id=file_id)
-        return True
-
-    async def _create(self, job: StoredBatch, client: BatchClient) -> bool:
-        if job.state == "submitting":  # a worker may have died after creating it
-            found = await self._find(job, client)
-            if found is not None:
-                await self._record(job, found, submitted=True)
-                return True
-        async with self.engine.begin() as conn:
-            await update_batch(conn, job.id, state="submitting", stamp=("submitting_at",))
-        entries = [] if job.input_file_id else await self._entries(job, client)
-        remote = await client.create(job.input_file_id, entries, _tag(job))
-        await self._stage("after_create", job)
-        await self._record(job, remote, submitted=True)
-        return True
-
-    async def _find(self, job: StoredBatch, client: BatchClient) -> RemoteBatch | None:
-        """The provider's job for ``job``, created by a worker that died before recording it."""
-        assert job.submitting_at is not None
-        async with self.engine.connect() as conn:
-            known = await conn.execute(
-                text(
-                    "SELECT provider_batch_id FROM provider_batches WHERE provider_id = :p "
-                    "AND provider_batch_id IS NOT NULL"
-                ),
-                {"p": job.provider_id},
-            )
-            ids = {r[0] for r in known.all()}
-        return await client.find(
-            input_file_id=job.input_file_id,
-            tag=_tag(job),
-            since=job.submitting_at.timestamp(),
-            count=job.requests,
-            known=ids,
-        )
-
-    async def _entries(self, job: StoredBatch, client: BatchClient) -> list[dict[str, Any]]:
-        _, info = await self.llm.batch_client(job.model_id)
-        async with self.engine.connect() as conn:
-            stored = await load_requests(conn, job.id)
-        return [client.entry(r.custom_id, chat_request(r.request, info.model)) for r in stored]
-
-    async def _record(
-        self,
-        job: StoredBatch,
-        remote: RemoteBatch,
-        *,
-        submitted: bool = False,
-        cancel_requested: bool | None = None,
-    ) -> None:
-        values: dict[str, Any] = {
-            "state": remote.state,
-            "succeeded": remote.succeeded,
-            "errored": remote.errored,
-            "output_file_id": remote.output_file_id,
-            "error_file_id": remote.error_file_id,
-            "error": remote.error,
-        }
-        stamps = ["polled_at"]
-        if submitted:
-            values["provider_batch_id"] = remote.id
-            stamps.append("submitted_at")
-        if remote.ended:
-            stamps.append("ended_at")
-        if cancel_requested is not None:
-            values["cancel_requested"] = cancel_requested
-        async with self.engine.begin() as conn:
-            await update_batch(conn, job.id, **values, stamp=tuple(stamps))
-
     # -- a new job ----------------------------------------------------------------------------
 
     async def _submit_more(self, session_id: int) -> bool:
@@ -362,10 +288,6 @@ class BatchRunner(BatchApplier):
         async with self.engine.connect() as conn:
             jobs = await session_batches(conn, session_id)
         self.hub.publish_nowait(session_topic(session_id), "batch_status", batch_status(jobs))
-
-
-def _tag(job: StoredBatch) -> str:
-    return f"llmjudge-{job.session_id}-{job.id}"
 
 
 def batch_status(jobs: Sequence[StoredBatch]) -> dict[str, Any]:

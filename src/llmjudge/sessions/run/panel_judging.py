@@ -441,18 +441,7 @@ def panel_finish(
     )
     spend = _spend(votes, wall)
     if agg.winner is None:
-        errors = "; ".join(f"{v.judge or v.member}: {v.error}" for v in votes if v.error)
-        status = _retry_or_fail(item, max_attempts)
-        return Finish(
-            **base,
-            status=status,  # type: ignore[arg-type]
-            started_at=started,
-            answer=JudgeVote(**spend),
-            error=f"no member of the panel voted ({errors})"[:2000],
-            votes=tuple(votes) if status == "failed" else (),
-            votes_cast=0,
-            votes_asked=asked,
-        )
+        return _unanswered(item, base, started, max_attempts, votes, asked, spend, "voted")
     answer = JudgeVote(
         **spend,
         status="voted",
@@ -473,6 +462,32 @@ def panel_finish(
         answer=answer,
         votes=tuple(votes),
         votes_cast=agg.voted,
+        votes_asked=asked,
+    )
+
+
+def _unanswered(
+    item: Claimed,
+    base: dict[str, Any],
+    started: datetime | None,
+    max_attempts: int,
+    votes: list[JudgeVote],
+    asked: int,
+    spend: dict[str, Any],
+    verb: str,
+) -> Finish:
+    """No member answered: asked again while attempts remain, else failed with every
+    member's error (the votes are kept only then, as a retry asks them all again)."""
+    errors = "; ".join(f"{v.judge or v.member}: {v.error}" for v in votes if v.error)
+    status = _retry_or_fail(item, max_attempts)
+    return Finish(
+        **base,
+        status=status,  # type: ignore[arg-type]
+        started_at=started,
+        answer=JudgeVote(**spend),
+        error=f"no member of the panel {verb} ({errors})"[:2000],
+        votes=tuple(votes) if status == "failed" else (),
+        votes_cast=0,
         votes_asked=asked,
     )
 
@@ -506,18 +521,7 @@ def _graded(
     )
     spend = _spend(votes, wall)
     if agg.score is None:
-        errors = "; ".join(f"{v.judge or v.member}: {v.error}" for v in votes if v.error)
-        status = _retry_or_fail(item, max_attempts)
-        return Finish(
-            **base,
-            status=status,  # type: ignore[arg-type]
-            started_at=started,
-            answer=JudgeVote(**spend),
-            error=f"no member of the panel graded ({errors})"[:2000],
-            votes=tuple(votes) if status == "failed" else (),
-            votes_cast=0,
-            votes_asked=asked,
-        )
+        return _unanswered(item, base, started, max_attempts, votes, asked, spend, "graded")
     answer = JudgeVote(
         **spend,
         status="voted",

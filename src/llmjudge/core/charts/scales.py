@@ -23,6 +23,12 @@ def nice_step(span: float, target: int) -> float:
     return next(m * magnitude for m in NICE_MULTIPLES if raw <= m * magnitude * (1 + 1e-9))
 
 
+def _digits(step: float) -> int:
+    """Decimals that keep a step's edges exact to six digits below the step (at least ten):
+    rounding at a fixed ten decimals made every edge of a 1e-12-wide range 0."""
+    return max(10, 6 - math.floor(math.log10(step)))
+
+
 def nice_bin_edges(values: np.ndarray, target_bins: int = 10) -> np.ndarray:
     """Round bin edges covering all finite `values` with at most `target_bins` bins (two
     when one round step spans the data but they straddle an edge). One distinct value
@@ -41,12 +47,13 @@ def nice_bin_edges(values: np.ndarray, target_bins: int = 10) -> np.ndarray:
     while True:
         # the 1e-9 slack absorbs float drift (0.3 / 0.1); the checks after it keep a
         # value a hair outside a round edge inside the bins
+        digits = _digits(step)
         start = math.floor(lo / step + 1e-9) * step
-        if round(start, 10) > lo:
+        if round(start, digits) > lo:
             start -= step
         # np.histogram closes the last bin on the right, so hi on an edge is counted
         count = max(1, math.ceil((hi - start) / step - 1e-9))
-        if round(start + count * step, 10) < hi:
+        if round(start + count * step, digits) < hi:
             count += 1
         # a step as wide as the data always fits it in two bins (0 may be an edge
         # inside it): stop there
@@ -54,4 +61,4 @@ def nice_bin_edges(values: np.ndarray, target_bins: int = 10) -> np.ndarray:
             break
         step = nice_step(step * 1.000001, 1)  # the next round step up
     # round() keeps 0.1 * 3 from printing as 0.30000000000000004
-    return np.round(start + step * np.arange(count + 1), 10)
+    return np.round(start + step * np.arange(count + 1), _digits(step))

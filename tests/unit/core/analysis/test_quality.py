@@ -7,7 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest, kendalltau, spearmanr
 
@@ -125,6 +125,7 @@ def test_nice_bin_edges_examples() -> None:
     values=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=50),
     target=st.integers(1, 20),
 )
+@example(values=[0.0, 2.6347998903410063e-12], target=5)  # edges rounded to 0 once
 def test_nice_bin_edges_cover_values_with_round_steps(values: list[float], target: int) -> None:
     v = np.array(values)
     edges = nice_bin_edges(v, target)

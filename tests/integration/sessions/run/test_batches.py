@@ -3,7 +3,8 @@
 batch worker is killed at each stage (before upload, after create, while polling, while
 applying) and the provider restarts; partial failures (expired, errored, malformed lines)
 end only their own comparisons; cancelling a session cancels its jobs; a judge without a
-batch API is refused at create (or runs live when the user chose that fallback)."""
+batch API is refused at create (or runs live when the user chose that fallback); an adaptive
+session sends each round as one job."""
 
 from __future__ import annotations
 
@@ -411,3 +412,70 @@ async def test_the_estimate_shows_live_and_batch_prices(
     r = await client.post("/api/sessions/estimate", json=body)  # the simulator
     assert r.json()["batch_cost_usd"] is None
     assert "no batch API" in r.json()["batch_unavailable"]
+
+
+async def test_an_adaptive_session_sends_each_round_as_one_job(
+    app: FastAPI, client: httpx.AsyncClient, pillar_ids: list[int], tmp_path: Path
+) -> None:
+    """Issue 25 item 3: an adaptive session in batch plans a round, the round goes to the
+    provider as one job, and the next round is planned from its applied results."""
+    from llmjudge.sessions.adaptive.rounds import advance
+
+    fake = FakeOpenAIBatches(BatchState(path=tmp_path / "adaptive.json", responder=judge))
+    await fake.start()
+    llm = LLMService(app.state.sessionmaker, app.state.settings)
+    try:
+        model = await judge_model(client, "oa-adaptive", "openai", fake.base_url)
+        r = await client.post(
+            "/api/sessions",
+            json={
+                "session_name": "adaptive batch",
+                "pillar_ids": pillar_ids,
+                "comparison_mode": "adaptive",
+                "criteria": ["quality"],
+                "judge_model_id": model,
+                "execution": "batch",
+                "seed": 7,
+                "adaptive": {"rule": "budget", "budget_comparisons": 200, "batch_size": 50},
+                "auto_start": True,
+            },
+        )
+        assert r.status_code == 201, r.text
+        sid = r.json()["id"]
+        assert r.json()["execution"] == "batch"
+        runner = BatchRunner(engine=app.state.engine, llm=llm, poll_s=0.01, poll_max_s=0.02)
+        for _ in range(400):  # the planner and the batch worker take turns
+            if not await advance(app.state.sessionmaker, sid):
+                break
+            await runner.step(sid)
+        else:
+            raise AssertionError("the adaptive batch session never stopped")
+        while (await runner.step(sid))[1]:  # the last round's job, if one is still open
+            pass
+        rounds = await rows(
+            app,
+            "SELECT first_position, size FROM adaptive_rounds WHERE session_id = :s "
+            "AND size > 0 ORDER BY round",
+            s=sid,
+        )
+        jobs = await rows(
+            app,
+            "SELECT j.state, min(c.queue_position), count(*) FROM provider_batches j "
+            "JOIN provider_batch_requests q ON q.batch_id = j.id "
+            "JOIN comparisons c ON c.id = q.comparison_id "
+            "WHERE j.session_id = :s GROUP BY j.id ORDER BY j.id",
+            s=sid,
+        )
+        assert len(rounds) >= 2  # more than one round, each planned from the last's results
+        assert [(j[1], j[2]) for j in jobs] == [tuple(r) for r in rounds]  # a round = a job
+        assert all(j[0] == "completed" for j in jobs)
+        (s,) = await rows(
+            app,
+            "SELECT status, total, completed, stop_reason FROM judge_sessions WHERE id = :s",
+            s=sid,
+        )
+        assert s[0] == "completed" and s[1] == s[2] == sum(r[1] for r in rounds)
+        assert s[3] is not None
+    finally:
+        await llm.aclose()
+        await fake.stop()

@@ -11,11 +11,14 @@ bare loop and the engine in turn, so both see the same machine.
 
 - **The judge**: a process on 127.0.0.1 that answers every chat completion after a fixed
   latency with a valid JSON verdict, streamed as server-sent events when asked (the engine
-  streams whenever live events are on). Its replies are precomputed bytes.
+  asks for a stream only for a lane someone follows on the live page; nobody does here).
+  Its replies are precomputed bytes.
 - **The bare loop**: one asyncio process, ``workers`` calls in flight, on the engine's HTTP
   stack (httpx over the httpx-aiohttp transport), sending the requests the engine sends for
-  the same pairs (its prompt builder, its client's request) and reading the streamed
-  answers with the engine's SSE reader. No queue, no database, no parsing of verdicts.
+  the same pairs (its prompt builder, its client's request: whole answers) and decoding
+  each answer's JSON; with ``--bare-stream`` it asks for streams and reads them with the
+  engine's SSE reader (the baseline before the engine stopped streaming unwatched lanes).
+  No queue, no database, no parsing of verdicts.
 - **The engine**: a fresh ``llmjudge serve`` (its worker pool inside) on an embedded
   PostgreSQL, warmed by a six-call session; then the timed session: ``POST /api/sessions``
   (``comparison_mode`` free_for_all, ``worker_count`` = workers, ``auto_start``), which
@@ -182,9 +185,9 @@ def thread_rows(count: int) -> list[dict[str, Any]]:
 
 
 async def pair_requests(
-    base_url: str, threads: int
+    base_url: str, threads: int, stream: bool
 ) -> list[tuple[str, dict[str, Any], dict[str, str]]]:
-    """URL, body and headers of every pair's call as the engine builds it (streamed)."""
+    """URL, body and headers of every pair's call as the engine builds it."""
     from llmjudge.core.judging.prompts import build_judge_messages, verdict_json_schema
     from llmjudge.providers.base import ChatRequest, ProviderConfig
     from llmjudge.providers.openai import OpenAIClient
@@ -203,7 +206,7 @@ async def pair_requests(
                 title_b=rows[j]["title"],
             )
             req = ChatRequest(model=MODEL, messages=messages, json_schema=schema)
-            call = client.build(req, stream=True)
+            call = client.build(req, stream=stream)
             out.append((call.url, dict(call.body), dict(call.headers)))
     await client.aclose()
     return out
@@ -212,13 +215,17 @@ async def pair_requests(
 # -- the bare loop ---------------------------------------------------------------------------
 
 
-async def bare_loop(base_url: str, concurrency: int, threads: int) -> dict[str, Any]:
-    """Every pair's call, ``concurrency`` at a time, with nothing else around them."""
+async def bare_loop(
+    base_url: str, concurrency: int, threads: int, stream: bool = False
+) -> dict[str, Any]:
+    """Every pair's call, ``concurrency`` at a time, with nothing else around them: the
+    whole answer at once, as the engine asks when nobody follows a lane (``stream``: as a
+    stream of events, as it asks for a followed one)."""
     from httpx_aiohttp import AiohttpTransport
 
     from llmjudge.providers.clients import iter_sse
 
-    calls = await pair_requests(base_url, threads)
+    calls = await pair_requests(base_url, threads, stream)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     client = httpx.AsyncClient(transport=AiohttpTransport(limits=limits), timeout=60)
     done: list[float] = []
@@ -226,6 +233,12 @@ async def bare_loop(base_url: str, concurrency: int, threads: int) -> dict[str, 
 
     async def lane() -> None:
         for url, body, headers in queue:
+            if not stream:
+                resp = await client.post(url, json=body, headers=headers)
+                resp.raise_for_status()
+                resp.json()
+                done.append(time.time())
+                continue
             async with client.stream("POST", url, json=body, headers=headers) as resp:
                 resp.raise_for_status()
                 async for ev in iter_sse(resp.aiter_lines()):
@@ -344,9 +357,10 @@ class Run:
         return self.done[0] - self.start
 
 
-def measure_bare(tmp: Path, fake_url: str, workers: int, threads: int) -> Run:
+def measure_bare(tmp: Path, fake_url: str, workers: int, threads: int, stream: bool) -> Run:
     child = spawn(
-        [__file__, "bare", fake_url, str(workers), str(threads)], tmp / f"bare-{workers}.log"
+        [__file__, "bare", fake_url, str(workers), str(threads), "stream" if stream else "whole"],
+        tmp / f"bare-{workers}.log",
     )
     child.popen.wait()
     out = json.loads(child.log.read_text().strip().splitlines()[-1])
@@ -549,6 +563,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--latency-ms", type=float, default=200.0)
     p.add_argument("--chunk-chars", type=int, default=16, help="characters per streamed event")
+    p.add_argument(
+        "--bare-stream",
+        action="store_true",
+        help="the bare loop reads streamed answers (what the engine asks for a lane someone "
+        "follows; nobody follows here, so the engine asks for whole answers)",
+    )
     args = p.parse_args(argv)
     latency_s = args.latency_ms / 1000
 
@@ -566,14 +586,15 @@ def main(argv: list[str] | None = None) -> int:
         calls = args.threads * (args.threads - 1) // 2
         print(
             f"free-for-all of {args.threads} threads: {calls:,} calls; judge latency "
-            f"{args.latency_ms:.0f} ms, {len(verdict_text())}-character verdict streamed in "
-            f"{args.chunk_chars}-character events; {os.cpu_count()} CPU cores shared by "
-            "every process (judge server, bare loop or engine, PostgreSQL)\n"
+            f"{args.latency_ms:.0f} ms, {len(verdict_text())}-character verdict, whole "
+            f"(or streamed in {args.chunk_chars}-character events when asked); bare loop: "
+            f"{'streamed' if args.bare_stream else 'whole'} answers; {os.cpu_count()} CPU "
+            "cores shared by every process (judge server, bare loop or engine, PostgreSQL)\n"
         )
         print(HEADER, flush=True)
         for n in range(1, args.repeat + 1):
             for w in args.workers:
-                bare = measure_bare(tmp, fake_url, w, args.threads)
+                bare = measure_bare(tmp, fake_url, w, args.threads, args.bare_stream)
                 eng = engine.measure(w)
                 print(row(w, n, bare, eng), flush=True)
                 ratios[w].append(
@@ -603,6 +624,7 @@ if __name__ == "__main__":
         run_fake(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))
     elif len(sys.argv) > 1 and sys.argv[1] == "bare":
         url, workers, threads = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-        print(json.dumps(asyncio.run(bare_loop(url, workers, threads))), flush=True)
+        streamed = sys.argv[5] == "stream"
+        print(json.dumps(asyncio.run(bare_loop(url, workers, threads, streamed))), flush=True)
     else:
         raise SystemExit(main())

@@ -278,8 +278,11 @@ async def judge_comparison(
     ended. Raises only ``CancelledError``.
 
     With ``publish``, a single judge's answer is streamed and its text published in batches
-    (``llm_stream``), except the batches ``wants_stream`` says nobody follows (asked at each
-    batch: a viewer may arrive mid-answer)."""
+    (``llm_stream``) when ``wants_stream`` says someone follows its lane as the call starts;
+    a viewer who arrives mid-answer sees the lane's next one. Nobody follows most lanes,
+    and reading an answer as a stream (a JSON chunk per token or so) costs the engine more
+    than the rest of the comparison (``bench/throughput.py``), so those ask for the whole
+    answer at once. A followed stream asks again at each batch (the viewer may leave)."""
     panel = panel or solo_panel(config)
     started = datetime.now(UTC)
     base = token(item)
@@ -325,12 +328,16 @@ async def _solo(
     member-0 vote row from there, ``votes.store_solo_votes``)."""
     item, publish = judging.item, judging.publish
     batcher: DeltaBatcher | None = None
-    if publish is not None:
-        topic = session_topic(item.session_id)
+    topic = session_topic(item.session_id)
+
+    def followed() -> bool:
+        return wants_stream is None or wants_stream(topic, item.worker_id)
+
+    if publish is not None and followed():
         stream = {"comparison_id": item.id, "worker_id": item.worker_id}
 
         def publish_text(text: str) -> None:
-            if wants_stream is None or wants_stream(topic, item.worker_id):
+            if followed():
                 publish(topic, "llm_stream", {**stream, "text": text})
 
         batcher = DeltaBatcher(publish_text, interval_s=stream_interval_s)

@@ -244,11 +244,14 @@ async def test_a_storm_of_500_absorbed_then_one_that_outlasts_every_retry(
 async def test_streams_cut_half_way_are_judged_again(
     app: FastAPI, client: httpx.AsyncClient, pillars: list[int]
 ) -> None:
-    """With an event hub the pool streams every judge call; 20 streams dropped mid-way
-    are retried by the gateway, and only whole answers are stored."""
+    """With someone following every lane the pool streams every judge call; 20 streams
+    dropped mid-way are retried by the gateway, and only whole answers are stored."""
     pool = await in_process_pool(app)
     try:
-        async with counting_judge(client, "judge-cut", latency_s=0.01) as judge:
+        async with (
+            app.state.events.subscribe("*"),  # a live page following every lane
+            counting_judge(client, "judge-cut", latency_s=0.01) as judge,
+        ):
             judge.fake.state.cut_stream = 20
             judge.fake.state.keep_requests = True
             sid = await create_session(

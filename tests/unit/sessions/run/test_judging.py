@@ -248,20 +248,49 @@ def test_thread_cache_evicts_the_least_recently_used() -> None:
     assert cache.get(2) is None and cache.get(1) is not None and len(cache) == 2
 
 
-async def test_streams_nobody_follows_are_not_published(threads: ThreadCache) -> None:
-    """The answer is still streamed and read; only its unwatched text batches are skipped,
-    and the question is asked per batch (a viewer may arrive mid-answer)."""
+async def test_a_lane_nobody_follows_asks_for_the_whole_answer(threads: ThreadCache) -> None:
+    """Nobody follows the lane as the call starts: the answer is asked for whole (no
+    ``on_delta``, so the provider is not asked to stream), read, and nothing is streamed."""
     events: list[tuple[str, str, dict]] = []
     asked: list[tuple[str, str]] = []
-    watched = iter([False, False, True])
+    streamed_calls: list[bool] = []
+
+    class Recording(FakeLLM):
+        async def chat(self, *, on_delta: DeltaCallback = None, **kw: Any) -> ChatResult:
+            streamed_calls.append(on_delta is not None)
+            return await super().chat(on_delta=on_delta, **kw)
 
     def wants(topic: str, lane: str) -> bool:
         asked.append((topic, lane))
-        return next(watched, True)
+        return False
 
-    llm = FakeLLM(GOOD)
     f = await judge_comparison(
-        llm=llm,
+        llm=Recording(GOOD),
+        item=item(),
+        config=CONFIG,
+        threads=threads,
+        publish=lambda *e: events.append(e),
+        stream_interval_s=0,
+        wants_stream=wants,
+    )
+    assert f.status == "completed" and f.answer.winner == "B" and f.answer.raw_response == GOOD
+    assert streamed_calls == [False] and asked == [("session:7", "host:1:0")]
+    assert [e[1] for e in events] == ["comparison_start"]
+
+
+async def test_a_followed_stream_asks_at_each_batch(threads: ThreadCache) -> None:
+    """A lane followed as the call starts is streamed; each batch asks again, so the
+    batches after the viewer left are not published, and the answer is read whole."""
+    events: list[tuple[str, str, dict]] = []
+    asked: list[tuple[str, str]] = []
+    watched = iter([True, True, False])
+
+    def wants(topic: str, lane: str) -> bool:
+        asked.append((topic, lane))
+        return next(watched, False)
+
+    f = await judge_comparison(
+        llm=FakeLLM(GOOD),
         item=item(),
         config=CONFIG,
         threads=threads,
@@ -271,7 +300,6 @@ async def test_streams_nobody_follows_are_not_published(threads: ThreadCache) ->
     )
     assert f.status == "completed" and f.answer.winner == "B" and f.answer.raw_response == GOOD
     batches = [e[2]["text"] for e in events if e[1] == "llm_stream"]
-    assert len(asked) == len(batches) + 2 and set(asked) == {("session:7", "host:1:0")}
-    assert "".join(batches) == GOOD[10:]  # the first two 5-character batches went unwatched
-    assert [e[1] for e in events][0] == "comparison_start"
+    assert batches == [GOOD[:5]]  # the start, the first batch; then the viewer left
+    assert len(asked) > 3 and set(asked) == {("session:7", "host:1:0")}
     assert [e[1] for e in events if e[1] != "llm_stream"] == ["comparison_start"]

@@ -280,8 +280,8 @@ async def judge_comparison(
     With ``publish``, a single judge's answer is streamed and its text published in batches
     (``llm_stream``) when ``wants_stream`` says someone follows its lane as the call starts;
     a viewer who arrives mid-answer sees the lane's next one. Nobody follows most lanes,
-    and reading an answer as a stream (a JSON chunk per token or so) costs the engine more
-    than the rest of the comparison (``bench/throughput.py``), so those ask for the whole
+    and reading an answer as a stream (a JSON chunk per token or so) costs the engine about
+    as much CPU as sending the call (``bench/throughput.py``), so those ask for the whole
     answer at once. A followed stream asks again at each batch (the viewer may leave)."""
     panel = panel or solo_panel(config)
     started = datetime.now(UTC)

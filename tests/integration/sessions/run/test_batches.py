@@ -426,23 +426,16 @@ async def test_an_adaptive_session_sends_each_round_as_one_job(
     llm = LLMService(app.state.sessionmaker, app.state.settings)
     try:
         model = await judge_model(client, "oa-adaptive", "openai", fake.base_url)
-        r = await client.post(
-            "/api/sessions",
-            json={
-                "session_name": "adaptive batch",
-                "pillar_ids": pillar_ids,
-                "comparison_mode": "adaptive",
-                "criteria": ["quality"],
-                "judge_model_id": model,
-                "execution": "batch",
-                "seed": 7,
-                "adaptive": {"rule": "budget", "budget_comparisons": 200, "batch_size": 50},
-                "auto_start": True,
-            },
+        sid = await batch_session(
+            client,
+            pillar_ids,
+            model,
+            session_name="adaptive batch",
+            comparison_mode="adaptive",
+            position_swap=True,  # the schema's default, as before: adaptive.position decides
+            seed=7,
+            adaptive={"rule": "budget", "budget_comparisons": 200, "batch_size": 50},
         )
-        assert r.status_code == 201, r.text
-        sid = r.json()["id"]
-        assert r.json()["execution"] == "batch"
         runner = BatchRunner(engine=app.state.engine, llm=llm, poll_s=0.01, poll_max_s=0.02)
         for _ in range(400):  # the planner and the batch worker take turns
             if not await advance(app.state.sessionmaker, sid):

@@ -4,6 +4,7 @@ attempt limits, streaming and the simulator context. No database."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -248,6 +249,24 @@ def test_thread_cache_evicts_the_least_recently_used() -> None:
     assert cache.get(2) is None and cache.get(1) is not None and len(cache) == 2
 
 
+async def judge_published(
+    llm: FakeLLM,
+    threads: ThreadCache,
+    events: list[tuple[str, str, dict]],
+    wants: Callable[[str, str], bool],
+) -> Any:
+    """``item()`` judged with its events collected and every text batch flushed at once."""
+    return await judge_comparison(
+        llm=llm,
+        item=item(),
+        config=CONFIG,
+        threads=threads,
+        publish=lambda *e: events.append(e),
+        stream_interval_s=0,
+        wants_stream=wants,
+    )
+
+
 async def test_a_lane_nobody_follows_asks_for_the_whole_answer(threads: ThreadCache) -> None:
     """Nobody follows the lane as the call starts: the answer is asked for whole (no
     ``on_delta``, so the provider is not asked to stream), read, and nothing is streamed."""
@@ -264,15 +283,7 @@ async def test_a_lane_nobody_follows_asks_for_the_whole_answer(threads: ThreadCa
         asked.append((topic, lane))
         return False
 
-    f = await judge_comparison(
-        llm=Recording(GOOD),
-        item=item(),
-        config=CONFIG,
-        threads=threads,
-        publish=lambda *e: events.append(e),
-        stream_interval_s=0,
-        wants_stream=wants,
-    )
+    f = await judge_published(Recording(GOOD), threads, events, wants)
     assert f.status == "completed" and f.answer.winner == "B" and f.answer.raw_response == GOOD
     assert streamed_calls == [False] and asked == [("session:7", "host:1:0")]
     assert [e[1] for e in events] == ["comparison_start"]
@@ -289,15 +300,7 @@ async def test_a_followed_stream_asks_at_each_batch(threads: ThreadCache) -> Non
         asked.append((topic, lane))
         return next(watched, False)
 
-    f = await judge_comparison(
-        llm=FakeLLM(GOOD),
-        item=item(),
-        config=CONFIG,
-        threads=threads,
-        publish=lambda *e: events.append(e),
-        stream_interval_s=0,
-        wants_stream=wants,
-    )
+    f = await judge_published(FakeLLM(GOOD), threads, events, wants)
     assert f.status == "completed" and f.answer.winner == "B" and f.answer.raw_response == GOOD
     batches = [e[2]["text"] for e in events if e[1] == "llm_stream"]
     assert batches == [GOOD[:5]]  # the start, the first batch; then the viewer left

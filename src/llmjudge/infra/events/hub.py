@@ -33,6 +33,8 @@ from typing import Any
 
 import asyncpg
 
+from llmjudge.core.text import fastjson
+
 __all__ = [
     "CHANNEL",
     "COALESCED_TYPES",
@@ -105,18 +107,17 @@ def _clip_strings(value: Any, limit: int) -> Any:
 def encode_payload(event: Event) -> str:
     """The NOTIFY payload of ``event``: JSON under the size limit, long strings clipped."""
 
-    def dump(data: Any) -> str:
-        body = {"i": event.id, "t": event.topic, "y": event.type, "d": data}
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
+    def dump(data: Any) -> bytes:
+        return fastjson.dumps({"i": event.id, "t": event.topic, "y": event.type, "d": data}, str)
 
-    text = dump(event.data)
+    raw = dump(event.data)
     for limit in _STRING_LIMITS:
-        if len(text.encode()) <= MAX_PAYLOAD_BYTES:
-            return text
-        text = dump(_clip_strings(event.data, limit))
-    if len(text.encode()) <= MAX_PAYLOAD_BYTES:
-        return text
-    return dump({"truncated": True})
+        if len(raw) <= MAX_PAYLOAD_BYTES:
+            return raw.decode()
+        raw = dump(_clip_strings(event.data, limit))
+    if len(raw) <= MAX_PAYLOAD_BYTES:
+        return raw.decode()
+    return dump({"truncated": True}).decode()
 
 
 def credentials_changed_payload() -> str:

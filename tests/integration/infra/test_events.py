@@ -15,7 +15,14 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from llmjudge.infra.events.hub import CHANNEL, Event, EventHub, Subscription
+from llmjudge.infra.events.hub import (
+    CHANNEL,
+    INTEREST_EVERY_S,
+    INTEREST_GRACE_S,
+    Event,
+    EventHub,
+    Subscription,
+)
 from tests.conftest import ADMIN_TOKEN
 from tests.integration.sessions.test_sessions import create, fast_simulator, seed_threads
 
@@ -53,6 +60,31 @@ async def test_events_cross_processes_through_postgres(db_url: str) -> None:
         await publisher.stop()
         await listener.stop()
     assert publisher.published == 4
+
+
+async def test_a_new_process_learns_who_follows_within_a_round_trip(db_url: str) -> None:
+    """A process starting beside a watched one asks, hears the answer and stops publishing
+    the streams nobody follows well before the announcements' own period."""
+    watched = EventHub(db_url)
+    await watched.start()
+    try:
+        async with watched.subscribe("session:1", lanes=frozenset({"w"})):
+            await watched.publish("ready", "ping", {})
+            newcomer = EventHub(db_url)
+            await newcomer.start()
+            started = asyncio.get_running_loop().time()
+            try:
+                async with asyncio.timeout(INTEREST_GRACE_S - 0.5):
+                    # wants_stream is a pure question: there is no event to wait on
+                    while newcomer.wants_stream("session:1", "unfollowed"):  # noqa: ASYNC110
+                        await asyncio.sleep(0.02)
+                took = asyncio.get_running_loop().time() - started
+                assert newcomer.wants_stream("session:1", "w")  # the answer arrived
+                assert took < INTEREST_EVERY_S, took
+            finally:
+                await newcomer.stop()
+    finally:
+        await watched.stop()
 
 
 async def test_the_listener_reconnects_after_losing_its_connection(db_url: str) -> None:

@@ -14,7 +14,8 @@ Token streams (``llm_stream``) are most of a busy session's events, and usually 
 watches them: a web process announces the lanes its subscribers follow (``stream_interest``,
 on subscribing and every ``INTEREST_EVERY_S``), and ``wants_stream`` lets a publisher skip
 a stream nobody follows, here or in another listening process. A process that hears no
-announcements (``listen=False``, its listener down or just started) publishes every stream.
+announcements (``listen=False``, its listener down or just started) publishes every stream;
+one whose listener comes up asks the others to announce at once, and waits only for that.
 """
 
 from __future__ import annotations
@@ -69,8 +70,11 @@ _INTEREST_MARK = f'"y":"{STREAM_INTEREST}"'  # as encode_payload writes the type
 INTEREST_EVERY_S = 2.0
 INTEREST_TTL_S = 3 * INTEREST_EVERY_S  # an announcement holds this long
 # A process listening for less than this may not have heard every follower yet: it
-# publishes every stream until then.
+# publishes every stream until then...
 INTEREST_GRACE_S = 1.5 * INTEREST_EVERY_S
+# ...or until this long after its own question ("who follows what?", asked as its listener
+# comes up) has come back to it: the other processes heard it then, and answer at once.
+ANSWERS_GRACE_S = 0.25
 _STRING_LIMITS = (2000, 500, 100, 20)
 # A token was revoked, a user deactivated or signed out: every open stream re-checks its
 # credentials at once (see events.sse) instead of at its next periodic re-check.
@@ -244,6 +248,7 @@ class EventHub:
         self._stopping = False
         self._clock = clock
         self._listening_since: float | None = None  # None: not listening now
+        self._answers_due: float | None = None  # set when our question came back
         # topic -> origin -> (expires, lanes followed there; None: every lane)
         self._interest: dict[str, dict[str, tuple[float, frozenset[str] | None]]] = {}
 
@@ -338,7 +343,13 @@ class EventHub:
     def listening(self, up: bool) -> None:
         """The listener's state: LISTENing now, or its connection lost."""
         self._listening_since = self._clock() if up else None
-        if not up:
+        self._answers_due = None
+        if up:
+            # Ask every listening process to announce its followers now rather than at its
+            # next round (no lanes of its own: an older process takes it for "none").
+            ask = {"origin": self._origin, "lanes": [], "ask": True}
+            self.publish_nowait(ALL_TOPICS, STREAM_INTEREST, ask)
+        else:
             self._interest.clear()  # announcements may be missed until it is back
 
     def _on_notify(self, payload: str) -> None:
@@ -359,8 +370,10 @@ class EventHub:
         """Whether an ``llm_stream`` event of ``lane`` (a worker id) on ``topic`` may reach a
         subscriber, in this process or in another that listens. True whenever this process
         cannot know (see the module docstring)."""
-        since = self._listening_since
-        if not self.listen or since is None or self._clock() - since < INTEREST_GRACE_S:
+        since, due = self._listening_since, self._answers_due
+        if not self.listen or since is None:
+            return True
+        if self._clock() < (due if due is not None else since + INTEREST_GRACE_S):
             return True
         if not self._subs and not self._interest:  # the usual case: nobody watches
             return False
@@ -399,7 +412,16 @@ class EventHub:
 
     def _heard_interest(self, event: Event) -> None:
         origin, lanes = event.data.get("origin"), event.data.get("lanes")
-        if not isinstance(origin, str) or origin == self._origin:
+        if not isinstance(origin, str):
+            return
+        if event.data.get("ask"):
+            if origin == self._origin:
+                self._answers_due = self._clock() + ANSWERS_GRACE_S
+            else:
+                for topic in list(self._subs):
+                    self.announce(topic)
+            return
+        if origin == self._origin:
             return
         followed = None if lanes is None else frozenset(str(lane) for lane in lanes)
         now = self._clock()

@@ -8,6 +8,7 @@ import pytest
 
 from llmjudge.infra.events import hub as hub_module
 from llmjudge.infra.events.hub import (
+    ANSWERS_GRACE_S,
     INTEREST_GRACE_S,
     INTEREST_TTL_S,
     STREAM_INTEREST,
@@ -58,6 +59,37 @@ def test_a_hub_that_cannot_know_wants_every_stream() -> None:
     assert hub.wants_stream("session:1", "w")  # down: announcements may be missed
 
 
+async def test_a_listener_coming_up_asks_and_waits_only_for_the_answers() -> None:
+    clock = Clock()
+    hub = EventHub("postgresql://unused/db", clock=clock)
+    hub.listening(True)
+    (question,) = hub._outbox
+    assert decode_payload(question).data == {"origin": hub._origin, "lanes": [], "ask": True}
+    clock.now += 0.1
+    assert hub.wants_stream("session:1", "w")  # the question has not come back yet
+    hub._on_notify(question)  # it has: the others heard it and are answering
+    clock.now += ANSWERS_GRACE_S - 0.01
+    assert hub.wants_stream("session:1", "w")
+    hub._on_notify(announcement("other", "session:1", ["w"]))
+    clock.now += 0.02
+    assert hub.wants_stream("session:1", "w")  # the answer
+    assert not hub.wants_stream("session:1", "v")  # long before INTEREST_GRACE_S
+    assert clock.now - 1000.0 < INTEREST_GRACE_S
+    hub.listening(True)  # a reconnect asks again, and waits again
+    assert hub.wants_stream("session:1", "v")
+
+
+async def test_a_question_from_another_process_is_answered_at_once() -> None:
+    hub = listening_hub(Clock())
+    async with hub.subscribe("session:1", lanes=frozenset({"w"})):
+        hub._outbox.clear()
+        ask = {"origin": "other", "lanes": [], "ask": True}
+        hub._on_notify(encode_payload(Event("*", STREAM_INTEREST, ask, "other-1")))
+        sent = [decode_payload(p) for p in hub._outbox]
+        assert [(e.topic, e.data["lanes"]) for e in sent if e is not None] == [("session:1", ["w"])]
+        assert not hub.wants_stream("session:2", "w")  # a question follows nothing
+
+
 async def test_local_subscribers_follow_their_lanes() -> None:
     hub = listening_hub(Clock())
     async with hub.subscribe("session:1", lanes=frozenset({"h:1:3"})):
@@ -83,6 +115,7 @@ async def test_subscribing_announces_the_followed_lanes_to_other_processes() -> 
         pass
     sent = [decode_payload(p) for p in hub._outbox]
     assert [(e.topic, e.type, e.data["lanes"]) for e in sent if e is not None] == [
+        ("*", STREAM_INTEREST, []),  # the question asked as the listener came up
         ("session:1", STREAM_INTEREST, ["a", "b"]),
         ("session:3", STREAM_INTEREST, None),
     ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -42,7 +41,7 @@ from llmjudge.references import review_api as references_review_api
 from llmjudge.references import review_pages as references_review_pages
 from llmjudge.sessions import api as sessions_api
 from llmjudge.sessions import pages as sessions_pages
-from llmjudge.worker import COMPARISONS, PERSONAS, build_workers
+from llmjudge.worker import COMPARISONS, PERSONAS, build_workers, settle_heap
 
 
 def operation_id(route: APIRoute) -> str:
@@ -98,11 +97,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
                 app.state.pool = app.state.workers.get(COMPARISONS)
                 app.state.persona_runner = app.state.workers.get(PERSONAS)
                 await app.state.workers.start()
-            # Startup objects live as long as the process: keep them out of the collector's full
-            # passes, which otherwise stall every request and worker 0.1-0.3 s at a time
-            # (bench/throughput.py).
-            gc.collect()
-            gc.freeze()
+            settle_heap()
             try:
                 yield
             finally:

@@ -13,8 +13,9 @@ bare loop and the engine in turn, so both see the same machine.
   latency with a valid JSON verdict, streamed as server-sent events when asked (the engine
   asks for a stream only for a lane someone follows on the live page; nobody does here).
   Its replies are precomputed bytes.
-- **The bare loop**: one asyncio process, ``workers`` calls in flight, on the engine's HTTP
-  stack (httpx over the httpx-aiohttp transport), sending the requests the engine sends for
+- **The bare loop**: one asyncio process, ``workers`` calls in flight, a plain httpx loop
+  (``httpx.AsyncClient`` on the aiohttp transport the engine sends on; the engine skips the
+  client layer and encodes with orjson), sending the requests the engine sends for
   the same pairs (its prompt builder, its client's request: whole answers) and decoding
   each answer's JSON; with ``--bare-stream`` it asks for streams and reads them with the
   engine's SSE reader (the baseline before the engine stopped streaming unwatched lanes).

@@ -177,6 +177,9 @@ class FakeProvider:
 
         ``model`` defaults to the body's ``model`` field.
         """
+        kind = ",".join(request.headers.getall("Content-Type", []))
+        if kind.split(";")[0].strip() != "application/json":  # one field, one value
+            return {}, self.error(400, f"Content-Type {kind!r}", "invalid_request_error")
         try:
             body = await request.json()
         except ValueError:

@@ -196,11 +196,13 @@ class HttpChatClient(ABC):
         block ends. httpx's client would add cookie jars, auth and redirect flows and URL
         merging that no provider call uses, and the standard JSON encoder: together about a
         tenth of a busy engine's time (a judge prompt is several kilobytes)."""
+        headers = httpx.Headers(call.headers)
+        headers.setdefault("Content-Type", "application/json")  # the wire formats set it
         request = httpx.Request(
             "POST",
             _url(call.url),
             params=dict(call.params) if call.params else None,
-            headers={**call.headers, "content-type": "application/json"},
+            headers=headers,
             content=fastjson.dumps(call.body),
             extensions={"timeout": self._timeout},
         )

@@ -17,8 +17,10 @@ bare loop and the engine in turn, so both see the same machine.
   (``httpx.AsyncClient`` on the aiohttp transport the engine sends on; the engine skips the
   client layer and encodes with orjson), sending the requests the engine sends for
   the same pairs (its prompt builder, its client's request: whole answers) and decoding
-  each answer's JSON; with ``--bare-stream`` it asks for streams and reads them with the
-  engine's SSE reader (the baseline before the engine stopped streaming unwatched lanes).
+  each answer's JSON; with ``--bare stream`` it asks for streams and reads them with the
+  engine's SSE reader (the baseline before the engine stopped streaming unwatched lanes);
+  with ``--bare lean`` it sends as the engine does (the transport itself, orjson bodies)
+  with the engine's collector settings: what is left is the engine's own work.
   No queue, no database, no parsing of verdicts.
 - **The engine**: a fresh ``llmjudge serve`` (its worker pool inside) on an embedded
   PostgreSQL, warmed by a six-call session; then the timed session: ``POST /api/sessions``
@@ -216,24 +218,45 @@ async def pair_requests(
 # -- the bare loop ---------------------------------------------------------------------------
 
 
+BARE_MODES = ("whole", "stream", "lean")
+
+
 async def bare_loop(
-    base_url: str, concurrency: int, threads: int, stream: bool = False
+    base_url: str, concurrency: int, threads: int, mode: str = "whole"
 ) -> dict[str, Any]:
     """Every pair's call, ``concurrency`` at a time, with nothing else around them: the
     whole answer at once, as the engine asks when nobody follows a lane (``stream``: as a
-    stream of events, as it asks for a followed one)."""
+    stream of events, as it asks for a followed one; ``lean``: whole answers sent the way
+    the engine sends them, in a process with the engine's collector settings)."""
     from httpx_aiohttp import AiohttpTransport
 
-    from llmjudge.providers.clients import iter_sse
+    from llmjudge.providers.base import ProviderConfig
+    from llmjudge.providers.clients import HttpCall, iter_sse
+    from llmjudge.providers.openai import OpenAIClient
+    from llmjudge.worker import settle_heap
 
+    stream = mode == "stream"
     calls = await pair_requests(base_url, threads, stream)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     client = httpx.AsyncClient(transport=AiohttpTransport(limits=limits), timeout=60)
+    cfg = ProviderConfig(
+        id=1, name="bench", kind="openai", base_url=base_url, max_concurrency=concurrency
+    )
+    engine_client = OpenAIClient(cfg)
+    if mode == "lean":
+        settle_heap()
     done: list[float] = []
     queue = iter(calls)
 
     async def lane() -> None:
         for url, body, headers in queue:
+            if mode == "lean":
+                async with engine_client._post(HttpCall(url, headers, body)) as resp:
+                    await resp.aread()
+                resp.raise_for_status()
+                resp.json()
+                done.append(time.time())
+                continue
             if not stream:
                 resp = await client.post(url, json=body, headers=headers)
                 resp.raise_for_status()
@@ -251,6 +274,7 @@ async def bare_loop(
     await asyncio.gather(*(lane() for _ in range(concurrency)))
     cpu = time.process_time() - cpu0
     await client.aclose()
+    await engine_client.aclose()
     return {"start": start, "done": done, "cpu_s": cpu}
 
 
@@ -358,9 +382,9 @@ class Run:
         return self.done[0] - self.start
 
 
-def measure_bare(tmp: Path, fake_url: str, workers: int, threads: int, stream: bool) -> Run:
+def measure_bare(tmp: Path, fake_url: str, workers: int, threads: int, mode: str) -> Run:
     child = spawn(
-        [__file__, "bare", fake_url, str(workers), str(threads), "stream" if stream else "whole"],
+        [__file__, "bare", fake_url, str(workers), str(threads), mode],
         tmp / f"bare-{workers}.log",
     )
     child.popen.wait()
@@ -557,6 +581,13 @@ cpu: ms per call of the bare loop's process, of the llmjudge serve process (eng)
 the PostgreSQL processes (pg) during the timed session; load: 1-minute load average."""
 
 
+BARE_LABELS = {
+    "whole": "a plain httpx loop, whole answers",
+    "stream": "a plain httpx loop, streamed answers",
+    "lean": "whole answers sent as the engine sends them",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", type=int, nargs="+", default=[256, 64])
@@ -565,10 +596,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency-ms", type=float, default=200.0)
     p.add_argument("--chunk-chars", type=int, default=16, help="characters per streamed event")
     p.add_argument(
-        "--bare-stream",
-        action="store_true",
-        help="the bare loop reads streamed answers (what the engine asks for a lane someone "
-        "follows; nobody follows here, so the engine asks for whole answers)",
+        "--bare",
+        choices=BARE_MODES,
+        default="whole",
+        help="the bare loop: a plain httpx loop asking for whole answers (what the engine "
+        "asks when nobody follows a lane, as here), or for streams (what it asks for a "
+        "followed lane), or 'lean': whole answers sent as the engine sends them (its "
+        "transport path, orjson bodies, its collector settings)",
     )
     args = p.parse_args(argv)
     latency_s = args.latency_ms / 1000
@@ -589,13 +623,13 @@ def main(argv: list[str] | None = None) -> int:
             f"free-for-all of {args.threads} threads: {calls:,} calls; judge latency "
             f"{args.latency_ms:.0f} ms, {len(verdict_text())}-character verdict, whole "
             f"(or streamed in {args.chunk_chars}-character events when asked); bare loop: "
-            f"{'streamed' if args.bare_stream else 'whole'} answers; {os.cpu_count()} CPU "
+            f"{BARE_LABELS[args.bare]}; {os.cpu_count()} CPU "
             "cores shared by every process (judge server, bare loop or engine, PostgreSQL)\n"
         )
         print(HEADER, flush=True)
         for n in range(1, args.repeat + 1):
             for w in args.workers:
-                bare = measure_bare(tmp, fake_url, w, args.threads, args.bare_stream)
+                bare = measure_bare(tmp, fake_url, w, args.threads, args.bare)
                 eng = engine.measure(w)
                 print(row(w, n, bare, eng), flush=True)
                 ratios[w].append(
@@ -625,7 +659,6 @@ if __name__ == "__main__":
         run_fake(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))
     elif len(sys.argv) > 1 and sys.argv[1] == "bare":
         url, workers, threads = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-        streamed = sys.argv[5] == "stream"
-        print(json.dumps(asyncio.run(bare_loop(url, workers, threads, streamed))), flush=True)
+        print(json.dumps(asyncio.run(bare_loop(url, workers, threads, sys.argv[5]))), flush=True)
     else:
         raise SystemExit(main())

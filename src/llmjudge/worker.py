@@ -69,9 +69,9 @@ class WorkerStartError(RuntimeError):
 
 # Young objects collected every this many allocations (CPython's default: 2,000). A judge
 # call allocates thousands that live through its ~200 ms wait: with the default they were
-# promoted and scanned again and again (bench/throughput.py at 256 workers: 1.22 ms of CPU
-# per comparison, 0.90 with 50,000, 1.00 with 100,000 against 1.09 with 20,000 in the same
-# runs); the cost is cyclic garbage waiting longer, a few megabytes.
+# promoted and scanned again and again. Same-run A/B of bench/throughput.py at 256 workers,
+# CPU per comparison: default 1.22 ms against 0.90 ms at 50,000; 20,000 1.09 ms against
+# 1.00 ms at 100,000. The cost: cyclic garbage waits longer (a few megabytes).
 YOUNG_COLLECTION_EVERY = 100_000
 
 

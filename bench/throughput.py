@@ -235,8 +235,7 @@ async def bare_loop(
     from llmjudge.providers.openai import OpenAIClient
     from llmjudge.worker import settle_heap
 
-    stream = mode == "stream"
-    calls = await pair_requests(base_url, threads, stream)
+    calls = await pair_requests(base_url, threads, mode == "stream")
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     client = httpx.AsyncClient(transport=AiohttpTransport(limits=limits), timeout=60)
     cfg = ProviderConfig(
@@ -245,29 +244,32 @@ async def bare_loop(
     engine_client = OpenAIClient(cfg)
     if mode == "lean":
         settle_heap()
+
+    async def whole(url: str, body: dict[str, Any], headers: dict[str, str]) -> None:
+        resp = await client.post(url, json=body, headers=headers)
+        resp.raise_for_status()
+        resp.json()
+
+    async def lean(url: str, body: dict[str, Any], headers: dict[str, str]) -> None:
+        async with engine_client._post(HttpCall(url, headers, body)) as resp:
+            await resp.aread()
+        resp.raise_for_status()
+        resp.json()
+
+    async def streamed(url: str, body: dict[str, Any], headers: dict[str, str]) -> None:
+        async with client.stream("POST", url, json=body, headers=headers) as resp:
+            resp.raise_for_status()
+            async for ev in iter_sse(resp.aiter_lines()):
+                if ev.data != "[DONE]":
+                    json.loads(ev.data)
+
+    send = {"whole": whole, "lean": lean, "stream": streamed}[mode]
     done: list[float] = []
     queue = iter(calls)
 
     async def lane() -> None:
         for url, body, headers in queue:
-            if mode == "lean":
-                async with engine_client._post(HttpCall(url, headers, body)) as resp:
-                    await resp.aread()
-                resp.raise_for_status()
-                resp.json()
-                done.append(time.time())
-                continue
-            if not stream:
-                resp = await client.post(url, json=body, headers=headers)
-                resp.raise_for_status()
-                resp.json()
-                done.append(time.time())
-                continue
-            async with client.stream("POST", url, json=body, headers=headers) as resp:
-                resp.raise_for_status()
-                async for ev in iter_sse(resp.aiter_lines()):
-                    if ev.data != "[DONE]":
-                        json.loads(ev.data)
+            await send(url, body, headers)
             done.append(time.time())
 
     cpu0, start = time.process_time(), time.time()

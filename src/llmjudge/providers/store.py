@@ -221,8 +221,8 @@ class PgAccounting:
                 ).all()
                 for row, id_ in zip(missing, ids, strict=True):
                     row["id"] = id_
-            # A Core insert of the table (the ORM's bulk path costs several times its CPU
-            # per row, at one row per judge call).
+            # A Core insert of the table: the ORM's bulk path adds per-row work (it showed
+            # in serve's profile at one row per judge call).
             await db.execute(
                 pg_insert(LLMCall.__table__).on_conflict_do_nothing(index_elements=["id"]), batch
             )

@@ -22,7 +22,7 @@ def dumps(value: Any, default: Callable[[Any], Any] | None = None) -> bytes:
     """Compact UTF-8 JSON of ``value``."""
     try:
         return orjson.dumps(value, default=default, option=_OPTIONS)
-    except TypeError:  # an integer past 64 bits, a mapping orjson does not know
+    except TypeError:  # an integer past 64 bits: the standard encoder takes any
         return json.dumps(
             value, ensure_ascii=False, separators=(",", ":"), default=default
         ).encode()
